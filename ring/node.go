@@ -1,0 +1,432 @@
+package ring
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// MsgType is the kind of a ring protocol message.
+type MsgType uint8
+
+const (
+	// MsgElection carries a candidate UID clockwise around the ring.
+	MsgElection MsgType = iota + 1
+	// MsgElected announces the winner; it travels once around the ring.
+	MsgElected
+	// MsgEnd is the winner's end-of-election broadcast: receivers unblock.
+	MsgEnd
+	// MsgHeartbeat goes from the coordinator to every server; it carries
+	// the coordinator's UID and round so a restarted server catches up.
+	MsgHeartbeat
+	msgTypeCount
+)
+
+// MsgTypes lists every message type, in wire order.
+var MsgTypes = []MsgType{MsgElection, MsgElected, MsgEnd, MsgHeartbeat}
+
+func (t MsgType) String() string {
+	switch t {
+	case MsgElection:
+		return "election"
+	case MsgElected:
+		return "elected"
+	case MsgEnd:
+		return "end"
+	case MsgHeartbeat:
+		return "heartbeat"
+	}
+	return fmt.Sprintf("msgtype(%d)", uint8(t))
+}
+
+// Valid reports whether t is a known message type.
+func (t MsgType) Valid() bool { return t >= MsgElection && t < msgTypeCount }
+
+// Message is one protocol message. Cand is the candidate for MsgElection and
+// the leader for every other type.
+type Message struct {
+	Type     MsgType
+	From, To UID
+	Cand     UID
+	// Round numbers elections. A restart after a lost message opens a new
+	// round; a higher round resets the participant flag, so stale
+	// participants from an abandoned round cannot swallow the new one.
+	Round uint64
+	// Hops counts hops since Cand was last written. A candidate's own
+	// message returns to it within len(ring) hops; more means the
+	// candidate died, and the message is dropped instead of circling forever.
+	Hops uint32
+}
+
+// Config configures a Node. Only Self and Ring are required.
+type Config struct {
+	Self UID
+	// Ring is the membership in message order.
+	Ring *Ring
+	// Round and Leader resume persisted state after a restart.
+	Round  uint64
+	Leader UID
+	// HopBound is an upper bound on one hop's delivery time. A participant
+	// that has not seen the election end within 2·(live members)·HopBound
+	// restarts it in a new round. Zero disables restarts.
+	HopBound time.Duration
+	// SuspectTimeout enables the coordinator failure detector: a server
+	// that hears no heartbeat for this long (plus up to SuspectJitter)
+	// starts an election. Zero disables it.
+	SuspectTimeout, SuspectJitter time.Duration
+	// HeartbeatInterval is how often the leader sends heartbeats. Zero
+	// disables them.
+	HeartbeatInterval time.Duration
+	// Rand draws the detector's jitter; required only with SuspectJitter.
+	Rand *rand.Rand
+	// Now is the time the node starts at, for the detector's first deadline.
+	Now time.Duration
+}
+
+// Status is a node's externally visible election state.
+type Status struct {
+	Leader      UID // zero while unknown
+	Round       uint64
+	Participant bool
+	Blocked     bool // ELECTED seen, END not yet
+	Announcing  bool // this node won and its ELECTED is still travelling
+}
+
+// Stats counts a node's own actions.
+type Stats struct {
+	Initiated int // elections this node started, restarts included
+	Restarts  int // of which restarts after the election timeout
+}
+
+// Node is one ring member's Chang–Roberts state machine (participant-flag
+// variant, DESIGN §3.1). Methods return the messages to send; the returned
+// slice is reused by the next call, so send or copy it first.
+type Node struct {
+	cfg  Config
+	ring *Ring
+	down []bool
+	live int // members not down, self included
+	pos  int
+
+	st            Status
+	electionTimer time.Duration // 0 when disarmed
+	det           *Detector
+	nextBeat      time.Duration
+	stats         Stats
+	out           []Message
+}
+
+// NewNode validates cfg and returns a node at rest: not participating,
+// following cfg.Leader if set.
+func NewNode(cfg Config) (*Node, error) {
+	if cfg.SuspectJitter > 0 && cfg.Rand == nil {
+		return nil, errors.New("ring node: SuspectJitter needs Rand")
+	}
+	n := &Node{cfg: cfg}
+	if err := n.SetRing(cfg.Ring); err != nil {
+		return nil, err
+	}
+	n.st.Round, n.st.Leader = cfg.Round, cfg.Leader
+	if cfg.SuspectTimeout > 0 {
+		n.det = NewDetector(cfg.Now, cfg.SuspectTimeout, cfg.SuspectJitter, cfg.Rand)
+	}
+	if cfg.Leader == cfg.Self {
+		n.nextBeat = cfg.Now
+	}
+	return n, nil
+}
+
+// SetRing installs new ring metadata (from the coordinator) and forgets
+// which members were marked down.
+func (n *Node) SetRing(r *Ring) error {
+	if r == nil {
+		return errors.New("ring node: no ring")
+	}
+	pos := r.Index(n.cfg.Self)
+	if pos < 0 {
+		return fmt.Errorf("ring node: self %s is not in the ring of %d members", n.cfg.Self.Short(), r.Len())
+	}
+	n.ring, n.pos = r, pos
+	n.down = make([]bool, r.Len())
+	n.live = r.Len()
+	return nil
+}
+
+// Self returns the node's UID.
+func (n *Node) Self() UID { return n.cfg.Self }
+
+// Status returns the node's election state.
+func (n *Node) Status() Status { return n.st }
+
+// Leader returns the known leader; ok is false while unknown.
+func (n *Node) Leader() (UID, bool) { return n.st.Leader, !n.st.Leader.IsZero() }
+
+// Stats returns counters of the node's own actions.
+func (n *Node) Stats() Stats { return n.stats }
+
+// Ring returns the membership the node uses.
+func (n *Node) Ring() *Ring { return n.ring }
+
+// IsDown reports whether the node considers member u down.
+func (n *Node) IsDown(u UID) bool {
+	i := n.ring.Index(u)
+	return i >= 0 && n.down[i]
+}
+
+// MarkDown records that u is unreachable; messages skip it from now on.
+func (n *Node) MarkDown(u UID) {
+	if i := n.ring.Index(u); i >= 0 && i != n.pos && !n.down[i] {
+		n.down[i] = true
+		n.live--
+	}
+}
+
+// MarkUp records that u is reachable again (it rejoined).
+func (n *Node) MarkUp(u UID) {
+	if i := n.ring.Index(u); i >= 0 && n.down[i] {
+		n.down[i] = false
+		n.live++
+	}
+}
+
+// successor returns the next live member clockwise, or self when alone.
+func (n *Node) successor() UID {
+	size := n.ring.Len()
+	for k := 1; k < size; k++ {
+		i := n.pos + k
+		if i >= size {
+			i -= size
+		}
+		if !n.down[i] {
+			return n.ring.order[i]
+		}
+	}
+	return n.cfg.Self
+}
+
+func (n *Node) send(typ MsgType, to, cand UID, hops uint32) {
+	n.out = append(n.out, Message{Type: typ, From: n.cfg.Self, To: to, Cand: cand, Round: n.st.Round, Hops: hops})
+}
+
+func (n *Node) armElection(now time.Duration) {
+	if n.cfg.HopBound > 0 {
+		n.electionTimer = now + 2*time.Duration(n.live)*n.cfg.HopBound
+	}
+}
+
+// Start makes the node initiate an election (it suspects the coordinator).
+// It does nothing while the node already takes part in one.
+func (n *Node) Start(now time.Duration) []Message {
+	n.out = n.out[:0]
+	if n.st.Participant || n.st.Announcing {
+		return n.out
+	}
+	n.start(now)
+	return n.out
+}
+
+func (n *Node) start(now time.Duration) {
+	n.stats.Initiated++
+	n.st = Status{Round: n.st.Round + 1, Participant: true}
+	n.armElection(now)
+	n.forwardElection(now, n.cfg.Self, 1)
+}
+
+// forwardElection sends ELECTION(cand) to the successor, or wins at once
+// when the node is alone.
+func (n *Node) forwardElection(now time.Duration, cand UID, hops uint32) {
+	succ := n.successor()
+	if succ == n.cfg.Self {
+		n.win(now)
+		return
+	}
+	n.send(MsgElection, succ, cand, hops)
+}
+
+// win makes the node leader of the current round and announces it.
+func (n *Node) win(now time.Duration) {
+	n.st.Leader, n.st.Participant, n.st.Blocked = n.cfg.Self, false, false
+	succ := n.successor()
+	if succ == n.cfg.Self {
+		n.finish(now)
+		return
+	}
+	n.st.Announcing = true
+	n.armElection(now)
+	n.send(MsgElected, succ, n.cfg.Self, 1)
+}
+
+// finish ends the election at the winner: ELECTED came back (or it is alone).
+func (n *Node) finish(now time.Duration) {
+	n.st.Announcing = false
+	n.electionTimer = 0
+	n.nextBeat = now
+	for i, u := range n.ring.order {
+		if i != n.pos && !n.down[i] {
+			n.send(MsgEnd, u, n.cfg.Self, 0)
+		}
+	}
+}
+
+// adopt moves the node into a newer round: it forgets its participation in
+// the old one.
+func (n *Node) adopt(round uint64) {
+	if round > n.st.Round {
+		n.st = Status{Round: round, Leader: UID{}}
+		n.electionTimer = 0
+	}
+}
+
+// Step processes one received message at time now.
+func (n *Node) Step(now time.Duration, m Message) []Message {
+	n.out = n.out[:0]
+	if m.Round < n.st.Round || !m.Type.Valid() {
+		return n.out // stale round or garbage
+	}
+	if m.Hops > uint32(n.ring.Len()) {
+		return n.out // its candidate died: the message would circle forever
+	}
+	if m.Type == MsgHeartbeat {
+		n.heartbeat(now, m)
+		return n.out
+	}
+	n.adopt(m.Round)
+	switch m.Type {
+	case MsgElection:
+		n.election(now, m)
+	case MsgElected:
+		n.elected(now, m)
+	case MsgEnd:
+		n.st.Blocked = false
+	}
+	return n.out
+}
+
+func (n *Node) election(now time.Duration, m Message) {
+	if n.st.Blocked || !n.st.Leader.IsZero() {
+		// This round is decided: a straggler. The paper's block covers
+		// ELECTED→END; END can overtake a slow straggler, so the decided
+		// round keeps discarding after END too. New elections come in a
+		// new round.
+		return
+	}
+	switch m.Cand.Cmp(n.cfg.Self) {
+	case 1:
+		if !n.st.Participant {
+			n.st.Participant = true
+			n.armElection(now)
+		}
+		n.forwardElection(now, m.Cand, m.Hops+1)
+	case -1:
+		if n.st.Participant {
+			return
+		}
+		n.st.Participant = true
+		n.armElection(now)
+		n.forwardElection(now, n.cfg.Self, 1)
+	default:
+		if n.st.Participant {
+			n.win(now)
+		}
+	}
+}
+
+func (n *Node) elected(now time.Duration, m Message) {
+	if m.Cand == n.cfg.Self {
+		if n.st.Announcing {
+			n.finish(now)
+		}
+		return
+	}
+	n.st.Leader, n.st.Participant, n.st.Blocked, n.st.Announcing = m.Cand, false, true, false
+	n.electionTimer = 0
+	if n.det != nil {
+		n.det.Heard(now)
+	}
+	succ := n.successor()
+	if succ != n.cfg.Self {
+		n.send(MsgElected, succ, m.Cand, m.Hops+1)
+	}
+}
+
+func (n *Node) heartbeat(now time.Duration, m Message) {
+	n.MarkUp(m.From)
+	if m.Round > n.st.Round || !n.st.Participant && !n.st.Announcing {
+		// A newer round, or we are at rest: follow the sender.
+		if m.Round > n.st.Round || n.st.Leader.IsZero() || n.st.Leader == m.Cand {
+			n.st = Status{Leader: m.Cand, Round: m.Round}
+			n.electionTimer = 0
+		}
+	}
+	if n.det != nil && n.st.Leader == m.Cand {
+		n.det.Heard(now)
+	}
+}
+
+// Unreachable tells the node that m could not be delivered to m.To. The
+// member is marked down and an election or elected message goes on to the
+// next live successor, so a dead successor is skipped.
+func (n *Node) Unreachable(now time.Duration, m Message) []Message {
+	n.out = n.out[:0]
+	n.MarkDown(m.To)
+	if m.Round != n.st.Round {
+		return n.out
+	}
+	switch m.Type {
+	case MsgElection:
+		if n.st.Blocked {
+			return n.out
+		}
+		n.forwardElection(now, m.Cand, m.Hops)
+	case MsgElected:
+		if succ := n.successor(); succ != n.cfg.Self {
+			n.send(MsgElected, succ, m.Cand, m.Hops)
+		} else if m.Cand == n.cfg.Self && n.st.Announcing {
+			n.finish(now)
+		}
+	}
+	return n.out
+}
+
+// Tick fires whatever timers are due at now: the election-restart timeout,
+// the failure detector, and the leader's heartbeats.
+func (n *Node) Tick(now time.Duration) []Message {
+	n.out = n.out[:0]
+	switch {
+	case n.electionTimer > 0 && now >= n.electionTimer:
+		n.stats.Restarts++
+		n.start(now)
+	case n.det != nil && n.st.Leader != n.cfg.Self && !n.st.Participant && !n.st.Announcing && n.det.Suspect(now):
+		n.start(now)
+	}
+	if n.cfg.HeartbeatInterval > 0 && n.st.Leader == n.cfg.Self && !n.st.Announcing && now >= n.nextBeat {
+		n.nextBeat = now + n.cfg.HeartbeatInterval
+		for i, u := range n.ring.order {
+			if i != n.pos && !n.down[i] {
+				n.send(MsgHeartbeat, u, n.cfg.Self, 0)
+			}
+		}
+	}
+	return n.out
+}
+
+// Deadline returns the earliest instant at which Tick has work; ok is false
+// when no timer is armed.
+func (n *Node) Deadline() (at time.Duration, ok bool) {
+	consider := func(t time.Duration) {
+		if !ok || t < at {
+			at, ok = t, true
+		}
+	}
+	if n.electionTimer > 0 {
+		consider(n.electionTimer)
+	}
+	if n.det != nil && n.st.Leader != n.cfg.Self && !n.st.Participant && !n.st.Announcing {
+		consider(n.det.Deadline())
+	}
+	if n.cfg.HeartbeatInterval > 0 && n.st.Leader == n.cfg.Self && !n.st.Announcing {
+		consider(n.nextBeat)
+	}
+	return at, ok
+}

@@ -1,0 +1,229 @@
+package ring
+
+import (
+	"crypto/md5"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func u(k uint64) UID { return UID{Lo: k} }
+
+func TestUID(t *testing.T) {
+	want := md5.Sum([]byte("127.0.0.1:7000"))
+	got := UIDOf("127.0.0.1:7000")
+	assert.Equal(t, want, got.Bytes())
+	assert.Equal(t, -1, UID{Hi: 1}.Cmp(UID{Hi: 2}))
+	assert.Equal(t, 1, UID{Hi: 2, Lo: 0}.Cmp(UID{Hi: 1, Lo: ^uint64(0)}), "high word dominates")
+	assert.Equal(t, 0, got.Cmp(got))
+
+	back, err := ParseUID(got.String())
+	require.NoError(t, err)
+	assert.Equal(t, got, back)
+	_, err = ParseUID("xyz")
+	assert.ErrorContains(t, err, "want 32 hex digits")
+	_, err = ParseUID("zz345678901234567890123456789012")
+	assert.Error(t, err)
+}
+
+func TestNewRingRejectsDuplicates(t *testing.T) {
+	_, err := NewRing([]UID{u(1), u(2), u(1)})
+	assert.ErrorContains(t, err, "appears twice")
+	r, err := NewRing([]UID{u(1), u(2)})
+	require.NoError(t, err)
+	_, err = NewNode(Config{Self: u(3), Ring: r})
+	assert.ErrorContains(t, err, "not in the ring")
+}
+
+// ring5 is a 5-member ring 1→3→5→7→9→1; node under test is 5 (successor 7).
+func ring5(t *testing.T, cfg Config) *Node {
+	t.Helper()
+	r, err := NewRing([]UID{u(1), u(3), u(5), u(7), u(9)})
+	require.NoError(t, err)
+	cfg.Self, cfg.Ring = u(5), r
+	n, err := NewNode(cfg)
+	require.NoError(t, err)
+	return n
+}
+
+func msg(typ MsgType, cand uint64, round uint64, hops uint32) Message {
+	return Message{Type: typ, From: u(3), To: u(5), Cand: u(cand), Round: round, Hops: hops}
+}
+
+func TestElectionRules(t *testing.T) {
+	type setup func(n *Node)
+	rest := func(*Node) {}
+	participant := func(n *Node) { n.Start(0) } // round becomes 1
+	blocked := func(n *Node) {
+		n.Start(0)
+		n.Step(0, msg(MsgElected, 9, 1, 3))
+	}
+	cases := []struct {
+		name  string
+		setup setup
+		in    Message
+		out   []Message
+		check func(t *testing.T, st Status)
+	}{
+		{"larger candidate is forwarded unchanged", rest, msg(MsgElection, 9, 1, 2),
+			[]Message{{Type: MsgElection, From: u(5), To: u(7), Cand: u(9), Round: 1, Hops: 3}},
+			func(t *testing.T, st Status) { assert.True(t, st.Participant) }},
+		{"smaller candidate is replaced by self when not participant", rest, msg(MsgElection, 3, 1, 1),
+			[]Message{{Type: MsgElection, From: u(5), To: u(7), Cand: u(5), Round: 1, Hops: 1}},
+			func(t *testing.T, st Status) { assert.True(t, st.Participant) }},
+		{"smaller candidate is discarded by a participant", participant, msg(MsgElection, 3, 1, 1), nil,
+			func(t *testing.T, st Status) { assert.True(t, st.Participant) }},
+		{"larger candidate is forwarded by a participant", participant, msg(MsgElection, 7, 1, 1),
+			[]Message{{Type: MsgElection, From: u(5), To: u(7), Cand: u(7), Round: 1, Hops: 2}}, nil},
+		{"own uid back makes the node leader", participant, msg(MsgElection, 5, 1, 5),
+			[]Message{{Type: MsgElected, From: u(5), To: u(7), Cand: u(5), Round: 1, Hops: 1}},
+			func(t *testing.T, st Status) {
+				assert.Equal(t, u(5), st.Leader)
+				assert.False(t, st.Participant)
+				assert.True(t, st.Announcing)
+			}},
+		{"elected is recorded and forwarded, node blocks", participant, msg(MsgElected, 9, 1, 3),
+			[]Message{{Type: MsgElected, From: u(5), To: u(7), Cand: u(9), Round: 1, Hops: 4}},
+			func(t *testing.T, st Status) {
+				assert.Equal(t, u(9), st.Leader)
+				assert.True(t, st.Blocked)
+				assert.False(t, st.Participant)
+			}},
+		{"a blocked node discards election messages of the decided round", blocked, msg(MsgElection, 7, 1, 1), nil,
+			func(t *testing.T, st Status) { assert.True(t, st.Blocked) }},
+		{"end unblocks", blocked, msg(MsgEnd, 9, 1, 0), nil,
+			func(t *testing.T, st Status) { assert.False(t, st.Blocked); assert.Equal(t, u(9), st.Leader) }},
+		{"a newer round resets participation", blocked, msg(MsgElection, 3, 2, 1),
+			[]Message{{Type: MsgElection, From: u(5), To: u(7), Cand: u(5), Round: 2, Hops: 1}},
+			func(t *testing.T, st Status) {
+				assert.Equal(t, uint64(2), st.Round)
+				assert.False(t, st.Blocked)
+				assert.True(t, st.Leader.IsZero())
+			}},
+		{"a stale round is discarded", func(n *Node) { n.Start(0); n.Start(0); n.Tick(time.Hour) }, msg(MsgElection, 9, 0, 1), nil, nil},
+		{"a message that outlived its candidate is dropped", rest, msg(MsgElection, 9, 1, 6), nil,
+			func(t *testing.T, st Status) { assert.False(t, st.Participant) }},
+		{"an unknown type is ignored", rest, Message{Type: 77, Round: 1}, nil, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			n := ring5(t, Config{})
+			c.setup(n)
+			out := n.Step(0, c.in)
+			if c.out == nil {
+				assert.Empty(t, out)
+			} else {
+				assert.Equal(t, c.out, out)
+			}
+			if c.check != nil {
+				c.check(t, n.Status())
+			}
+		})
+	}
+}
+
+func TestStartIsIdempotentWhileParticipating(t *testing.T) {
+	n := ring5(t, Config{})
+	out := n.Start(0)
+	require.Len(t, out, 1)
+	assert.Equal(t, Message{Type: MsgElection, From: u(5), To: u(7), Cand: u(5), Round: 1, Hops: 1}, out[0])
+	assert.Empty(t, n.Start(0))
+	assert.Equal(t, 1, n.Stats().Initiated)
+}
+
+func TestLeaderBroadcastsEndWhenElectedReturns(t *testing.T) {
+	n := ring5(t, Config{})
+	n.Start(0)
+	n.Step(0, msg(MsgElection, 5, 1, 5))
+	n.MarkDown(u(1))
+	out := n.Step(0, msg(MsgElected, 5, 1, 5))
+	var to []UID
+	for _, m := range out {
+		assert.Equal(t, MsgEnd, m.Type)
+		to = append(to, m.To)
+	}
+	assert.Equal(t, []UID{u(3), u(7), u(9)}, to, "END to every live member but self")
+	assert.False(t, n.Status().Announcing)
+}
+
+func TestDeadSuccessorIsSkipped(t *testing.T) {
+	n := ring5(t, Config{})
+	out := n.Start(0)
+	require.Equal(t, u(7), out[0].To)
+	first := out[0]
+	out = n.Unreachable(0, first)
+	require.Len(t, out, 1)
+	assert.Equal(t, u(9), out[0].To)
+	assert.Equal(t, u(5), out[0].Cand)
+	assert.True(t, n.IsDown(u(7)))
+
+	// All others down: the node wins alone.
+	for _, v := range []UID{u(9), u(1), u(3)} {
+		n.MarkDown(v)
+	}
+	n.Unreachable(0, out[0])
+	assert.Equal(t, u(5), n.Status().Leader)
+	assert.False(t, n.Status().Participant)
+}
+
+func TestElectionTimeoutRestartsInNewRound(t *testing.T) {
+	n := ring5(t, Config{HopBound: time.Millisecond})
+	n.Start(0)
+	at, ok := n.Deadline()
+	require.True(t, ok)
+	assert.Equal(t, 2*5*time.Millisecond, at)
+	assert.Empty(t, n.Tick(at-1))
+	out := n.Tick(at)
+	require.Len(t, out, 1)
+	assert.Equal(t, uint64(2), out[0].Round)
+	assert.Equal(t, 1, n.Stats().Restarts)
+}
+
+func TestDetectorStartsElectionAndHeartbeatsDefer(t *testing.T) {
+	n := ring5(t, Config{Leader: u(9), Round: 3, SuspectTimeout: 700 * time.Millisecond})
+	hb := Message{Type: MsgHeartbeat, From: u(9), To: u(5), Cand: u(9), Round: 3}
+	assert.Empty(t, n.Step(500*time.Millisecond, hb))
+	assert.Empty(t, n.Tick(1100*time.Millisecond), "heartbeat at 500ms defers suspicion to 1200ms")
+	out := n.Tick(1200 * time.Millisecond)
+	require.Len(t, out, 1)
+	assert.Equal(t, MsgElection, out[0].Type)
+	assert.Equal(t, uint64(4), out[0].Round)
+	assert.True(t, n.Status().Leader.IsZero(), "a suspected leader is forgotten")
+}
+
+func TestDetectorJitterStaysInRange(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 1000 {
+		d := NewDetector(0, 700*time.Millisecond, 100*time.Millisecond, r)
+		assert.GreaterOrEqual(t, d.Deadline(), 700*time.Millisecond)
+		assert.Less(t, d.Deadline(), 800*time.Millisecond)
+	}
+	_, err := NewNode(Config{SuspectJitter: time.Millisecond})
+	assert.ErrorContains(t, err, "needs Rand")
+}
+
+func TestHeartbeatCatchesUpARestartedNode(t *testing.T) {
+	n := ring5(t, Config{Round: 2}) // restarted: persisted round, no leader
+	n.Step(0, Message{Type: MsgHeartbeat, From: u(9), Cand: u(9), Round: 4})
+	st := n.Status()
+	assert.Equal(t, u(9), st.Leader)
+	assert.Equal(t, uint64(4), st.Round)
+
+	// An old coordinator's heartbeat cannot take it back.
+	n.Step(0, Message{Type: MsgHeartbeat, From: u(7), Cand: u(7), Round: 3})
+	assert.Equal(t, u(9), n.Status().Leader)
+}
+
+func TestLeaderSendsHeartbeats(t *testing.T) {
+	n := ring5(t, Config{Leader: u(5), Round: 1, HeartbeatInterval: 100 * time.Millisecond})
+	n.MarkDown(u(1))
+	out := n.Tick(0)
+	assert.Len(t, out, 3)
+	at, ok := n.Deadline()
+	require.True(t, ok)
+	assert.Equal(t, 100*time.Millisecond, at)
+	assert.Empty(t, n.Tick(50*time.Millisecond))
+}
