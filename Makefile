@@ -1,0 +1,28 @@
+# ringside — see README.md. `make experiments` and `make test` are the two
+# commands a new user needs; everything else is for developers.
+GO      ?= go
+RESULTS ?= results
+
+.PHONY: build test experiments lint bench fuzz clean
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/...
+
+test:
+	$(GO) vet ./...
+	$(GO) test -race ./...
+
+# Every experiment of the catalogue on its default backend and quick profile.
+experiments:
+	$(GO) run ./cmd/ringside run all --out $(RESULTS)
+	$(GO) run ./cmd/ringside report $(RESULTS)
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+clean:
+	rm -rf bin $(RESULTS)

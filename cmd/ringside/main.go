@@ -1,0 +1,166 @@
+// Command ringside runs the experiment catalogue and reports on its results.
+//
+//	ringside list
+//	ringside run EXPERIMENT|all [--backend B] [--seed N] [--reps N] [--profile quick|paper] [--out DIR] [experiment flags]
+//	ringside report DIR
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/ringside/ringside/experiments"
+	"github.com/ringside/ringside/experiments/catalog"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "ringside:", err)
+		}
+		os.Exit(2)
+	}
+}
+
+const usage = `usage:
+  ringside list
+  ringside run EXPERIMENT|all [--backend B] [--seed N] [--reps N] [--profile quick|paper] [--out DIR] [experiment flags]
+  ringside run EXPERIMENT --help     (the experiment's own flags)
+  ringside report DIR`
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, usage)
+		return errors.New("no command")
+	}
+	switch args[0] {
+	case "list":
+		return list(stdout)
+	case "run":
+		return runCmd(ctx, args[1:], stdout, stderr)
+	case "report":
+		if len(args) != 2 {
+			return errors.New("report: want exactly one directory")
+		}
+		path, err := experiments.WriteReport(args[1], catalog.New())
+		if path != "" {
+			fmt.Fprintln(stdout, "wrote", path)
+		}
+		return err
+	case "help", "-h", "--help":
+		fmt.Fprintln(stdout, usage)
+		return nil
+	}
+	fmt.Fprintln(stderr, usage)
+	return fmt.Errorf("unknown command %q", args[0])
+}
+
+func list(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "EXPERIMENT\tBACKENDS\tQUICK REPS\tPAPER REPS\tWHAT")
+	for _, e := range catalog.New().All() {
+		fmt.Fprintf(tw, "%s\t%v\t%d\t%d\t%s\n", e.Name(), e.Backends(), e.Reps(experiments.ProfileQuick), e.Reps(experiments.ProfilePaper), e.Summary())
+	}
+	return tw.Flush()
+}
+
+// common holds the flags every experiment takes, with environment fallbacks.
+type common struct {
+	backend, profile, out string
+	seed                  uint64
+	reps                  int
+}
+
+func (c *common) define(fs *flag.FlagSet) {
+	fs.StringVar(&c.backend, "backend", os.Getenv("RINGSIDE_BACKEND"), "backend (default: the experiment's first)")
+	fs.StringVar(&c.profile, "profile", envOr("RINGSIDE_PROFILE", experiments.ProfileQuick), "quick or paper")
+	fs.StringVar(&c.out, "out", envOr("RINGSIDE_OUT", "results"), "output directory")
+	seed, _ := strconv.ParseUint(envOr("RINGSIDE_SEED", "1"), 10, 64)
+	fs.Uint64Var(&c.seed, "seed", seed, "master seed; every random choice derives from it")
+	fs.IntVar(&c.reps, "reps", 0, "repetitions (default: the profile's)")
+}
+
+func envOr(key, def string) string {
+	if v, ok := os.LookupEnv(key); ok {
+		return v
+	}
+	return def
+}
+
+func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "" || args[0][0] == '-' {
+		return errors.New("run: name an experiment (see ringside list) or all")
+	}
+	reg := catalog.New()
+	name, args := args[0], args[1:]
+	var c common
+	if name == "all" {
+		fs := flag.NewFlagSet("run all", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		c.define(fs)
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		if c.backend != "" {
+			return errors.New("run all: --backend applies to one experiment; each runs on its default backend")
+		}
+		for _, e := range reg.All() {
+			if err := runOne(ctx, e, e.Flags(), c, stdout, stderr); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	e := reg.Lookup(name)
+	if e == nil {
+		return fmt.Errorf("run: unknown experiment %q (known: %v)", name, reg.Names())
+	}
+	fs := e.Flags()
+	fs.SetOutput(stderr)
+	c.define(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("run %s: unexpected argument %q", name, fs.Arg(0))
+	}
+	return runOne(ctx, e, fs, c, stdout, stderr)
+}
+
+func runOne(ctx context.Context, e experiments.Experiment, fs *flag.FlagSet, c common, stdout, stderr io.Writer) error {
+	own := flag.NewFlagSet(e.Name(), flag.ContinueOnError)
+	fs.VisitAll(func(f *flag.Flag) {
+		switch f.Name {
+		case "backend", "profile", "out", "seed", "reps":
+		default:
+			own.Var(f.Value, f.Name, f.Usage)
+		}
+	})
+	meta, err := experiments.Run(ctx, e, own, experiments.RunOptions{
+		Seed: c.seed, Reps: c.reps, Profile: c.profile, Backend: c.backend, Out: c.out,
+		Command: os.Args, Status: stderr, TTY: isTTY(stderr),
+		Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: %d rows → %s/%s.csv (backend %s, seed %d, %d reps, %s)\n",
+		e.Name(), meta.Rows, c.out, e.Name(), meta.Backend, meta.Seed, meta.Reps, meta.End.Sub(meta.Start).Round(1e6))
+	return nil
+}
+
+func isTTY(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && experiments.IsTerminal(f)
+}

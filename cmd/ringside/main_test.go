@@ -1,0 +1,65 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func cli(args ...string) (string, string, error) {
+	var out, errb bytes.Buffer
+	err := run(context.Background(), args, &out, &errb)
+	return out.String(), errb.String(), err
+}
+
+func TestListShowsCatalogue(t *testing.T) {
+	out, _, err := cli("list")
+	require.NoError(t, err)
+	assert.Contains(t, out, "ring-messages")
+	assert.Contains(t, out, "ring-chaos")
+}
+
+func TestRunAndReport(t *testing.T) {
+	dir := t.TempDir()
+	out, status, err := cli("run", "ring-messages", "--seed", "1", "--reps", "5", "--n", "4,8", "--out", dir)
+	require.NoError(t, err, status)
+	assert.Contains(t, out, "ring-messages: 40 rows")
+	assert.Contains(t, status, "ring-messages: done")
+	for _, f := range []string{"ring-messages.csv", "ring-messages.meta.json"} {
+		assert.FileExists(t, filepath.Join(dir, f))
+	}
+	out, _, err = cli("report", dir)
+	require.NoError(t, err)
+	assert.Contains(t, out, "report.md")
+	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(md), "## ring-messages")
+	assert.FileExists(t, filepath.Join(dir, "ring-messages-messages.png"))
+}
+
+func TestClearErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "no command"},
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"run"}, "name an experiment"},
+		{[]string{"run", "nope"}, `unknown experiment "nope"`},
+		{[]string{"run", "ring-messages", "--backend", "kube", "--out", t.TempDir()}, `backend "kube" not supported`},
+		{[]string{"run", "ring-messages", "--seed", "-3"}, "invalid value"},
+		{[]string{"run", "ring-messages", "extra"}, `unexpected argument "extra"`},
+		{[]string{"run", "all", "--backend", "sim"}, "each runs on its default backend"},
+		{[]string{"report"}, "exactly one directory"},
+		{[]string{"report", t.TempDir()}, "no *.meta.json"},
+	} {
+		_, _, err := cli(tc.args...)
+		require.Error(t, err, "%v", tc.args)
+		assert.Contains(t, err.Error(), tc.want, "%v", tc.args)
+	}
+}

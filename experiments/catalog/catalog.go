@@ -1,0 +1,17 @@
+// Package catalog assembles every experiment ringside ships, in the order
+// `ringside list` prints them and `ringside run all` runs them.
+package catalog
+
+import (
+	"github.com/ringside/ringside/experiments"
+	"github.com/ringside/ringside/experiments/ringexp"
+)
+
+// New returns a fresh registry (experiments keep their flag values, so
+// each run gets its own).
+func New() *experiments.Registry {
+	r := &experiments.Registry{}
+	r.Register(&ringexp.Messages{})
+	r.Register(&ringexp.Chaos{})
+	return r
+}

@@ -1,0 +1,174 @@
+package experiments
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fake is a minimal experiment for framework tests.
+type fake struct {
+	fail  error
+	tasks int
+	k     int
+}
+
+func (*fake) Name() string       { return "fake" }
+func (*fake) Summary() string    { return "a fake" }
+func (*fake) Backends() []string { return []string{"sim", "local"} }
+func (*fake) Reps(p string) int  { return map[string]int{ProfileQuick: 3, ProfilePaper: 9}[p] }
+func (*fake) Columns() []string  { return []string{"task", "value_ms"} }
+func (f *fake) Flags() *flag.FlagSet {
+	fs := flag.NewFlagSet("fake", flag.ContinueOnError)
+	fs.IntVar(&f.k, "k", 2, "multiplier")
+	return fs
+}
+func (f *fake) Run(ctx context.Context, env *Env) error {
+	return ForEach(ctx, env, f.tasks*env.Reps, func(i int) ([]Row, error) {
+		if f.fail != nil && i == 5 {
+			return nil, f.fail
+		}
+		time.Sleep(time.Duration((i*7)%3) * time.Millisecond) // finish out of order
+		return []Row{{i, time.Duration(i*f.k) * time.Millisecond}}, nil
+	})
+}
+func (*fake) Report(in *ReportInput) (string, error) {
+	s := Summarize(in.Table.Floats(allRows(in.Table), "value_ms"))
+	return "mean " + Num(s.Mean, 3) + "\n", nil
+}
+
+func allRows(t *Table) []int {
+	out := make([]int, len(t.Rows))
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+func TestRunWritesOrderedCSVAndMeta(t *testing.T) {
+	dir := t.TempDir()
+	f := &fake{tasks: 4}
+	fs := f.Flags()
+	require.NoError(t, fs.Parse([]string{"-k", "3"}))
+	meta, err := Run(context.Background(), f, fs, RunOptions{Seed: 9, Out: dir, Profile: ProfilePaper})
+	require.NoError(t, err)
+	assert.Equal(t, 36, meta.Rows)
+	assert.Equal(t, "sim", meta.Backend)
+	assert.Equal(t, 9, meta.Reps)
+	assert.Equal(t, "3", meta.Params["k"])
+	assert.NotEmpty(t, meta.GitCommit)
+
+	b, err := os.ReadFile(filepath.Join(dir, "fake.csv"))
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	require.Len(t, lines, 37)
+	assert.Equal(t, "task,value_ms", lines[0])
+	assert.Equal(t, "0,0", lines[1])
+	assert.Equal(t, "35,105", lines[36], "rows in task order, durations in ms")
+	assert.FileExists(t, filepath.Join(dir, "fake.meta.json"))
+
+	reg := &Registry{}
+	reg.Register(f)
+	path, err := WriteReport(dir, reg)
+	require.NoError(t, err)
+	md, _ := os.ReadFile(path)
+	assert.Contains(t, string(md), "## fake")
+	assert.Contains(t, string(md), "mean 52.5")
+	assert.Contains(t, string(md), "*seed* 9")
+}
+
+func TestFailedRunKeepsLastGoodCSV(t *testing.T) {
+	dir := t.TempDir()
+	good := &fake{tasks: 2}
+	_, err := Run(context.Background(), good, good.Flags(), RunOptions{Out: dir})
+	require.NoError(t, err)
+	before, _ := os.ReadFile(filepath.Join(dir, "fake.csv"))
+
+	bad := &fake{tasks: 4, fail: errors.New("boom")}
+	_, err = Run(context.Background(), bad, bad.Flags(), RunOptions{Out: dir})
+	require.ErrorContains(t, err, "task 5: boom")
+	after, _ := os.ReadFile(filepath.Join(dir, "fake.csv"))
+	assert.Equal(t, before, after)
+	leftovers, _ := filepath.Glob(filepath.Join(dir, ".fake.csv.*"))
+	assert.Empty(t, leftovers)
+}
+
+func TestRunRejectsBadOptions(t *testing.T) {
+	f := &fake{tasks: 1}
+	_, err := Run(context.Background(), f, nil, RunOptions{Out: t.TempDir(), Backend: "kube"})
+	assert.ErrorContains(t, err, `backend "kube" not supported (want one of sim, local)`)
+	_, err = Run(context.Background(), f, nil, RunOptions{Out: t.TempDir(), Profile: "slow"})
+	assert.ErrorContains(t, err, `profile "slow"`)
+	_, err = Run(context.Background(), f, nil, RunOptions{Out: t.TempDir(), Reps: -1})
+	assert.ErrorContains(t, err, "negative")
+}
+
+func TestCancelledRunFails(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	f := &fake{tasks: 100}
+	_, err := Run(ctx, f, nil, RunOptions{Out: t.TempDir()})
+	assert.ErrorContains(t, err, "interrupted")
+}
+
+func TestSinkChecksWidth(t *testing.T) {
+	var b bytes.Buffer
+	s, err := NewSink(&b, []string{"a", "b"})
+	require.NoError(t, err)
+	require.NoError(t, s.Write(Row{1, 0.5}))
+	assert.ErrorContains(t, s.Write(Row{1}), "row 2 has 1 values, header has 2")
+	require.NoError(t, s.Flush())
+	assert.Equal(t, "a,b\n1,0.5\n", b.String())
+}
+
+func TestProgressStyles(t *testing.T) {
+	var plain bytes.Buffer
+	p := NewProgress(&plain, false, "x", 20)
+	for range 20 {
+		p.Add(1)
+	}
+	p.Finish()
+	out := plain.String()
+	assert.Equal(t, 11, strings.Count(out, "\n"), "ten plain lines plus the summary:\n%s", out)
+	assert.NotContains(t, out, "\r")
+
+	var tty bytes.Buffer
+	p = NewProgress(&tty, true, "x", 4)
+	p.Add(2)
+	assert.Contains(t, tty.String(), "\rx [###############...............]  50% 2/4")
+}
+
+func TestReportErrors(t *testing.T) {
+	_, err := WriteReport(t.TempDir(), &Registry{})
+	assert.ErrorContains(t, err, "no *.meta.json")
+
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "fake.meta.json"), []byte(`{"experiment":"fake"}`), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "fake.csv"), []byte("task\n1\n"), 0o644))
+	reg := &Registry{}
+	reg.Register(&fake{})
+	_, err = WriteReport(dir, reg)
+	assert.ErrorContains(t, err, `csv has no column "value_ms"`)
+	md, _ := os.ReadFile(filepath.Join(dir, "report.md"))
+	assert.Contains(t, string(md), "report failed")
+}
+
+func TestSummarize(t *testing.T) {
+	s := Summarize([]float64{4, 1, 3, 2})
+	assert.Equal(t, 2.5, s.Mean)
+	assert.Equal(t, 1.0, s.Min)
+	assert.Equal(t, 4.0, s.Max)
+	assert.Equal(t, 2.0, s.P50)
+	assert.InDelta(t, 1.291, s.Std, 1e-3)
+	assert.Equal(t, "–", Num(Summarize(nil).Mean, 2))
+	assert.Equal(t, 0.0, Summarize([]float64{7}).Std)
+}

@@ -1,0 +1,112 @@
+package experiments
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// ReportInput is what an experiment's Report gets.
+type ReportInput struct {
+	Meta  Meta
+	Table *Table
+	Dir   string // where plots go; reference them by base name
+}
+
+// PlotPath returns the file path for a plot named name of this experiment,
+// and the relative link to use in markdown.
+func (in *ReportInput) PlotPath(name string) (path, link string) {
+	base := in.Meta.Experiment + "-" + name + ".png"
+	return filepath.Join(in.Dir, base), base
+}
+
+// WriteReport reads every DIR/*.meta.json with its CSV and writes
+// DIR/report.md, one section per experiment in catalogue order.
+func WriteReport(dir string, reg *Registry) (string, error) {
+	metas, err := filepath.Glob(filepath.Join(dir, "*.meta.json"))
+	if err != nil {
+		return "", err
+	}
+	if len(metas) == 0 {
+		return "", fmt.Errorf("report %s: no *.meta.json here; run an experiment with --out %s first", dir, dir)
+	}
+	order := map[string]int{}
+	for i, n := range reg.Names() {
+		order[n] = i
+	}
+	sort.SliceStable(metas, func(i, j int) bool {
+		return rank(order, metas[i]) < rank(order, metas[j])
+	})
+
+	var b strings.Builder
+	b.WriteString("# ringside report\n\n")
+	b.WriteString("Each section summarises one experiment's CSV in this directory; `*.meta.json` holds the exact parameters. Reference values (theory or the source paper) stand beside the measured ones.\n\n")
+	var errs []error
+	for _, mp := range metas {
+		sec, err := reportOne(mp, dir, reg)
+		if err != nil {
+			errs = append(errs, err)
+			fmt.Fprintf(&b, "## %s\n\nreport failed: %v\n\n", strings.TrimSuffix(filepath.Base(mp), ".meta.json"), err)
+			continue
+		}
+		b.WriteString(sec)
+	}
+	out := filepath.Join(dir, "report.md")
+	if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
+		return "", fmt.Errorf("write report: %w", err)
+	}
+	return out, errors.Join(errs...)
+}
+
+func rank(order map[string]int, metaPath string) int {
+	if r, ok := order[strings.TrimSuffix(filepath.Base(metaPath), ".meta.json")]; ok {
+		return r
+	}
+	return len(order)
+}
+
+func reportOne(metaPath, dir string, reg *Registry) (string, error) {
+	raw, err := os.ReadFile(metaPath)
+	if err != nil {
+		return "", err
+	}
+	var meta Meta
+	if err := json.Unmarshal(raw, &meta); err != nil {
+		return "", fmt.Errorf("%s: %w", filepath.Base(metaPath), err)
+	}
+	e := reg.Lookup(meta.Experiment)
+	if e == nil {
+		return "", fmt.Errorf("%s: unknown experiment %q", filepath.Base(metaPath), meta.Experiment)
+	}
+	f, err := os.Open(filepath.Join(dir, meta.Experiment+".csv"))
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	t, err := ReadTable(f)
+	if err != nil {
+		return "", fmt.Errorf("%s.csv: %w", meta.Experiment, err)
+	}
+	if err := t.Require(e.Columns()...); err != nil {
+		return "", fmt.Errorf("%s.csv: %w", meta.Experiment, err)
+	}
+	body, err := e.Report(&ReportInput{Meta: meta, Table: t, Dir: dir})
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", meta.Experiment, err)
+	}
+	head := fmt.Sprintf("## %s\n\n%s\n\n*backend* `%s`, *profile* `%s`, *seed* %d, *reps* %d, %d rows, commit `%s`, %s, took %s.\n\n",
+		meta.Experiment, e.Summary(), meta.Backend, meta.Profile, meta.Seed, meta.Reps, meta.Rows,
+		short(meta.GitCommit), meta.GoVersion, meta.End.Sub(meta.Start).Round(1e6))
+	return head + body + "\n", nil
+}
+
+func short(commit string) string {
+	if len(commit) > 12 && !strings.HasSuffix(commit, "-dirty") {
+		return commit[:12]
+	}
+	return commit
+}

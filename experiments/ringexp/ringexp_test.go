@@ -1,0 +1,116 @@
+package ringexp
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ringside/ringside/experiments"
+)
+
+func run(t *testing.T, e experiments.Experiment, dir string, seed uint64, reps int, args ...string) []byte {
+	t.Helper()
+	fs := e.Flags()
+	require.NoError(t, fs.Parse(args))
+	_, err := experiments.Run(context.Background(), e, fs, experiments.RunOptions{Seed: seed, Reps: reps, Out: dir})
+	require.NoError(t, err)
+	b, err := os.ReadFile(filepath.Join(dir, e.Name()+".csv"))
+	require.NoError(t, err)
+	return b
+}
+
+func TestSameSeedSameCSVBytes(t *testing.T) {
+	for _, tc := range []struct {
+		e    experiments.Experiment
+		args []string
+	}{
+		{&Messages{}, []string{"--n", "4,16,32", "--order", "sorted,random,reverse"}},
+		{&Chaos{}, []string{"--n", "8"}},
+	} {
+		a := run(t, tc.e, t.TempDir(), 7, 30, tc.args...)
+		b := run(t, tc.e, t.TempDir(), 7, 30, tc.args...)
+		c := run(t, tc.e, t.TempDir(), 8, 30, tc.args...)
+		assert.Equal(t, a, b, "%s: same seed must give identical bytes", tc.e.Name())
+		assert.NotEqual(t, a, c, "%s: another seed must differ", tc.e.Name())
+	}
+}
+
+func TestMessagesCSVAndReport(t *testing.T) {
+	dir := t.TempDir()
+	e := &Messages{}
+	csv := run(t, e, dir, 1, 50, "--n", "4,8,16", "--order", "sorted,random,reverse")
+	tab, err := experiments.ReadTable(bytes.NewReader(csv))
+	require.NoError(t, err)
+	require.Len(t, tab.Rows, 3*3*2*50)
+	for i := range tab.Rows {
+		n := tab.Float(i, "n")
+		assert.Equal(t, "true", tab.Str(i, "leader_is_max"))
+		assert.Equal(t, n, tab.Float(i, "elected_msgs"))
+		if tab.Str(i, "initiators") == InitOne {
+			assert.Equal(t, n+tab.Float(i, "max_distance"), tab.Float(i, "election_msgs"))
+		} else {
+			switch tab.Str(i, "order") {
+			case "sorted":
+				assert.Equal(t, 2*n-1, tab.Float(i, "election_msgs"))
+			case "reverse":
+				assert.Equal(t, n*(n+1)/2, tab.Float(i, "election_msgs"))
+			}
+		}
+	}
+	reg := &experiments.Registry{}
+	reg.Register(e)
+	path, err := experiments.WriteReport(dir, reg)
+	require.NoError(t, err)
+	md, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Contains(t, string(md), "worst n(n+1)/2")
+	assert.Contains(t, string(md), "| all | reverse | 16 | 50 | 136 |")
+	assert.Contains(t, string(md), "| all | sorted | 8 | 50 | 15 |")
+	assert.FileExists(t, filepath.Join(dir, "ring-messages-messages.png"))
+}
+
+func TestChaosHasNoViolations(t *testing.T) {
+	dir := t.TempDir()
+	e := &Chaos{}
+	csv := run(t, e, dir, 3, 200, "--max-crashes", "4", "--loss", "0.05")
+	tab, err := experiments.ReadTable(bytes.NewReader(csv))
+	require.NoError(t, err)
+	require.Len(t, tab.Rows, 200)
+	for i := range tab.Rows {
+		require.Equal(t, "true", tab.Str(i, "one_leader"), "row %d", i)
+		require.Equal(t, "true", tab.Str(i, "leader_is_max_live"), "row %d", i)
+	}
+	reg := &experiments.Registry{}
+	reg.Register(e)
+	path, err := experiments.WriteReport(dir, reg)
+	require.NoError(t, err)
+	md, _ := os.ReadFile(path)
+	assert.Contains(t, string(md), "**Violations: 0 of 200 runs**")
+}
+
+func TestBadParametersAreRejected(t *testing.T) {
+	for _, tc := range []struct {
+		e    experiments.Experiment
+		args []string
+		want string
+	}{
+		{&Messages{}, []string{"--n", "4,x"}, `"x" is not a positive integer`},
+		{&Messages{}, []string{"--order", "spiral"}, `"spiral": want one of`},
+		{&Chaos{}, []string{"--loss", "1.2"}, "loss=1.2"},
+		{&Chaos{}, []string{"--n", "1"}, "at least 2"},
+		{&Chaos{}, []string{"--heartbeat", "1s"}, "want 0 < heartbeat < suspect"},
+	} {
+		fs := tc.e.Flags()
+		err := fs.Parse(tc.args)
+		if err == nil {
+			_, err = experiments.Run(context.Background(), tc.e, fs, experiments.RunOptions{Reps: 1, Out: t.TempDir()})
+		}
+		require.Error(t, err, "%v", tc.args)
+		assert.Contains(t, err.Error(), tc.want)
+	}
+}

@@ -1,0 +1,233 @@
+package experiments
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Meta is written beside every CSV as EXPERIMENT.meta.json.
+type Meta struct {
+	Experiment string            `json:"experiment"`
+	Backend    string            `json:"backend"`
+	Profile    string            `json:"profile"`
+	Seed       uint64            `json:"seed"`
+	Reps       int               `json:"reps"`
+	Params     map[string]string `json:"params"`
+	Rows       int               `json:"rows"`
+	Command    []string          `json:"command,omitempty"`
+	GitCommit  string            `json:"git_commit"`
+	GoVersion  string            `json:"go_version"`
+	Platform   string            `json:"platform"`
+	CPUs       int               `json:"cpus"`
+	Start      time.Time         `json:"start"`
+	End        time.Time         `json:"end"`
+}
+
+// RunOptions are the common settings of `ringside run`.
+type RunOptions struct {
+	Seed    uint64
+	Reps    int // 0: the profile's default
+	Profile string
+	Backend string // "": the experiment's default
+	Out     string
+	Command []string
+	Status  io.Writer // progress and notes; nil discards
+	TTY     bool
+	Log     *slog.Logger
+}
+
+// Run runs e with its already-parsed flags and writes OUT/NAME.csv and
+// OUT/NAME.meta.json. The CSV is written under a temporary name and renamed
+// at the end, so a failed run never replaces the last good result.
+func Run(ctx context.Context, e Experiment, flags *flag.FlagSet, o RunOptions) (Meta, error) {
+	if o.Profile == "" {
+		o.Profile = ProfileQuick
+	}
+	if o.Profile != ProfileQuick && o.Profile != ProfilePaper {
+		return Meta{}, fmt.Errorf("profile %q: want %s or %s", o.Profile, ProfileQuick, ProfilePaper)
+	}
+	if o.Backend == "" {
+		o.Backend = e.Backends()[0]
+	}
+	if err := CheckBackend(e, o.Backend); err != nil {
+		return Meta{}, err
+	}
+	if o.Reps < 0 {
+		return Meta{}, fmt.Errorf("reps %d: must not be negative", o.Reps)
+	}
+	if o.Reps == 0 {
+		o.Reps = e.Reps(o.Profile)
+	}
+	if o.Status == nil {
+		o.Status = io.Discard
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(o.Status, nil))
+	}
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return Meta{}, fmt.Errorf("output directory: %w", err)
+	}
+	meta := Meta{
+		Experiment: e.Name(), Backend: o.Backend, Profile: o.Profile, Seed: o.Seed, Reps: o.Reps,
+		Params: map[string]string{}, Command: o.Command, GitCommit: gitCommit(),
+		GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH, CPUs: runtime.NumCPU(),
+		Start: time.Now().UTC(),
+	}
+	if flags != nil {
+		flags.VisitAll(func(f *flag.Flag) { meta.Params[f.Name] = f.Value.String() })
+	}
+
+	csvPath := filepath.Join(o.Out, e.Name()+".csv")
+	tmp, err := os.CreateTemp(o.Out, "."+e.Name()+".csv.*")
+	if err != nil {
+		return Meta{}, fmt.Errorf("create csv: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	sink, err := NewSink(tmp, e.Columns())
+	if err != nil {
+		tmp.Close()
+		return Meta{}, err
+	}
+	env := &Env{Seed: o.Seed, Reps: o.Reps, Profile: o.Profile, Backend: o.Backend, Dir: o.Out, Log: o.Log, sink: sink}
+	env.Progress = NewProgress(o.Status, o.TTY, e.Name(), 0)
+	runErr := e.Run(ctx, env)
+	env.Progress.Finish()
+	if err := sink.Flush(); err != nil && runErr == nil {
+		runErr = err
+	}
+	if err := tmp.Chmod(0o644); err != nil && runErr == nil {
+		runErr = err
+	}
+	if err := tmp.Close(); err != nil && runErr == nil {
+		runErr = err
+	}
+	if runErr != nil {
+		return Meta{}, fmt.Errorf("run %s: %w", e.Name(), runErr)
+	}
+	if err := os.Rename(tmp.Name(), csvPath); err != nil {
+		return Meta{}, fmt.Errorf("install csv: %w", err)
+	}
+	meta.Rows, meta.End = sink.Rows(), time.Now().UTC()
+	b, err := json.MarshalIndent(meta, "", "  ")
+	if err != nil {
+		return Meta{}, err
+	}
+	if err := os.WriteFile(filepath.Join(o.Out, e.Name()+".meta.json"), append(b, '\n'), 0o644); err != nil {
+		return Meta{}, fmt.Errorf("write meta: %w", err)
+	}
+	return meta, nil
+}
+
+// gitCommit names the source the binary came from: the VCS stamp when the
+// build has one, else the checkout it runs in (go run builds without one).
+func gitCommit() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		rev, dirty := "", false
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+		if rev != "" {
+			if dirty {
+				rev += "-dirty"
+			}
+			return rev
+		}
+	}
+	out, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	rev := strings.TrimSpace(string(out))
+	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
+		rev += "-dirty"
+	}
+	return rev
+}
+
+// ForEach runs tasks 0…n−1 on all cores and emits each task's rows in task
+// order, so the CSV does not depend on scheduling.
+func ForEach(ctx context.Context, env *Env, n int, task func(i int) ([]Row, error)) error {
+	env.Progress.SetTotal(n)
+	workers := min(runtime.GOMAXPROCS(0), max(n, 1))
+	type result struct {
+		i    int
+		rows []Row
+		err  error
+	}
+	next := make(chan int)
+	results := make(chan result, workers)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				rows, err := task(i)
+				results <- result{i, rows, err}
+			}
+		}()
+	}
+	go func() {
+		defer close(next)
+		for i := range n {
+			select {
+			case next <- i:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	go func() { wg.Wait(); close(results) }()
+
+	pending := map[int][]Row{}
+	emitted := 0
+	var firstErr error
+	for r := range results {
+		if firstErr != nil {
+			continue // drain
+		}
+		if r.err != nil {
+			firstErr = fmt.Errorf("task %d: %w", r.i, r.err)
+			cancel()
+			continue
+		}
+		pending[r.i] = r.rows
+		for rows, ok := pending[emitted]; ok; rows, ok = pending[emitted] {
+			delete(pending, emitted)
+			for _, row := range rows {
+				if err := env.Emit(row); err != nil && firstErr == nil {
+					firstErr = err
+					cancel()
+				}
+			}
+			emitted++
+			env.Progress.Add(1)
+		}
+	}
+	if firstErr != nil {
+		return firstErr
+	}
+	if emitted < n {
+		return fmt.Errorf("interrupted after %d of %d tasks: %w", emitted, n, context.Cause(ctx))
+	}
+	return nil
+}

@@ -1,0 +1,79 @@
+package experiments
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"time"
+)
+
+// Row is one CSV observation. Values are formatted deterministically, so a
+// simulated run with the same seed produces byte-identical files.
+type Row []any
+
+// Sink writes rows as CSV after checking them against the header.
+type Sink struct {
+	w      *csv.Writer
+	cols   int
+	rows   int
+	record []string
+}
+
+// NewSink writes header to w and returns a sink for rows of that width.
+func NewSink(w io.Writer, header []string) (*Sink, error) {
+	s := &Sink{w: csv.NewWriter(w), cols: len(header), record: make([]string, len(header))}
+	if err := s.w.Write(header); err != nil {
+		return nil, fmt.Errorf("write csv header: %w", err)
+	}
+	return s, nil
+}
+
+// Write appends one row.
+func (s *Sink) Write(row Row) error {
+	if len(row) != s.cols {
+		return fmt.Errorf("csv row %d has %d values, header has %d", s.rows+1, len(row), s.cols)
+	}
+	for i, v := range row {
+		s.record[i] = Format(v)
+	}
+	s.rows++
+	return s.w.Write(s.record)
+}
+
+// Rows is the number of rows written.
+func (s *Sink) Rows() int { return s.rows }
+
+// Flush flushes buffered rows.
+func (s *Sink) Flush() error {
+	s.w.Flush()
+	return s.w.Error()
+}
+
+// Format renders a value the way every CSV of ringside does: shortest
+// round-tripping floats, durations in milliseconds, booleans as true/false.
+func Format(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case int:
+		return strconv.Itoa(x)
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case uint64:
+		return strconv.FormatUint(x, 10)
+	case float64:
+		if math.IsNaN(x) {
+			return "NaN"
+		}
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	case bool:
+		return strconv.FormatBool(x)
+	case time.Duration:
+		return strconv.FormatFloat(float64(x)/float64(time.Millisecond), 'f', -1, 64)
+	case fmt.Stringer:
+		return x.String()
+	}
+	return fmt.Sprint(v)
+}
