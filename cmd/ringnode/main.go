@@ -1,0 +1,100 @@
+// Command ringnode is a key-value server that is a member of the
+// Chang–Roberts ring and, when elected, its coordinator. See ring/server.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ringside/ringside/ring/server"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "ringnode:", err)
+		os.Exit(2)
+	}
+}
+
+func env(key, def string) string {
+	if v, ok := os.LookupEnv(key); ok {
+		return v
+	}
+	return def
+}
+
+func envDuration(key string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(key)); err == nil {
+		return v
+	}
+	return def
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("ringnode", flag.ContinueOnError)
+	var cfg server.Config
+	var join, level string
+	fs.StringVar(&cfg.Addr, "addr", env("RINGNODE_ADDR", "127.0.0.1:7000"), "advertised ip:port (identity: UID = MD5 of it); host \"auto\" picks this machine's first non-loopback IPv4")
+	fs.StringVar(&cfg.Listen, "listen", env("RINGNODE_LISTEN", ""), "bind address (default: addr)")
+	fs.StringVar(&join, "join", env("RINGNODE_JOIN", ""), "comma-separated seed servers; none reachable → start a new ring")
+	fs.StringVar(&cfg.Dir, "data", env("RINGNODE_DATA", "data"), "data directory")
+	fs.IntVar(&cfg.Replicas, "replicas", 2, "successors that hold a copy of each key (R)")
+	fs.IntVar(&cfg.CacheEntries, "cache", 10000, "values cached in memory")
+	fs.BoolVar(&cfg.Fsync, "fsync", false, "fsync every write (default: survives a process crash, not a power cut)")
+	fs.DurationVar(&cfg.SuspectTimeout, "suspect", envDuration("RINGNODE_SUSPECT", 700*time.Millisecond), "no heartbeat from the coordinator for this long starts an election")
+	fs.DurationVar(&cfg.SuspectJitter, "suspect-jitter", 0, "random extra suspicion timeout, up to this")
+	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat", envDuration("RINGNODE_HEARTBEAT", 100*time.Millisecond), "coordinator heartbeat interval")
+	fs.DurationVar(&cfg.HopBound, "hop-bound", 10*time.Millisecond, "per-hop bound; an election silent for 2·n·bound restarts")
+	fs.DurationVar(&cfg.JoinTimeout, "join-timeout", 5*time.Second, "give up joining after this long")
+	fs.StringVar(&level, "log-level", env("RINGNODE_LOG", "info"), "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return fmt.Errorf("log-level: %w", err)
+	}
+	if host, port, err := net.SplitHostPort(cfg.Addr); err == nil && host == "auto" {
+		ip, err := firstIPv4()
+		if err != nil {
+			return fmt.Errorf("addr auto: %w", err)
+		}
+		cfg.Addr = net.JoinHostPort(ip, port)
+		if cfg.Listen == "" {
+			cfg.Listen = ":" + port
+		}
+	}
+	if join != "" {
+		cfg.Join = strings.Split(join, ",")
+	}
+	cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
+	s, err := server.New(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg.Log.Info("ringnode starting", "addr", cfg.Addr, "join", cfg.Join, "data", cfg.Dir)
+	return s.Run(ctx)
+}
+
+func firstIPv4() (string, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return "", err
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			return n.IP.String(), nil
+		}
+	}
+	return "", fmt.Errorf("no non-loopback IPv4 address")
+}

@@ -1,0 +1,172 @@
+// Package cluster is the ring metadata the coordinator (ECS) keeps and
+// pushes to every server: the members, who coordinates, the replication
+// factor, and from them which servers are responsible for a key on the
+// consistent-hash ring.
+package cluster
+
+import (
+	"crypto/md5"
+	"encoding/json"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+
+	"github.com/ringside/ringside/ring"
+)
+
+// DefaultReplicas is R, the number of successors that hold a copy.
+const DefaultReplicas = 2
+
+// Metadata is one version of the ring. Servers are sorted by UID, so
+// Servers[i+1] is Servers[i]'s successor on the ring.
+type Metadata struct {
+	// Round is the election round that made Coordinator; Version counts
+	// changes within it. (Round, Version) orders metadata.
+	Round       uint64   `json:"round"`
+	Version     uint64   `json:"version"`
+	Coordinator string   `json:"coordinator"`
+	Replicas    int      `json:"replicas"`
+	Servers     []string `json:"servers"`
+
+	uids []ring.UID
+}
+
+// New returns validated metadata; servers may come in any order.
+func New(round, version uint64, coordinator string, replicas int, servers []string) (*Metadata, error) {
+	m := &Metadata{Round: round, Version: version, Coordinator: coordinator, Replicas: replicas, Servers: slices.Clone(servers)}
+	return m, m.init()
+}
+
+// Decode parses and validates metadata from JSON.
+func Decode(b []byte) (*Metadata, error) {
+	var m Metadata
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("ring metadata: %w", err)
+	}
+	return &m, m.init()
+}
+
+func (m *Metadata) init() error {
+	if len(m.Servers) == 0 {
+		return fmt.Errorf("ring metadata: servers: empty")
+	}
+	if m.Replicas < 0 {
+		return fmt.Errorf("ring metadata: replicas: %d is negative", m.Replicas)
+	}
+	if m.Version == 0 {
+		return fmt.Errorf("ring metadata: version: must be positive")
+	}
+	seen := map[string]bool{}
+	for _, s := range m.Servers {
+		if err := checkAddr(s); err != nil {
+			return fmt.Errorf("ring metadata: servers: %w", err)
+		}
+		if seen[s] {
+			return fmt.Errorf("ring metadata: servers: %q listed twice", s)
+		}
+		seen[s] = true
+	}
+	if !seen[m.Coordinator] {
+		return fmt.Errorf("ring metadata: coordinator: %q is not among the servers", m.Coordinator)
+	}
+	slices.SortFunc(m.Servers, func(a, b string) int { return ring.UIDOf(a).Cmp(ring.UIDOf(b)) })
+	m.uids = make([]ring.UID, len(m.Servers))
+	for i, s := range m.Servers {
+		m.uids[i] = ring.UIDOf(s)
+	}
+	return nil
+}
+
+func checkAddr(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("%q: %w", s, err)
+	}
+	if host == "" {
+		return fmt.Errorf("%q: empty host", s)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return fmt.Errorf("%q: bad port", s)
+	}
+	return nil
+}
+
+// Encode returns the JSON form.
+func (m *Metadata) Encode() []byte {
+	b, _ := json.Marshal(m) // plain strings and numbers: cannot fail
+	return b
+}
+
+// Newer reports whether m supersedes o (o may be nil).
+func (m *Metadata) Newer(o *Metadata) bool {
+	return o == nil || m.Round > o.Round || m.Round == o.Round && m.Version > o.Version
+}
+
+// Ring returns the election ring: members in UID order.
+func (m *Metadata) Ring() *ring.Ring {
+	r, _ := ring.NewRing(m.uids) // init rejected duplicates
+	return r
+}
+
+// Addrs maps member UIDs to addresses.
+func (m *Metadata) Addrs() map[ring.UID]string {
+	out := make(map[ring.UID]string, len(m.Servers))
+	for i, s := range m.Servers {
+		out[m.uids[i]] = s
+	}
+	return out
+}
+
+// Has reports whether addr is a member.
+func (m *Metadata) Has(addr string) bool { return slices.Contains(m.Servers, addr) }
+
+// KeyHash places a key on the ring: MD5 of the key, like server UIDs.
+func KeyHash(key string) ring.UID { return ring.UIDFromBytes(md5.Sum([]byte(key))) }
+
+// ownerIndex is the first server whose UID is ≥ the key's hash, wrapping:
+// each server owns the range (predecessor, itself].
+func (m *Metadata) ownerIndex(key string) int {
+	h := KeyHash(key)
+	i, _ := slices.BinarySearchFunc(m.uids, h, ring.UID.Cmp)
+	return i % len(m.uids)
+}
+
+// Owner returns the server responsible for key.
+func (m *Metadata) Owner(key string) string { return m.Servers[m.ownerIndex(key)] }
+
+// Responsible returns the owner of key followed by its replicas, the next
+// Replicas successors (fewer on a small ring).
+func (m *Metadata) Responsible(key string) []string {
+	i := m.ownerIndex(key)
+	k := min(m.Replicas+1, len(m.Servers))
+	out := make([]string, k)
+	for j := range k {
+		out[j] = m.Servers[(i+j)%len(m.Servers)]
+	}
+	return out
+}
+
+// With returns the next version with addr added (m itself if present).
+func (m *Metadata) With(addr string) (*Metadata, error) {
+	if m.Has(addr) {
+		return m, nil
+	}
+	return New(m.Round, m.Version+1, m.Coordinator, m.Replicas, append(slices.Clone(m.Servers), addr))
+}
+
+// Without returns the next version with the given servers removed.
+func (m *Metadata) Without(addrs ...string) (*Metadata, error) {
+	keep := slices.DeleteFunc(slices.Clone(m.Servers), func(s string) bool { return slices.Contains(addrs, s) })
+	return New(m.Round, m.Version+1, m.Coordinator, m.Replicas, keep)
+}
+
+// TakeOver returns the metadata of a new coordinator elected in round:
+// itself as coordinator, the old coordinator removed.
+func (m *Metadata) TakeOver(self string, round uint64) (*Metadata, error) {
+	keep := slices.DeleteFunc(slices.Clone(m.Servers), func(s string) bool { return s == m.Coordinator && s != self })
+	if !slices.Contains(keep, self) {
+		keep = append(keep, self)
+	}
+	return New(round, 1, self, m.Replicas, keep)
+}

@@ -1,0 +1,107 @@
+package cluster
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ringside/ringside/ring"
+)
+
+func servers(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = "127.0.0.1:" + strconv.Itoa(7000+i)
+	}
+	return out
+}
+
+func TestOwnershipFollowsTheHashRing(t *testing.T) {
+	_, err := New(1, 1, "127.0.0.1:0", 2, []string{"127.0.0.1:0"})
+	require.ErrorContains(t, err, "bad port")
+	s := servers(5)
+	m, err := New(1, 1, s[3], 2, s)
+	require.NoError(t, err)
+	for i := 1; i < len(m.Servers); i++ {
+		assert.True(t, ring.UIDOf(m.Servers[i-1]).Less(ring.UIDOf(m.Servers[i])), "sorted by UID")
+	}
+	for _, key := range []string{"a", "b", "hello", "k-17", ""} {
+		h := KeyHash(key)
+		owner := m.Owner(key)
+		// The owner is the first UID ≥ hash, or the smallest when none is.
+		var want string
+		for _, s := range m.Servers {
+			if !ring.UIDOf(s).Less(h) {
+				want = s
+				break
+			}
+		}
+		if want == "" {
+			want = m.Servers[0]
+		}
+		assert.Equal(t, want, owner, key)
+		resp := m.Responsible(key)
+		assert.Len(t, resp, 3)
+		assert.Equal(t, owner, resp[0])
+	}
+	one, _ := New(1, 1, s[0], 2, s[:1])
+	assert.Equal(t, []string{s[0]}, one.Responsible("x"))
+}
+
+func TestChanges(t *testing.T) {
+	s := servers(4)
+	m, _ := New(3, 5, s[0], 2, s[:3])
+	m2, err := m.With(s[3])
+	require.NoError(t, err)
+	assert.Equal(t, uint64(6), m2.Version)
+	assert.True(t, m2.Newer(m))
+	m3, err := m2.Without(s[1])
+	require.NoError(t, err)
+	assert.False(t, m3.Has(s[1]))
+	_, err = m3.Without(s[0])
+	assert.ErrorContains(t, err, "coordinator")
+
+	n, err := m3.TakeOver(s[2], 4)
+	require.NoError(t, err)
+	assert.Equal(t, s[2], n.Coordinator)
+	assert.False(t, n.Has(s[0]))
+	assert.True(t, n.Newer(m3), "a newer round wins whatever the version")
+	assert.Equal(t, uint64(1), n.Version)
+}
+
+func TestDecodeNamesTheField(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`{`, "unexpected end"},
+		{`{"version":1,"coordinator":"a:1","servers":[]}`, "servers: empty"},
+		{`{"version":0,"coordinator":"a:1","servers":["a:1"]}`, "version"},
+		{`{"version":1,"coordinator":"a:1","servers":["a:1","a:1"]}`, "listed twice"},
+		{`{"version":1,"coordinator":"b:1","servers":["a:1"]}`, "coordinator"},
+		{`{"version":1,"coordinator":"a:1","servers":["nohost"]}`, "servers"},
+		{`{"version":1,"coordinator":"a:1","replicas":-1,"servers":["a:1"]}`, "replicas"},
+	} {
+		_, err := Decode([]byte(tc.in))
+		require.Error(t, err, tc.in)
+		assert.Contains(t, err.Error(), tc.want, tc.in)
+	}
+	m, err := Decode([]byte(`{"round":2,"version":1,"coordinator":"b:1","replicas":2,"servers":["b:1","a:1"]}`))
+	require.NoError(t, err)
+	back, err := Decode(m.Encode())
+	require.NoError(t, err)
+	assert.Equal(t, m.Servers, back.Servers)
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add([]byte(`{"round":2,"version":1,"coordinator":"b:1","replicas":2,"servers":["b:1","a:1"]}`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := Decode(b)
+		if err != nil {
+			return
+		}
+		if len(m.Responsible("k")) == 0 || !m.Has(m.Coordinator) {
+			t.Fatal("valid metadata without an owner or coordinator")
+		}
+	})
+}

@@ -1,0 +1,377 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ringside/ringside/ring"
+	"github.com/ringside/ringside/ring/cluster"
+	"github.com/ringside/ringside/ring/kv"
+)
+
+// Headers of the internal protocol.
+const (
+	HeaderVersion = "X-Ringside-Version" // entry version on replication and reads
+	HeaderHops    = "X-Ringside-Hops"    // forwarding depth, to stop loops on stale metadata
+	maxHops       = 2
+)
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("PUT /kv/{key...}", s.handleWrite)
+	mux.HandleFunc("DELETE /kv/{key...}", s.handleWrite)
+	mux.HandleFunc("GET /kv/{key...}", s.handleRead)
+	mux.HandleFunc("GET /internal/kv/{key...}", s.handleLocalRead)
+	mux.HandleFunc("PUT /internal/replicate/{key...}", s.handleReplicate)
+	mux.HandleFunc("DELETE /internal/replicate/{key...}", s.handleReplicate)
+	mux.HandleFunc("POST /internal/transfer", s.handleTransfer)
+	mux.HandleFunc("PUT /internal/metadata", s.handleMetadata)
+	mux.HandleFunc("GET /internal/ring", s.handleRing)
+	mux.HandleFunc("POST /internal/join", s.handleJoin)
+	mux.HandleFunc("GET /internal/status", s.handleStatus)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if s.currentMeta() == nil {
+			http.Error(w, "not in a ring yet", http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ok\n")
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	return mux
+}
+
+func (s *Server) currentMeta() *cluster.Metadata {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.meta
+}
+
+func (s *Server) badRequest(w http.ResponseWriter, what string, err error) {
+	s.m.malformed.WithLabelValues(what).Inc()
+	http.Error(w, what+": "+err.Error(), http.StatusBadRequest)
+}
+
+// statusWriter remembers the status code for the request metric.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) { w.code = code; w.ResponseWriter.WriteHeader(code) }
+
+func (s *Server) count(op string, w *statusWriter) {
+	s.m.requests.WithLabelValues(op, strconv.Itoa(w.code)).Inc()
+}
+
+func checkKey(key string) error {
+	if key == "" {
+		return errors.New("key: empty")
+	}
+	if len(key) > kv.MaxKeyLen {
+		return fmt.Errorf("key: %d bytes, limit %d", len(key), kv.MaxKeyLen)
+	}
+	return nil
+}
+
+func hops(r *http.Request) int {
+	n, _ := strconv.Atoi(r.Header.Get(HeaderHops))
+	return n
+}
+
+// handleWrite serves PUT and DELETE /kv/{key}: the owner versions,
+// stores and replicates synchronously before it acknowledges; any other
+// server forwards to the owner.
+func (s *Server) handleWrite(rw http.ResponseWriter, r *http.Request) {
+	w := &statusWriter{ResponseWriter: rw, code: http.StatusOK}
+	op := map[string]string{http.MethodPut: "put", http.MethodDelete: "delete"}[r.Method]
+	defer s.count(op, w)
+	key := r.PathValue("key")
+	if err := checkKey(key); err != nil {
+		s.badRequest(w, "kv", err)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, kv.MaxValueLen+1))
+	if err != nil {
+		s.badRequest(w, "kv", fmt.Errorf("body: %w", err))
+		return
+	}
+	if len(body) > kv.MaxValueLen {
+		s.m.malformed.WithLabelValues("kv").Inc()
+		http.Error(w, fmt.Sprintf("value: over %d bytes", kv.MaxValueLen), http.StatusRequestEntityTooLarge)
+		return
+	}
+	meta := s.currentMeta()
+	if meta == nil {
+		http.Error(w, "not in a ring yet", http.StatusServiceUnavailable)
+		return
+	}
+	if owner := meta.Owner(key); owner != s.cfg.Addr {
+		s.forward(w, r, owner, body)
+		return
+	}
+	e := kv.Entry{Value: body, Deleted: r.Method == http.MethodDelete}
+	e.Version = s.clock.next(s.store.Version(key))
+	if _, err := s.store.Apply(key, e); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	s.replicate(r.Context(), meta.Responsible(key)[1:], key, e)
+	w.Header().Set(HeaderVersion, strconv.FormatUint(e.Version, 10))
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// replicate sends e to every replica and waits for all of them.
+func (s *Server) replicate(ctx context.Context, replicas []string, key string, e kv.Entry) {
+	errs := make(chan error, len(replicas))
+	for _, to := range replicas {
+		go func() {
+			method := http.MethodPut
+			if e.Deleted {
+				method = http.MethodDelete
+			}
+			req, _ := http.NewRequestWithContext(ctx, method, "http://"+to+"/internal/replicate/"+key, bytes.NewReader(e.Value))
+			req.Header.Set(HeaderVersion, strconv.FormatUint(e.Version, 10))
+			resp, err := s.hc.Do(req)
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusNoContent {
+					err = fmt.Errorf("%s", resp.Status)
+				}
+			}
+			errs <- err
+		}()
+	}
+	for range replicas {
+		if err := <-errs; err != nil {
+			s.m.replFail.Inc()
+			s.log.Debug("replica did not acknowledge", "key", key, "err", err)
+		}
+	}
+}
+
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, to string, body []byte) {
+	if hops(r) >= maxHops {
+		http.Error(w, "forwarding loop: the ring metadata is changing, retry", http.StatusServiceUnavailable)
+		return
+	}
+	resp, err := s.proxy(r.Context(), r.Method, to, r.URL.Path, body, hops(r)+1)
+	if err != nil {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, fmt.Sprintf("owner %s unreachable: %v", to, err), http.StatusServiceUnavailable)
+		return
+	}
+	copyResponse(w, resp)
+}
+
+func (s *Server) proxy(ctx context.Context, method, to, path string, body []byte, hop int) (*http.Response, error) {
+	req, _ := http.NewRequestWithContext(ctx, method, "http://"+to+path, bytes.NewReader(body))
+	req.Header.Set(HeaderHops, strconv.Itoa(hop))
+	return s.hc.Do(req)
+}
+
+func copyResponse(w http.ResponseWriter, resp *http.Response) {
+	defer resp.Body.Close()
+	for _, h := range []string{"Content-Type", HeaderVersion, "Retry-After"} {
+		if v := resp.Header.Get(h); v != "" {
+			w.Header().Set(h, v)
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	io.Copy(w, resp.Body)
+}
+
+// handleRead serves GET /kv/{key}: from the owner, or — when the owner is
+// unreachable, as during a failover — from a replica.
+func (s *Server) handleRead(rw http.ResponseWriter, r *http.Request) {
+	w := &statusWriter{ResponseWriter: rw, code: http.StatusOK}
+	defer s.count("get", w)
+	key := r.PathValue("key")
+	if err := checkKey(key); err != nil {
+		s.badRequest(w, "kv", err)
+		return
+	}
+	meta := s.currentMeta()
+	if meta == nil {
+		http.Error(w, "not in a ring yet", http.StatusServiceUnavailable)
+		return
+	}
+	resp := meta.Responsible(key)
+	if resp[0] == s.cfg.Addr || hops(r) >= maxHops {
+		s.serveLocal(w, key)
+		return
+	}
+	var lastErr error
+	for _, to := range resp {
+		path := "/internal/kv/" + key
+		if to == resp[0] {
+			path = "/kv/" + key
+		}
+		if to == s.cfg.Addr {
+			s.serveLocal(w, key)
+			return
+		}
+		res, err := s.proxy(r.Context(), http.MethodGet, to, path, nil, hops(r)+1)
+		if err == nil {
+			copyResponse(w, res)
+			return
+		}
+		lastErr = err
+	}
+	w.Header().Set("Retry-After", "1")
+	http.Error(w, fmt.Sprintf("no server responsible for %q answered: %v", key, lastErr), http.StatusServiceUnavailable)
+}
+
+func (s *Server) handleLocalRead(w http.ResponseWriter, r *http.Request) {
+	s.serveLocal(w, r.PathValue("key"))
+}
+
+func (s *Server) serveLocal(w http.ResponseWriter, key string) {
+	e, ok, err := s.store.Get(key)
+	switch {
+	case err != nil:
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	case !ok || e.Deleted:
+		http.Error(w, "not found", http.StatusNotFound)
+	default:
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set(HeaderVersion, strconv.FormatUint(e.Version, 10))
+		w.Write(e.Value)
+	}
+}
+
+func (s *Server) handleReplicate(w http.ResponseWriter, r *http.Request) {
+	key := r.PathValue("key")
+	if err := checkKey(key); err != nil {
+		s.badRequest(w, "replicate", err)
+		return
+	}
+	v, err := strconv.ParseUint(r.Header.Get(HeaderVersion), 10, 64)
+	if err != nil || v == 0 {
+		s.badRequest(w, "replicate", fmt.Errorf("%s: %q is not a positive version", HeaderVersion, r.Header.Get(HeaderVersion)))
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, kv.MaxValueLen+1))
+	if err != nil || len(body) > kv.MaxValueLen {
+		s.badRequest(w, "replicate", fmt.Errorf("body: unreadable or over %d bytes", kv.MaxValueLen))
+		return
+	}
+	if _, err := s.store.Apply(key, kv.Entry{Value: body, Version: v, Deleted: r.Method == http.MethodDelete}); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) handleTransfer(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 2*transferChunk+kv.MaxValueLen))
+	if err != nil {
+		s.badRequest(w, "transfer", err)
+		return
+	}
+	items, err := DecodeItems(body)
+	if err != nil {
+		s.badRequest(w, "transfer", err)
+		return
+	}
+	for _, it := range items {
+		if _, err := s.store.Apply(it.Key, it.Entry); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) handleMetadata(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		s.badRequest(w, "metadata", err)
+		return
+	}
+	nm, err := cluster.Decode(body)
+	if err != nil {
+		s.badRequest(w, "metadata", err)
+		return
+	}
+	var applied bool
+	if err := s.do(r.Context(), func() { applied = s.installMeta(nm) }); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	if !applied {
+		http.Error(w, "stale metadata: a newer version is in force", http.StatusConflict)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) handleRing(w http.ResponseWriter, r *http.Request) {
+	meta := s.currentMeta()
+	if meta == nil {
+		http.Error(w, "not in a ring yet", http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(meta.Encode())
+}
+
+// Status is the /internal/status document.
+type Status struct {
+	Addr        string           `json:"addr"`
+	UID         string           `json:"uid"`
+	Leader      string           `json:"leader"` // address, when it is a member
+	LeaderUID   string           `json:"leader_uid"`
+	Coordinator bool             `json:"coordinator"`
+	Round       uint64           `json:"round"`
+	Participant bool             `json:"participant"`
+	MetaRound   uint64           `json:"meta_round"`
+	MetaVersion uint64           `json:"meta_version"`
+	Servers     []string         `json:"servers"`
+	Keys        int              `json:"keys"`
+	Moved       int64            `json:"keys_moved"`
+	Sent        map[string]int64 `json:"sent"`
+	Events      Events           `json:"events"`
+	Time        int64            `json:"time_ns"`
+}
+
+// Snapshot returns the server's status.
+func (s *Server) Snapshot() Status {
+	s.mu.RLock()
+	st, meta, ev := s.status, s.meta, s.events
+	s.mu.RUnlock()
+	out := Status{Addr: s.cfg.Addr, UID: s.self.String(), Round: st.Round, Participant: st.Participant,
+		Keys: s.store.Len(), Moved: s.moved.Load(), Events: ev, Sent: map[string]int64{}, Time: time.Now().UnixNano()}
+	if !st.Leader.IsZero() {
+		out.LeaderUID = st.Leader.String()
+		out.Coordinator = st.Leader == s.self && !st.Announcing
+	}
+	if meta != nil {
+		out.MetaRound, out.MetaVersion, out.Servers = meta.Round, meta.Version, meta.Servers
+		for _, a := range meta.Servers {
+			if ring.UIDOf(a) == st.Leader {
+				out.Leader = a
+			}
+		}
+	}
+	for t := range s.sent {
+		if n := s.sent[t].Load(); n > 0 {
+			out.Sent[typeName(ring.MsgType(t))] = n
+		}
+	}
+	return out
+}
+
+func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(s.Snapshot())
+}

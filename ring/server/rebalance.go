@@ -1,0 +1,117 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/ringside/ringside/ring/cluster"
+)
+
+const transferChunk = 4 << 20
+
+// rebalancer moves data after every metadata change: each key goes to the
+// servers that became responsible for it, and a server that is no longer
+// responsible forgets it once they have it. Replicas of a dead owner both
+// push to the new replica; versions make the duplicate harmless.
+func (s *Server) rebalancer(ctx context.Context) {
+	var done *cluster.Metadata
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.rebal:
+		}
+		s.mu.RLock()
+		cur := s.meta
+		s.mu.RUnlock()
+		if cur == nil || cur == done || !cur.Has(s.cfg.Addr) {
+			continue
+		}
+		moved, err := s.moveData(ctx, done, cur)
+		if err != nil {
+			s.log.Warn("data move incomplete", "version", cur.Version, "err", err)
+		}
+		s.moved.Add(int64(moved))
+		done = cur
+		s.mu.Lock()
+		s.events.RebalanceDone = time.Now().UnixNano()
+		s.mu.Unlock()
+	}
+}
+
+func (s *Server) moveData(ctx context.Context, old, cur *cluster.Metadata) (int, error) {
+	batches := map[string][]byte{}
+	failed := map[string]error{}
+	var forget []string
+	moved := 0
+	flush := func(to string) {
+		if len(batches[to]) == 0 || failed[to] != nil {
+			return
+		}
+		if err := s.postTransfer(ctx, to, batches[to]); err != nil {
+			failed[to] = err
+		}
+		batches[to] = batches[to][:0]
+	}
+	for _, key := range s.store.Keys() {
+		now := cur.Responsible(key)
+		var before []string
+		if old != nil {
+			before = old.Responsible(key)
+		}
+		for _, to := range now {
+			if to == s.cfg.Addr || slices.Contains(before, to) {
+				continue
+			}
+			e, ok, err := s.store.Get(key)
+			if err != nil || !ok {
+				continue
+			}
+			batches[to] = AppendItem(batches[to], Item{Key: key, Entry: e})
+			moved++
+			if len(batches[to]) >= transferChunk {
+				flush(to)
+			}
+		}
+		if !slices.Contains(now, s.cfg.Addr) {
+			forget = append(forget, key)
+		}
+	}
+	for to := range batches {
+		flush(to)
+	}
+	for _, key := range forget {
+		keep := false
+		for _, to := range cur.Responsible(key) {
+			keep = keep || failed[to] != nil
+		}
+		if !keep {
+			if err := s.store.Forget(key); err != nil {
+				return moved, err
+			}
+		}
+	}
+	for to, err := range failed {
+		return moved, fmt.Errorf("transfer to %s: %w", to, err)
+	}
+	return moved, nil
+}
+
+func (s *Server) postTransfer(ctx context.Context, to string, body []byte) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+to+"/internal/transfer", bytes.NewReader(body))
+	resp, err := s.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusNoContent {
+		return fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(msg))
+	}
+	return nil
+}

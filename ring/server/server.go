@@ -1,0 +1,382 @@
+// Package server is ringnode: a key-value server that is a member of the
+// Chang–Roberts ring and, when elected, the coordinator (the paper's ECS).
+// One goroutine owns the ring.Node state machine — the same one the
+// simulator drives — and feeds it peer messages, undeliverable messages
+// and timer ticks; HTTP handlers and the TCP transport talk to that loop
+// through channels.
+package server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+		"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ringside/ringside/ring"
+	"github.com/ringside/ringside/ring/cluster"
+	"github.com/ringside/ringside/ring/kv"
+	"github.com/ringside/ringside/ring/transport"
+	"github.com/ringside/ringside/ring/wire"
+)
+
+// Config configures a server. Addr is its identity: UID = MD5(Addr).
+type Config struct {
+	Addr   string   // advertised ip:port, for peers and clients
+	Listen string   // bind address (default Addr)
+	Join   []string // seed servers; none reachable → this server bootstraps the ring
+	Dir    string   // data directory
+
+	Replicas     int
+	CacheEntries int
+	Fsync        bool
+
+	SuspectTimeout    time.Duration // no heartbeat from the coordinator this long → election
+	SuspectJitter     time.Duration
+	HeartbeatInterval time.Duration
+	HopBound          time.Duration // per-hop bound for the election-restart timeout
+	JoinTimeout       time.Duration
+
+	Log *slog.Logger
+}
+
+// Defaults fills unset fields with seed 002's values.
+func (c *Config) Defaults() {
+	if c.Listen == "" {
+		c.Listen = c.Addr
+	}
+	if c.Replicas == 0 {
+		c.Replicas = cluster.DefaultReplicas
+	}
+	if c.SuspectTimeout == 0 {
+		c.SuspectTimeout = ring.DefaultSuspectTimeout
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = 100 * time.Millisecond
+	}
+	if c.HopBound == 0 {
+		c.HopBound = 10 * time.Millisecond
+	}
+	if c.JoinTimeout == 0 {
+		c.JoinTimeout = 5 * time.Second
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+}
+
+// Events are wall-clock instants (Unix ns, 0 = never) of what this server
+// saw last; experiments read them through /internal/status to time a
+// failover across processes on one host.
+type Events struct {
+	Suspected     int64 `json:"suspected_ns"`      // its detector fired and it started an election
+	ElectionSent  int64 `json:"election_sent_ns"`  // first ELECTION it sent in its current round
+	Won           int64 `json:"won_ns"`            // its ELECTED came back: it won
+	LeaderKnown   int64 `json:"leader_known_ns"`   // it learned its current leader
+	MetaApplied   int64 `json:"meta_applied_ns"`   // it installed its current metadata
+	RebalanceDone int64 `json:"rebalance_done_ns"` // its last data move finished
+}
+
+// Server is one ringnode.
+type Server struct {
+	cfg   Config
+	self  ring.UID
+	log   *slog.Logger
+	store *kv.Store
+	tr    *transport.Transport
+	ln    net.Listener
+	http  *http.Server
+	hc    *http.Client
+	clock versionClock
+	reg   *prometheus.Registry
+	m     metrics
+	start time.Time
+
+	inbox   chan ring.Message
+	unreach chan ring.Message
+	cmds    chan func()
+	stop    context.CancelFunc
+	done    sync.WaitGroup
+	rebal   chan struct{}
+
+	// Loop-owned state.
+	node       *ring.Node
+	last       ring.Status
+	coord      bool
+	coordRound uint64
+	detectors  map[string]*ring.Detector
+	initiated  int
+	restarts   int
+	sentRound  uint64
+
+	// Shared state, read by handlers.
+	mu      sync.RWMutex
+	meta    *cluster.Metadata
+	status  ring.Status
+	events  Events
+	moved   atomic.Int64
+	sent    [wire.MsgHeartbeatAck + 1]atomic.Int64
+	stopped atomic.Bool
+}
+
+// New opens the store and binds the listener; Run starts serving.
+func New(cfg Config) (*Server, error) {
+	cfg.Defaults()
+	if err := checkAddr(cfg.Addr); err != nil {
+		return nil, fmt.Errorf("addr: %w", err)
+	}
+	if cfg.Dir == "" {
+		return nil, errors.New("data directory: not set")
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	store, err := kv.Open(filepath.Join(cfg.Dir, "kv.log"), kv.Options{CacheEntries: cfg.CacheEntries, Fsync: cfg.Fsync}, cfg.Log)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	s := &Server{
+		cfg: cfg, self: ring.UIDOf(cfg.Addr), log: cfg.Log.With("server", cfg.Addr), store: store, ln: ln,
+		hc:      &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64, DialContext: (&net.Dialer{Timeout: time.Second}).DialContext}},
+		inbox:   make(chan ring.Message, 4096),
+		unreach: make(chan ring.Message, 4096),
+		cmds:    make(chan func(), 64),
+		rebal:   make(chan struct{}, 1),
+		start:   time.Now(),
+		reg:     prometheus.NewRegistry(),
+	}
+	s.m = newMetrics(s.reg)
+	s.tr = transport.New(transport.Handler{
+		Deliver:     func(m ring.Message) { s.inbox <- m },
+		Unreachable: func(m ring.Message) { s.unreach <- m },
+		Malformed:   func(string, error) { s.m.malformed.WithLabelValues("peer").Inc() },
+	}, s.log)
+	s.http = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 5 * time.Second}
+	return s, nil
+}
+
+// Addr is the server's identity address.
+func (s *Server) Addr() string { return s.cfg.Addr }
+
+// Run joins or bootstraps the ring and serves until ctx ends.
+func (s *Server) Run(ctx context.Context) error {
+	ctx, s.stop = context.WithCancel(ctx)
+	httpLn := newChanListener(s.ln.Addr())
+	s.done.Add(4)
+	go func() { defer s.done.Done(); s.http.Serve(httpLn) }()
+	go func() { defer s.done.Done(); s.accept(httpLn) }()
+	go func() { defer s.done.Done(); s.loop(ctx) }()
+	go func() { defer s.done.Done(); s.rebalancer(ctx) }()
+
+	if err := s.join(ctx); err != nil {
+		s.shutdown()
+		return err
+	}
+	<-ctx.Done()
+	s.shutdown()
+	return nil
+}
+
+func (s *Server) shutdown() {
+	if s.stopped.Swap(true) {
+		return
+	}
+	s.stop()
+	s.ln.Close()
+	s.http.Close()
+	s.tr.Close()
+	s.done.Wait()
+	s.store.Close()
+}
+
+// accept splits the one port between peers and HTTP: peer frames start
+// with the wire magic "RG", which no HTTP method does.
+func (s *Server) accept(httpLn *chanListener) {
+	defer httpLn.Close()
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			r := bufio.NewReader(c)
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			head, err := r.Peek(2)
+			c.SetReadDeadline(time.Time{})
+			if err != nil {
+				c.Close()
+				return
+			}
+			if head[0] == 'R' && head[1] == 'G' {
+				s.tr.ServeConn(c, r)
+				return
+			}
+			httpLn.deliver(&peekedConn{Conn: c, r: r})
+		}()
+	}
+}
+
+func (s *Server) now() time.Duration { return time.Since(s.start) }
+
+// do runs f on the loop goroutine and waits for it.
+func (s *Server) do(ctx context.Context, f func()) error {
+	done := make(chan struct{})
+	select {
+	case s.cmds <- func() { f(); close(done) }:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Server) loop(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m := <-s.inbox:
+			s.onMessage(m)
+		case m := <-s.unreach:
+			if s.node != nil {
+				s.send(s.node.Unreachable(s.now(), m))
+			}
+		case f := <-s.cmds:
+			f()
+		case <-timer.C:
+			if s.node != nil {
+				s.send(s.node.Tick(s.now()))
+			}
+			s.checkServers()
+		}
+		s.observe()
+		timer.Reset(s.nextWake())
+	}
+}
+
+func (s *Server) nextWake() time.Duration {
+	wake := time.Hour
+	now := s.now()
+	if s.node != nil {
+		if at, ok := s.node.Deadline(); ok {
+			wake = at - now
+		}
+	}
+	for _, d := range s.detectors {
+		wake = min(wake, d.Deadline()-now)
+	}
+	return max(wake, 0)
+}
+
+func (s *Server) onMessage(m ring.Message) {
+	if s.node == nil {
+		return
+	}
+	if m.Type == wire.MsgHeartbeatAck {
+		if s.coord {
+			if addr, ok := s.addrOf(m.From); ok {
+				if d := s.detectors[addr]; d != nil {
+					d.Heard(s.now())
+				}
+			}
+		}
+		return
+	}
+	if s.node.Ring().Index(m.From) < 0 {
+		// Not a member (removed, or from another ring): its election
+		// would disturb ours.
+		s.m.dropped.Inc()
+		return
+	}
+	s.send(s.node.Step(s.now(), m))
+	if m.Type == ring.MsgHeartbeat {
+		s.send([]ring.Message{{Type: wire.MsgHeartbeatAck, From: s.self, To: m.From, Cand: m.Cand, Round: m.Round}})
+	}
+}
+
+func (s *Server) addrOf(u ring.UID) (string, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.meta == nil {
+		return "", false
+	}
+	i := s.node.Ring().Index(u)
+	if i < 0 || i >= len(s.meta.Servers) {
+		return "", false
+	}
+	return s.meta.Servers[i], true
+}
+
+func (s *Server) send(out []ring.Message) {
+	for _, m := range out {
+		if m.Type == ring.MsgElection {
+			s.mu.Lock()
+			if m.Round != s.sentRound {
+				s.events.ElectionSent, s.sentRound = time.Now().UnixNano(), m.Round
+			}
+			s.mu.Unlock()
+		}
+		s.sent[m.Type].Add(1)
+		s.m.sent.WithLabelValues(typeName(m.Type)).Inc()
+		s.tr.Send(m)
+	}
+}
+
+func typeName(t ring.MsgType) string {
+	if t == wire.MsgHeartbeatAck {
+		return "heartbeat_ack"
+	}
+	return t.String()
+}
+
+// observe turns state-machine transitions into events and role changes.
+func (s *Server) observe() {
+	if s.node == nil {
+		return
+	}
+	st, prev, stats := s.node.Status(), s.last, s.node.Stats()
+	now := time.Now().UnixNano()
+	s.mu.Lock()
+	if stats.Initiated > s.initiated && stats.Restarts == s.restarts {
+		s.events.Suspected = now
+	}
+	s.initiated, s.restarts = stats.Initiated, stats.Restarts
+	if st.Leader != prev.Leader && !st.Leader.IsZero() {
+		s.events.LeaderKnown = now
+	}
+	won := prev.Announcing && !st.Announcing && st.Leader == s.self
+	if won {
+		s.events.Won = now
+	}
+	s.status = st
+	s.mu.Unlock()
+	s.last = st
+	switch {
+	case st.Leader == s.self && !st.Announcing && (!s.coord || s.coordRound != st.Round):
+		s.takeOver(st.Round)
+	case s.coord && st.Leader != s.self:
+		s.log.Info("stepping down as coordinator", "round", st.Round)
+		s.coord, s.detectors = false, nil
+		s.m.coordinator.Set(0)
+	}
+}

@@ -1,0 +1,212 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ringside/ringside/ring"
+	"github.com/ringside/ringside/ring/wire"
+)
+
+type node struct {
+	*Server
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func startNode(t *testing.T, join ...string) *node {
+	t.Helper()
+	s, err := New(Config{Addr: freeAddr(t), Join: join, Dir: t.TempDir(), HopBound: 5 * time.Millisecond,
+		SuspectTimeout: 300 * time.Millisecond, HeartbeatInterval: 50 * time.Millisecond,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &node{Server: s, cancel: cancel, done: make(chan error, 1)}
+	go func() { n.done <- s.Run(ctx) }()
+	require.Eventually(t, func() bool { return s.currentMeta() != nil }, 5*time.Second, 5*time.Millisecond)
+	t.Cleanup(n.stop)
+	return n
+}
+
+// stop closes every socket at once: to its peers, a crash.
+func (n *node) stop() {
+	n.cancel()
+	<-n.done
+	n.done <- nil
+}
+
+func startRing(t *testing.T, k int) []*node {
+	nodes := []*node{startNode(t)}
+	for i := 1; i < k; i++ {
+		nodes = append(nodes, startNode(t, nodes[0].Addr()))
+	}
+	require.Eventually(t, func() bool {
+		for _, n := range nodes {
+			m := n.currentMeta()
+			if m == nil || len(m.Servers) != k {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, 10*time.Millisecond, "all servers see the full ring")
+	return nodes
+}
+
+func do(t *testing.T, method, url string, body []byte) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestJoinPutGetDeleteAnywhere(t *testing.T) {
+	nodes := startRing(t, 4)
+	for i := range 40 {
+		code, msg := do(t, http.MethodPut, fmt.Sprintf("http://%s/kv/k%d", nodes[i%4].Addr(), i), []byte(fmt.Sprint("v", i)))
+		require.Equal(t, http.StatusNoContent, code, msg)
+	}
+	total := 0
+	for _, n := range nodes {
+		total += n.Snapshot().Keys
+	}
+	assert.Equal(t, 40*3, total, "owner plus two replicas each")
+	for i := range 40 {
+		code, body := do(t, http.MethodGet, fmt.Sprintf("http://%s/kv/k%d", nodes[(i+1)%4].Addr(), i), nil)
+		require.Equal(t, http.StatusOK, code)
+		assert.Equal(t, fmt.Sprint("v", i), body)
+	}
+	code, _ := do(t, http.MethodDelete, "http://"+nodes[2].Addr()+"/kv/k3", nil)
+	require.Equal(t, http.StatusNoContent, code)
+	code, _ = do(t, http.MethodGet, "http://"+nodes[1].Addr()+"/kv/k3", nil)
+	assert.Equal(t, http.StatusNotFound, code)
+}
+
+func TestCoordinatorFailoverElectsMaxLive(t *testing.T) {
+	nodes := startRing(t, 5)
+	for i := range 30 {
+		code, _ := do(t, http.MethodPut, fmt.Sprintf("http://%s/kv/k%d", nodes[1].Addr(), i), []byte("x"))
+		require.Equal(t, http.StatusNoContent, code)
+	}
+	nodes[0].stop() // the bootstrap server is the coordinator
+	live := nodes[1:]
+	var maxLive string
+	for _, n := range live {
+		if maxLive == "" || ring.UIDOf(maxLive).Less(ring.UIDOf(n.Addr())) {
+			maxLive = n.Addr()
+		}
+	}
+	require.Eventually(t, func() bool {
+		for _, n := range live {
+			st := n.Snapshot()
+			if st.Leader != maxLive || len(st.Servers) != 4 {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, 10*time.Millisecond, "every live server follows the max live UID with the dead one removed")
+	coords := 0
+	for _, n := range live {
+		if n.Snapshot().Coordinator {
+			coords++
+		}
+	}
+	assert.Equal(t, 1, coords)
+	for i := range 30 {
+		code, _ := do(t, http.MethodGet, fmt.Sprintf("http://%s/kv/k%d", live[i%4].Addr(), i), nil)
+		assert.Equal(t, http.StatusOK, code, "k%d survives its owner", i)
+	}
+	require.Eventually(t, func() bool {
+		total := 0
+		for _, n := range live {
+			total += n.Snapshot().Keys
+		}
+		return total == 30*3
+	}, 5*time.Second, 20*time.Millisecond, "re-replication restores three copies")
+}
+
+func TestMalformedInputKeepsServing(t *testing.T) {
+	nodes := startRing(t, 2)
+	a := nodes[1].Addr()
+	for _, tc := range []struct {
+		method, path, body string
+		code               int
+		want               string
+	}{
+		{http.MethodPut, "/internal/metadata", `{"version":1}`, 400, "servers: empty"},
+		{http.MethodPut, "/internal/metadata", `not json`, 400, "metadata"},
+		{http.MethodPost, "/internal/join", `{"addr":"nope"}`, 400, "addr"},
+		{http.MethodPost, "/internal/transfer", "\x00\x00\x00\x05ab", 400, "key needs 5 bytes"},
+		{http.MethodPut, "/internal/replicate/k", "v", 400, "X-Ringside-Version"},
+		{http.MethodPut, "/kv/" + strings.Repeat("k", 2000), "v", 400, "key: 2000 bytes"},
+	} {
+		req, _ := http.NewRequest(tc.method, "http://"+a+tc.path, strings.NewReader(tc.body))
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, tc.code, resp.StatusCode, tc.path)
+		assert.Contains(t, string(b), tc.want, tc.path)
+	}
+
+	// A garbage peer frame: the connection is closed, the server is fine.
+	c, err := net.Dial("tcp", a)
+	require.NoError(t, err)
+	bad := wire.Append(nil, ring.Message{Type: ring.MsgElection})
+	bad[2] = 9
+	c.Write(bad)
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err = c.Read(make([]byte, 1))
+	assert.Error(t, err)
+	c.Close()
+
+	code, _ := do(t, http.MethodPut, "http://"+a+"/kv/after", []byte("ok"))
+	assert.Equal(t, http.StatusNoContent, code)
+	var st Status
+	_, body := do(t, http.MethodGet, "http://"+a+"/internal/status", nil)
+	require.NoError(t, json.Unmarshal([]byte(body), &st))
+	assert.Equal(t, nodes[0].Addr(), st.Leader, "no election was triggered")
+	_, metrics := do(t, http.MethodGet, "http://"+a+"/metrics", nil)
+	assert.Contains(t, metrics, `ringnode_malformed_total{source="peer"} 1`)
+}
+
+func FuzzDecodeItems(f *testing.F) {
+	f.Add(AppendItem(AppendItem(nil, Item{Key: "a"}), Item{Key: "b"}))
+	f.Add([]byte{0, 0, 0, 1, 'k', 0, 0, 0, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		items, err := DecodeItems(b)
+		if err != nil {
+			return
+		}
+		var again []byte
+		for _, it := range items {
+			again = AppendItem(again, it)
+		}
+		if !bytes.Equal(again, b) {
+			t.Fatal("decode/encode not inverse")
+		}
+	})
+}

@@ -1,0 +1,114 @@
+package transport
+
+import (
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ringside/ringside/ring"
+)
+
+type sink struct {
+	in, lost chan ring.Message
+	bad      chan error
+}
+
+func newSink() *sink {
+	return &sink{in: make(chan ring.Message, 100), lost: make(chan ring.Message, 100), bad: make(chan error, 10)}
+}
+
+func (s *sink) handler() Handler {
+	return Handler{
+		Deliver:     func(m ring.Message) { s.in <- m },
+		Unreachable: func(m ring.Message) { s.lost <- m },
+		Malformed:   func(_ string, err error) { s.bad <- err },
+	}
+}
+
+func recv(t *testing.T, c chan ring.Message) ring.Message {
+	t.Helper()
+	select {
+	case m := <-c:
+		return m
+	case <-time.After(5 * time.Second):
+		t.Fatal("timed out waiting for a message")
+	}
+	return ring.Message{}
+}
+
+type endpoint struct {
+	*Transport
+	ln net.Listener
+}
+
+func (e endpoint) Addr() net.Addr { return e.ln.Addr() }
+
+func (e endpoint) Close() error {
+	e.ln.Close()
+	return e.Transport.Close()
+}
+
+func listen(t *testing.T, h Handler) endpoint {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	tr := New(h, slog.New(slog.DiscardHandler))
+	go tr.Serve(ln)
+	return endpoint{tr, ln}
+}
+
+func TestSendDeliverAndDeadPeer(t *testing.T) {
+	sa, sb := newSink(), newSink()
+	a := listen(t, sa.handler())
+	defer a.Close()
+	b := listen(t, sb.handler())
+
+	ua, ub, ghost := ring.UIDOf(a.Addr().String()), ring.UIDOf(b.Addr().String()), ring.UIDOf("ghost")
+	a.SetPeers(map[ring.UID]string{ub: b.Addr().String()})
+	for i := range 10 {
+		a.Send(ring.Message{Type: ring.MsgElection, From: ua, To: ub, Cand: ua, Round: uint64(i)})
+	}
+	for i := range 10 {
+		assert.Equal(t, uint64(i), recv(t, sb.in).Round, "in order")
+	}
+
+	a.Send(ring.Message{Type: ring.MsgEnd, To: ghost})
+	assert.Equal(t, ghost, recv(t, sa.lost).To, "unknown peer is unreachable")
+
+	require.NoError(t, b.Close())
+	time.Sleep(50 * time.Millisecond) // let the hang-up reach a
+	a.Send(ring.Message{Type: ring.MsgElection, From: ua, To: ub, Round: 99})
+	assert.Equal(t, uint64(99), recv(t, sa.lost).Round, "a dead peer's message comes back, not lost in a buffer")
+}
+
+func TestMalformedFrameClosesOnlyThatConnection(t *testing.T) {
+	s := newSink()
+	tr := listen(t, s.handler())
+	defer tr.Close()
+
+	c, err := net.Dial("tcp", tr.Addr().String())
+	require.NoError(t, err)
+	_, err = c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+	require.NoError(t, err)
+	select {
+	case err := <-s.bad:
+		assert.ErrorContains(t, err, "magic")
+	case <-time.After(5 * time.Second):
+		t.Fatal("malformed frame not reported")
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err = c.Read(make([]byte, 1))
+	assert.Error(t, err, "connection closed by the server")
+
+	// The transport still serves well-formed peers.
+	other := listen(t, newSink().handler())
+	defer other.Close()
+	u := ring.UIDOf(tr.Addr().String())
+	other.SetPeers(map[ring.UID]string{u: tr.Addr().String()})
+	other.Send(ring.Message{Type: ring.MsgHeartbeat, To: u, Round: 3})
+	assert.Equal(t, uint64(3), recv(t, s.in).Round)
+}

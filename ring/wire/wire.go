@@ -1,0 +1,119 @@
+// Package wire is the framed binary format ring members use to exchange
+// election and heartbeat messages over TCP.
+//
+// Every frame is 66 bytes, big-endian:
+//
+//	offset size field
+//	0      2    magic "RG" (0x52 0x47)
+//	2      1    version, 1
+//	3      1    type: 1 election, 2 elected, 3 end, 4 heartbeat, 16 heartbeat-ack
+//	4      2    body length, 60 in version 1
+//	6      16   from UID (MD5 of "ip:port")
+//	22     16   to UID
+//	38     16   candidate UID (the leader for every type but election)
+//	54     8    round
+//	62     4    hops since the candidate was written
+//
+// A fixed length keeps the decoder trivial to validate; the length field
+// is there so a later version can grow the body and old readers can say
+// precisely why they reject it.
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/ringside/ringside/ring"
+)
+
+const (
+	// Version is the wire format version this package speaks.
+	Version = 1
+	// HeaderSize is the fixed header in front of the body.
+	HeaderSize = 6
+	// BodySize is the body length of version 1.
+	BodySize = 60
+	// FrameSize is a whole version-1 frame.
+	FrameSize = HeaderSize + BodySize
+	// MsgHeartbeatAck is a server's answer to the coordinator's heartbeat:
+	// the second side of the two-sided heartbeat. The ring state machine
+	// never sees it; the coordinator's health checker does.
+	MsgHeartbeatAck ring.MsgType = 16
+)
+
+var magic = [2]byte{'R', 'G'}
+
+// ErrMalformed wraps every decoding error.
+var ErrMalformed = errors.New("malformed frame")
+
+// Append appends the frame of m to b.
+func Append(b []byte, m ring.Message) []byte {
+	var f [FrameSize]byte
+	f[0], f[1], f[2], f[3] = magic[0], magic[1], Version, byte(m.Type)
+	binary.BigEndian.PutUint16(f[4:], BodySize)
+	from, to, cand := m.From.Bytes(), m.To.Bytes(), m.Cand.Bytes()
+	copy(f[6:], from[:])
+	copy(f[22:], to[:])
+	copy(f[38:], cand[:])
+	binary.BigEndian.PutUint64(f[54:], m.Round)
+	binary.BigEndian.PutUint32(f[62:], m.Hops)
+	return append(b, f[:]...)
+}
+
+// Decode parses one frame from the start of b.
+func Decode(b []byte) (ring.Message, error) {
+	if err := checkHeader(b); err != nil {
+		return ring.Message{}, err
+	}
+	if len(b) < FrameSize {
+		return ring.Message{}, fmt.Errorf("%w: truncated body, %d of %d bytes", ErrMalformed, len(b)-HeaderSize, BodySize)
+	}
+	return ring.Message{
+		Type:  ring.MsgType(b[3]),
+		From:  ring.UIDFromBytes([16]byte(b[6:22])),
+		To:    ring.UIDFromBytes([16]byte(b[22:38])),
+		Cand:  ring.UIDFromBytes([16]byte(b[38:54])),
+		Round: binary.BigEndian.Uint64(b[54:]),
+		Hops:  binary.BigEndian.Uint32(b[62:]),
+	}, nil
+}
+
+func checkHeader(b []byte) error {
+	if len(b) < HeaderSize {
+		return fmt.Errorf("%w: %d bytes, header needs %d", ErrMalformed, len(b), HeaderSize)
+	}
+	if b[0] != magic[0] || b[1] != magic[1] {
+		return fmt.Errorf("%w: magic %q, want \"RG\"", ErrMalformed, b[:2])
+	}
+	if b[2] != Version {
+		return fmt.Errorf("%w: version %d, want %d", ErrMalformed, b[2], Version)
+	}
+	if typ := ring.MsgType(b[3]); !typ.Valid() && typ != MsgHeartbeatAck {
+		return fmt.Errorf("%w: unknown type %d", ErrMalformed, b[3])
+	}
+	if n := binary.BigEndian.Uint16(b[4:]); n != BodySize {
+		return fmt.Errorf("%w: body length %d, want %d", ErrMalformed, n, BodySize)
+	}
+	return nil
+}
+
+// Read reads one frame from r. io.EOF means a clean end between frames;
+// a malformed header is reported before its body is read, so a stream of
+// garbage is rejected at once.
+func Read(r io.Reader, buf *[FrameSize]byte) (ring.Message, error) {
+	if _, err := io.ReadFull(r, buf[:HeaderSize]); err != nil {
+		return ring.Message{}, err
+	}
+	if err := checkHeader(buf[:HeaderSize]); err != nil {
+		return ring.Message{}, err
+	}
+	if _, err := io.ReadFull(r, buf[HeaderSize:]); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return ring.Message{}, err
+	}
+	return Decode(buf[:])
+}

@@ -1,0 +1,79 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ringside/ringside/ring"
+)
+
+func sample() ring.Message {
+	return ring.Message{Type: ring.MsgElection, From: ring.UIDOf("a:1"), To: ring.UIDOf("b:2"), Cand: ring.UIDOf("c:3"), Round: 1 << 40, Hops: 7}
+}
+
+func TestRoundTrip(t *testing.T) {
+	for _, typ := range append(ring.MsgTypes, MsgHeartbeatAck) {
+		m := sample()
+		m.Type = typ
+		b := Append(nil, m)
+		require.Len(t, b, FrameSize)
+		got, err := Decode(b)
+		require.NoError(t, err)
+		assert.Equal(t, m, got)
+		var buf [FrameSize]byte
+		got, err = Read(bytes.NewReader(b), &buf)
+		require.NoError(t, err)
+		assert.Equal(t, m, got)
+	}
+}
+
+func TestMalformedFramesNameTheProblem(t *testing.T) {
+	good := Append(nil, sample())
+	mutate := func(i int, v byte) []byte { b := bytes.Clone(good); b[i] = v; return b }
+	for _, tc := range []struct {
+		b    []byte
+		want string
+	}{
+		{good[:3], "header needs 6"},
+		{mutate(0, 'X'), "magic"},
+		{mutate(2, 9), "version 9"},
+		{mutate(3, 99), "unknown type 99"},
+		{mutate(5, 61), "body length 61"},
+		{good[:20], "truncated body"},
+	} {
+		_, err := Decode(tc.b)
+		require.Error(t, err)
+		assert.True(t, errors.Is(err, ErrMalformed))
+		assert.Contains(t, err.Error(), tc.want)
+	}
+	var buf [FrameSize]byte
+	_, err := Read(bytes.NewReader(good[:30]), &buf)
+	assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
+	_, err = Read(bytes.NewReader(nil), &buf)
+	assert.ErrorIs(t, err, io.EOF)
+	_, err = Read(bytes.NewReader([]byte("GET / HTTP/1.1\r\n")), &buf)
+	assert.ErrorContains(t, err, "magic")
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add(Append(nil, sample()))
+	f.Add([]byte("RG\x01\x04\x00\x3c"))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := Decode(b)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error not wrapped: %v", err)
+			}
+			return
+		}
+		if again := Append(nil, m); !bytes.Equal(again, b[:FrameSize]) {
+			t.Fatalf("decode/encode not inverse")
+		}
+	})
+}
