@@ -12,7 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-		"net"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"

@@ -8,7 +8,7 @@ package transport
 import (
 	"bufio"
 	"errors"
-		"io"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
