@@ -54,6 +54,7 @@ func run(args []string) error {
 	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat", envDuration("RINGNODE_HEARTBEAT", 100*time.Millisecond), "coordinator heartbeat interval")
 	fs.DurationVar(&cfg.HopBound, "hop-bound", 10*time.Millisecond, "per-hop bound; an election silent for 2·n·bound restarts")
 	fs.DurationVar(&cfg.JoinTimeout, "join-timeout", 5*time.Second, "give up joining after this long")
+	fs.BoolVar(&cfg.CrashOnElection, "fault-crash-on-election", false, "fault injection: exit as soon as an ELECTION message arrives (it is lost with this server)")
 	fs.StringVar(&level, "log-level", env("RINGNODE_LOG", "info"), "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err

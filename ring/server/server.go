@@ -46,6 +46,12 @@ type Config struct {
 	HopBound          time.Duration // per-hop bound for the election-restart timeout
 	JoinTimeout       time.Duration
 
+	// CrashOnElection is a fault to inject on purpose: the server dies
+	// (Exit) as soon as it receives an ELECTION message, so the message is
+	// lost with it and the ring must recover by the election timeout.
+	CrashOnElection bool
+	Exit            func(code int) // default os.Exit
+
 	Log *slog.Logger
 }
 
@@ -71,6 +77,9 @@ func (c *Config) Defaults() {
 	}
 	if c.Log == nil {
 		c.Log = slog.Default()
+	}
+	if c.Exit == nil {
+		c.Exit = os.Exit
 	}
 }
 
@@ -300,6 +309,11 @@ func (s *Server) onMessage(m ring.Message) {
 				}
 			}
 		}
+		return
+	}
+	if m.Type == ring.MsgElection && s.cfg.CrashOnElection {
+		s.log.Warn("fault injection: crashing on an ELECTION message", "round", m.Round)
+		s.cfg.Exit(137)
 		return
 	}
 	if s.node.Ring().Index(m.From) < 0 {

@@ -1,0 +1,123 @@
+package ringcluster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/ringside/ringside/ring"
+	"github.com/ringside/ringside/ring/server"
+)
+
+// Failover is what one coordinator kill measured. Times are from the kill.
+type Failover struct {
+	Killed, NewCoordinator string
+	NewIsMaxLive           bool
+	Coordinators           int // live servers that claim the role afterwards
+	Detect                 time.Duration
+	Propagation            time.Duration // first ELECTION sent → ELECTED back at the winner
+	AllKnow                time.Duration // every live server knows the new coordinator
+	Metadata               time.Duration // every live server has the new metadata
+	Sent                   map[string]int64
+}
+
+// Coordinator returns the coordinator all servers agree on.
+func Coordinator(ctx context.Context, addrs []string) (string, map[string]server.Status, error) {
+	sts, err := StatusAll(ctx, addrs)
+	if err != nil {
+		return "", nil, err
+	}
+	leader := ""
+	for a, st := range sts {
+		if st.Leader == "" || leader != "" && st.Leader != leader || st.Participant {
+			return "", sts, fmt.Errorf("no settled coordinator: %s follows %q", a, st.Leader)
+		}
+		leader = st.Leader
+	}
+	return leader, sts, nil
+}
+
+// WaitSettled waits until all servers follow one coordinator with a ring
+// of exactly their number.
+func WaitSettled(ctx context.Context, addrs []string, limit time.Duration) (string, error) {
+	var coord string
+	err := Poll(ctx, limit, func() (bool, error) {
+		c, sts, err := Coordinator(ctx, addrs)
+		if err != nil {
+			return false, nil
+		}
+		for _, st := range sts {
+			if len(st.Servers) != len(addrs) {
+				return false, nil
+			}
+		}
+		coord = c
+		return true, nil
+	})
+	return coord, err
+}
+
+// KillCoordinator crashes the settled coordinator of r and measures the
+// failover until every live server follows the new one.
+func KillCoordinator(ctx context.Context, r Ring) (Failover, error) {
+	addrs := r.Addrs()
+	coord, err := WaitSettled(ctx, addrs, 20*time.Second)
+	if err != nil {
+		return Failover{}, fmt.Errorf("before the kill: %w", err)
+	}
+	before, err := StatusAll(ctx, addrs)
+	if err != nil {
+		return Failover{}, err
+	}
+	live := slices.DeleteFunc(slices.Clone(addrs), func(a string) bool { return a == coord })
+	maxLive := live[0]
+	for _, a := range live {
+		if ring.UIDOf(maxLive).Less(ring.UIDOf(a)) {
+			maxLive = a
+		}
+	}
+	kill := time.Now().UnixNano()
+	if err := r.Kill(ctx, coord); err != nil {
+		return Failover{}, err
+	}
+	newCoord, err := WaitSettled(ctx, live, 20*time.Second)
+	if err != nil {
+		return Failover{}, fmt.Errorf("after killing %s: %w", coord, err)
+	}
+	after, err := StatusAll(ctx, live)
+	if err != nil {
+		return Failover{}, err
+	}
+	f := Failover{Killed: coord, NewCoordinator: newCoord, NewIsMaxLive: newCoord == maxLive, Sent: map[string]int64{}}
+	var detect, firstSent, allKnow, meta int64
+	for a, st := range after {
+		ev := st.Events
+		if st.Coordinator {
+			f.Coordinators++
+		}
+		if ev.Suspected > kill && (detect == 0 || ev.Suspected < detect) {
+			detect = ev.Suspected
+		}
+		if ev.ElectionSent > kill && (firstSent == 0 || ev.ElectionSent < firstSent) {
+			firstSent = ev.ElectionSent
+		}
+		allKnow = max(allKnow, ev.LeaderKnown)
+		meta = max(meta, ev.MetaApplied)
+		for k, v := range st.Sent {
+			f.Sent[k] += v - before[a].Sent[k]
+		}
+	}
+	won := after[newCoord].Events.Won
+	since := func(t int64) time.Duration {
+		if t == 0 {
+			return -1
+		}
+		return time.Duration(t - kill)
+	}
+	f.Detect, f.AllKnow, f.Metadata = since(detect), since(allKnow), since(meta)
+	if won > 0 && firstSent > 0 {
+		f.Propagation = time.Duration(won - firstSent)
+	}
+	return f, nil
+}

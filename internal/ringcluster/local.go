@@ -1,0 +1,284 @@
+// Package ringcluster starts and faults rings of real ringnode servers for
+// experiments and tests: as local processes on 127.0.0.1 ports (SIGKILL is
+// a real crash) or as containers under docker compose.
+package ringcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Ring is a running ring of ringnode servers.
+type Ring interface {
+	// Addrs lists the servers that are up.
+	Addrs() []string
+	// Kill crashes a server (SIGKILL).
+	Kill(ctx context.Context, addr string) error
+	// Restart brings a killed server back with its data, joining the ring.
+	Restart(ctx context.Context, addr string) error
+	// Add starts a new server that joins the ring; it returns once the
+	// server answers.
+	Add(ctx context.Context) (string, error)
+	Close() error
+}
+
+// FindRingnode returns a ringnode binary: $RINGSIDE_RINGNODE, one beside
+// the running executable, or a fresh `go build` when run inside the
+// ringside module (the common case: go run / go test).
+func FindRingnode(ctx context.Context) (string, error) {
+	if p := os.Getenv("RINGSIDE_RINGNODE"); p != "" {
+		return p, nil
+	}
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "ringnode")
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p, nil
+		}
+	}
+	return BuildStatic(ctx, "github.com/ringside/ringside/cmd/ringnode")
+}
+
+// BuildStatic builds pkg as a static binary into the user cache and
+// returns its path; Go's build cache makes repeated calls cheap.
+func BuildStatic(ctx context.Context, pkg string) (string, error) {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		dir = os.TempDir()
+	}
+	out := filepath.Join(dir, "ringside", "bin", filepath.Base(pkg))
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %v: %s", pkg, err, strings.TrimSpace(string(b)))
+	}
+	return out, nil
+}
+
+// Options configure a local ring.
+type Options struct {
+	Bin  string   // ringnode binary
+	Dir  string   // data directories and logs go here
+	Args []string // extra ringnode flags (timeouts, replicas, …)
+}
+
+// Local is a ring of ringnode processes on loopback.
+type Local struct {
+	opts  Options
+	mu    sync.Mutex
+	procs map[string]*proc
+	order []string
+}
+
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// StartLocal starts n servers: the first bootstraps the ring, the others
+// join it. It returns when every server is in the ring.
+func StartLocal(ctx context.Context, n int, o Options) (*Local, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("ring of %d servers", n)
+	}
+	l := &Local{opts: o, procs: map[string]*proc{}}
+	for range n {
+		if _, err := l.Add(ctx); err != nil {
+			l.Close()
+			return nil, err
+		}
+	}
+	if err := WaitMembers(ctx, l.Addrs(), n); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// Addrs lists live servers in the order they were started.
+func (l *Local) Addrs() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, a := range l.order {
+		if p := l.procs[a]; p != nil {
+			select {
+			case <-p.done:
+			default:
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
+// Add starts a new server joining the live ones.
+func (l *Local) Add(ctx context.Context) (string, error) {
+	addr, err := freePort()
+	if err != nil {
+		return "", err
+	}
+	if err := l.start(ctx, addr); err != nil {
+		return "", err
+	}
+	l.mu.Lock()
+	l.order = append(l.order, addr)
+	l.mu.Unlock()
+	return addr, nil
+}
+
+func (l *Local) start(ctx context.Context, addr string) error { return l.startWith(ctx, addr) }
+
+func (l *Local) startWith(ctx context.Context, addr string, extra ...string) error {
+	args := []string{"--addr", addr, "--data", filepath.Join(l.opts.Dir, strings.ReplaceAll(addr, ":", "_"))}
+	if live := l.Addrs(); len(live) > 0 {
+		args = append(args, "--join", strings.Join(live, ","))
+	}
+	args = append(append(args, l.opts.Args...), extra...)
+	logf, err := os.OpenFile(filepath.Join(l.opts.Dir, strings.ReplaceAll(addr, ":", "_")+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(l.opts.Bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start ringnode %s: %w", addr, err)
+	}
+	p := &proc{cmd: cmd, done: make(chan struct{})}
+	go func() { cmd.Wait(); logf.Close(); close(p.done) }()
+	l.mu.Lock()
+	l.procs[addr] = p
+	l.mu.Unlock()
+	if err := WaitHealthy(ctx, addr, p.done); err != nil {
+		cmd.Process.Kill()
+		return fmt.Errorf("ringnode %s: %w (log: %s)", addr, err, logf.Name())
+	}
+	return nil
+}
+
+// Kill sends SIGKILL and waits for the process to die.
+func (l *Local) Kill(ctx context.Context, addr string) error {
+	l.mu.Lock()
+	p := l.procs[addr]
+	l.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("kill %s: no such server", addr)
+	}
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	select {
+	case <-p.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Restart starts a killed server again on its address and data.
+func (l *Local) Restart(ctx context.Context, addr string) error {
+	l.mu.Lock()
+	p := l.procs[addr]
+	l.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("restart %s: no such server", addr)
+	}
+	select {
+	case <-p.done:
+	default:
+		return fmt.Errorf("restart %s: still running", addr)
+	}
+	return l.start(ctx, addr)
+}
+
+// Close kills every server.
+func (l *Local) Close() error {
+	l.mu.Lock()
+	procs := slices.Collect(maps.Values(l.procs))
+	l.mu.Unlock()
+	for _, p := range procs {
+		p.cmd.Process.Signal(syscall.SIGKILL)
+		<-p.done
+	}
+	return nil
+}
+
+var healthClient = &http.Client{Timeout: time.Second}
+
+// WaitHealthy polls addr's /healthz until it answers 200; exited, if
+// closed, means the server died trying.
+func WaitHealthy(ctx context.Context, addr string, exited <-chan struct{}) error {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := healthClient.Get("http://" + addr + "/healthz")
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-exited:
+			return errors.New("exited before it was healthy")
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return errors.New("not healthy after 15s")
+		}
+	}
+}
+
+// WaitMembers waits until every server in addrs reports a ring of n.
+func WaitMembers(ctx context.Context, addrs []string, n int) error {
+	return Poll(ctx, 15*time.Second, func() (bool, error) {
+		for _, a := range addrs {
+			st, err := GetStatus(ctx, a)
+			if err != nil || len(st.Servers) != n || !slices.Contains(st.Servers, a) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// Poll calls f every 5 ms until it is done, fails, or the limit passes.
+func Poll(ctx context.Context, limit time.Duration, f func() (bool, error)) error {
+	deadline := time.Now().Add(limit)
+	for {
+		ok, err := f()
+		if err != nil || ok {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("condition not met within %s", limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}

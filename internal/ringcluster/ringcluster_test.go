@@ -1,0 +1,205 @@
+package ringcluster
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ringside/ringside/ring"
+	"github.com/ringside/ringside/ring/client"
+)
+
+var (
+	binOnce sync.Once
+	bin     string
+	binErr  error
+)
+
+func startLocal(t *testing.T, n int, args ...string) *Local {
+	t.Helper()
+	binOnce.Do(func() { bin, binErr = FindRingnode(context.Background()) })
+	require.NoError(t, binErr)
+	dir := t.TempDir()
+	l, err := StartLocal(context.Background(), n, Options{Bin: bin, Dir: dir, Args: args})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		l.Close()
+		if t.Failed() {
+			logs, _ := os.ReadDir(dir)
+			for _, f := range logs {
+				if b, err := os.ReadFile(dir + "/" + f.Name()); err == nil && !f.IsDir() {
+					t.Logf("--- %s\n%s", f.Name(), b)
+				}
+			}
+		}
+	})
+	return l
+}
+
+func maxUID(addrs []string) string {
+	m := addrs[0]
+	for _, a := range addrs {
+		if ring.UIDOf(m).Less(ring.UIDOf(a)) {
+			m = a
+		}
+	}
+	return m
+}
+
+func without(addrs []string, drop ...string) []string {
+	var out []string
+	for _, a := range addrs {
+		keep := true
+		for _, d := range drop {
+			keep = keep && a != d
+		}
+		if keep {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// oneCoordinator checks that exactly one live server claims the role and
+// that it is the max live UID.
+func oneCoordinator(t *testing.T, live []string) {
+	t.Helper()
+	ctx := context.Background()
+	coord, err := WaitSettled(ctx, live, 15*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, maxUID(live), coord, "the new coordinator is the max live UID")
+	sts, err := StatusAll(ctx, live)
+	require.NoError(t, err)
+	claims := 0
+	for _, st := range sts {
+		if st.Coordinator {
+			claims++
+		}
+	}
+	assert.Equal(t, 1, claims, "exactly one coordinator")
+}
+
+func TestKillCoordinatorDuringContinuousWrites(t *testing.T) {
+	l := startLocal(t, 5)
+	ctx := context.Background()
+	coord, err := WaitSettled(ctx, l.Addrs(), 10*time.Second)
+	require.NoError(t, err)
+
+	var acked sync.Map
+	var nAcked, nFailed atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Half the writers use smart clients, half forward through a
+			// server that is not the coordinator.
+			c := client.New(without(l.Addrs(), coord)[w%4:w%4+1], w%2 == 0)
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				key, val := fmt.Sprintf("w%d-%d", w, i), fmt.Sprintf("v%d", rand.Int())
+				cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+				err := c.Put(cctx, key, []byte(val))
+				cancel()
+				if err == nil {
+					acked.Store(key, val)
+					nAcked.Add(1)
+				} else {
+					nFailed.Add(1)
+				}
+			}
+		}()
+	}
+	time.Sleep(500 * time.Millisecond)
+	require.NoError(t, l.Kill(ctx, coord))
+	time.Sleep(2 * time.Second)
+	close(stop)
+	wg.Wait()
+
+	live := l.Addrs()
+	oneCoordinator(t, live)
+	require.Positive(t, nAcked.Load())
+	t.Logf("acknowledged %d writes, %d failed during the failover", nAcked.Load(), nFailed.Load())
+	reader := client.New(live, true)
+	missing := 0
+	acked.Range(func(k, v any) bool {
+		got, err := reader.Get(ctx, k.(string))
+		if err != nil || string(got) != v.(string) {
+			missing++
+			if missing < 5 {
+				t.Errorf("acknowledged write %s=%s reads back %q, %v", k, v, got, err)
+			}
+		}
+		return true
+	})
+	assert.Zero(t, missing, "every acknowledged write is readable")
+}
+
+func TestConcurrentInitiatorsWithDeadSuccessors(t *testing.T) {
+	// No jitter: every server suspects the coordinator at the same
+	// heartbeat, so several start elections at once; a second server dies
+	// with the coordinator, so some initiators' successors are dead.
+	l := startLocal(t, 6, "--suspect-jitter", "0")
+	ctx := context.Background()
+	coord, err := WaitSettled(ctx, l.Addrs(), 10*time.Second)
+	require.NoError(t, err)
+	other := maxUID(without(l.Addrs(), coord)) // the would-be successor coordinator
+	require.NoError(t, l.Kill(ctx, coord))
+	require.NoError(t, l.Kill(ctx, other))
+	live := l.Addrs()
+	oneCoordinator(t, live)
+	sts, _ := StatusAll(ctx, live)
+	initiators := 0
+	for _, st := range sts {
+		if st.Events.Suspected > 0 {
+			initiators++
+		}
+	}
+	assert.Greater(t, initiators, 1, "several servers started elections")
+}
+
+func TestElectionMessageLostWithCrashedServer(t *testing.T) {
+	l := startLocal(t, 4)
+	ctx := context.Background()
+	// A fifth server that dies the moment an ELECTION reaches it.
+	addr, err := l.Add(ctx)
+	require.NoError(t, err)
+	require.NoError(t, WaitMembers(ctx, l.Addrs(), 5))
+	l.mu.Lock()
+	l.procs[addr].cmd.Process.Kill()
+	<-l.procs[addr].done
+	l.mu.Unlock()
+	require.NoError(t, l.startWith(ctx, addr, "--fault-crash-on-election"))
+	require.NoError(t, WaitMembers(ctx, l.Addrs(), 5))
+
+	coord, err := WaitSettled(ctx, l.Addrs(), 10*time.Second)
+	require.NoError(t, err)
+	require.NotEqual(t, addr, coord, "the bootstrap server coordinates until a failover")
+	require.NoError(t, l.Kill(ctx, coord))
+	require.NoError(t, Poll(ctx, 10*time.Second, func() (bool, error) {
+		return !contains(l.Addrs(), addr), nil
+	}), "the faulty server crashed on the election message")
+	oneCoordinator(t, l.Addrs())
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
