@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -38,6 +39,13 @@ func envDuration(key string, def time.Duration) time.Duration {
 	return def
 }
 
+func envInt(key string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(key)); err == nil {
+		return v
+	}
+	return def
+}
+
 func run(args []string) error {
 	fs := flag.NewFlagSet("ringnode", flag.ContinueOnError)
 	var cfg server.Config
@@ -46,13 +54,13 @@ func run(args []string) error {
 	fs.StringVar(&cfg.Listen, "listen", env("RINGNODE_LISTEN", ""), "bind address (default: addr)")
 	fs.StringVar(&join, "join", env("RINGNODE_JOIN", ""), "comma-separated seed servers; none reachable → start a new ring")
 	fs.StringVar(&cfg.Dir, "data", env("RINGNODE_DATA", "data"), "data directory")
-	fs.IntVar(&cfg.Replicas, "replicas", 2, "successors that hold a copy of each key (R)")
+	fs.IntVar(&cfg.Replicas, "replicas", envInt("RINGNODE_REPLICAS", 2), "successors that hold a copy of each key (R)")
 	fs.IntVar(&cfg.CacheEntries, "cache", 10000, "values cached in memory")
 	fs.BoolVar(&cfg.Fsync, "fsync", false, "fsync every write (default: survives a process crash, not a power cut)")
 	fs.DurationVar(&cfg.SuspectTimeout, "suspect", envDuration("RINGNODE_SUSPECT", 700*time.Millisecond), "no heartbeat from the coordinator for this long starts an election")
 	fs.DurationVar(&cfg.SuspectJitter, "suspect-jitter", 0, "random extra suspicion timeout, up to this")
 	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat", envDuration("RINGNODE_HEARTBEAT", 100*time.Millisecond), "coordinator heartbeat interval")
-	fs.DurationVar(&cfg.HopBound, "hop-bound", 10*time.Millisecond, "per-hop bound; an election silent for 2·n·bound restarts")
+	fs.DurationVar(&cfg.HopBound, "hop-bound", envDuration("RINGNODE_HOP_BOUND", 10*time.Millisecond), "per-hop bound; an election silent for 2·n·bound restarts")
 	fs.DurationVar(&cfg.JoinTimeout, "join-timeout", 5*time.Second, "give up joining after this long")
 	fs.BoolVar(&cfg.CrashOnElection, "fault-crash-on-election", false, "fault injection: exit as soon as an ELECTION message arrives (it is lost with this server)")
 	fs.StringVar(&level, "log-level", env("RINGNODE_LOG", "info"), "debug, info, warn or error")

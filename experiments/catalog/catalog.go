@@ -5,6 +5,7 @@ package catalog
 import (
 	"github.com/ringside/ringside/experiments"
 	"github.com/ringside/ringside/experiments/ringexp"
+	"github.com/ringside/ringside/experiments/ringnet"
 )
 
 // New returns a fresh registry (experiments keep their flag values, so
@@ -13,5 +14,6 @@ func New() *experiments.Registry {
 	r := &experiments.Registry{}
 	r.Register(&ringexp.Messages{})
 	r.Register(&ringexp.Chaos{})
+	r.Register(&ringnet.Failover{})
 	return r
 }

@@ -23,9 +23,9 @@ const (
 // Messages is the ring-messages experiment: election messages against n,
 // ring order and initiators, beside Chang–Roberts' closed forms.
 type Messages struct {
-	ns         intList
-	orders     choiceList
-	initiators choiceList
+	ns         experiments.IntList
+	orders     experiments.ChoiceList
+	initiators experiments.ChoiceList
 	delayMin   time.Duration
 	delayMax   time.Duration
 }
@@ -43,9 +43,9 @@ func (*Messages) Reps(profile string) int {
 }
 
 func (m *Messages) Flags() *flag.FlagSet {
-	m.ns = intList{4, 8, 16, 32, 64, 128}
-	m.orders = choiceList{vals: []string{sim.OrderSorted, sim.OrderRandom}, allowed: sim.Orders}
-	m.initiators = choiceList{vals: []string{InitOne, InitAll}, allowed: []string{InitOne, InitAll}}
+	m.ns = experiments.IntList{4, 8, 16, 32, 64, 128}
+	m.orders = experiments.ChoiceList{Vals: []string{sim.OrderSorted, sim.OrderRandom}, Allowed: sim.Orders}
+	m.initiators = experiments.ChoiceList{Vals: []string{InitOne, InitAll}, Allowed: []string{InitOne, InitAll}}
 	fs := flag.NewFlagSet(m.Name(), flag.ContinueOnError)
 	fs.Var(&m.ns, "n", "ring sizes, comma-separated")
 	fs.Var(&m.orders, "order", "ring orders: sorted (consistent hash), random, reverse")
@@ -70,8 +70,8 @@ func (m *Messages) Run(ctx context.Context, env *experiments.Env) error {
 	}
 	var cells []cell
 	for _, n := range m.ns {
-		for _, o := range m.orders.vals {
-			for _, in := range m.initiators.vals {
+		for _, o := range m.orders.Vals {
+			for _, in := range m.initiators.Vals {
 				cells = append(cells, cell{n, o, in})
 			}
 		}

@@ -1,4 +1,4 @@
-package ringexp
+package experiments
 
 import (
 	"fmt"
@@ -7,10 +7,10 @@ import (
 	"strings"
 )
 
-// intList is a comma-separated list of positive integers flag.
-type intList []int
+// IntList is a flag holding comma-separated positive integers.
+type IntList []int
 
-func (l *intList) String() string {
+func (l *IntList) String() string {
 	parts := make([]string, len(*l))
 	for i, v := range *l {
 		parts[i] = strconv.Itoa(v)
@@ -18,7 +18,7 @@ func (l *intList) String() string {
 	return strings.Join(parts, ",")
 }
 
-func (l *intList) Set(s string) error {
+func (l *IntList) Set(s string) error {
 	var out []int
 	for _, p := range strings.Split(s, ",") {
 		v, err := strconv.Atoi(strings.TrimSpace(p))
@@ -31,23 +31,23 @@ func (l *intList) Set(s string) error {
 	return nil
 }
 
-// choiceList is a comma-separated subset of allowed words.
-type choiceList struct {
-	vals    []string
-	allowed []string
+// ChoiceList is a comma-separated subset of allowed words.
+type ChoiceList struct {
+	Vals    []string
+	Allowed []string
 }
 
-func (l *choiceList) String() string { return strings.Join(l.vals, ",") }
+func (l *ChoiceList) String() string { return strings.Join(l.Vals, ",") }
 
-func (l *choiceList) Set(s string) error {
+func (l *ChoiceList) Set(s string) error {
 	var out []string
 	for _, p := range strings.Split(s, ",") {
 		p = strings.TrimSpace(p)
-		if !slices.Contains(l.allowed, p) {
-			return fmt.Errorf("%q: want one of %s", p, strings.Join(l.allowed, ", "))
+		if !slices.Contains(l.Allowed, p) {
+			return fmt.Errorf("%q: want one of %s", p, strings.Join(l.Allowed, ", "))
 		}
 		out = append(out, p)
 	}
-	l.vals = out
+	l.Vals = out
 	return nil
 }

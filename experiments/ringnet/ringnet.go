@@ -1,0 +1,83 @@
+// Package ringnet holds the ring experiments that run real ringnode
+// servers: as local processes (backend local) or containers (compose).
+package ringnet
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/ringside/ringside/experiments"
+	"github.com/ringside/ringside/internal/ringcluster"
+)
+
+// Backends of the network experiments.
+var backends = []string{"local", "compose"}
+
+// serverFlags are the ringnode settings every network experiment exposes.
+type serverFlags struct {
+	suspect, heartbeat, hopBound time.Duration
+	replicas                     int
+}
+
+func (f *serverFlags) define(fs *flag.FlagSet) {
+	fs.DurationVar(&f.suspect, "suspect", 700*time.Millisecond, "servers start an election after this long without a coordinator heartbeat")
+	fs.DurationVar(&f.heartbeat, "heartbeat", 100*time.Millisecond, "coordinator heartbeat interval")
+	fs.DurationVar(&f.hopBound, "hop-bound", 10*time.Millisecond, "per-hop bound of the election-restart timeout")
+	fs.IntVar(&f.replicas, "replicas", 2, "replicas per key (R)")
+}
+
+func (f *serverFlags) args() []string {
+	return []string{"--suspect", f.suspect.String(), "--heartbeat", f.heartbeat.String(),
+		"--hop-bound", f.hopBound.String(), "--replicas", fmt.Sprint(f.replicas), "--log-level", "warn"}
+}
+
+func (f *serverFlags) env() []string {
+	return []string{"RINGNODE_SUSPECT=" + f.suspect.String(), "RINGNODE_HEARTBEAT=" + f.heartbeat.String(),
+		"RINGNODE_HOP_BOUND=" + f.hopBound.String(), "RINGNODE_REPLICAS=" + fmt.Sprint(f.replicas), "RINGNODE_LOG=warn"}
+}
+
+// startRing starts n servers on the run's backend; the caller closes it.
+func startRing(ctx context.Context, env *experiments.Env, n int, f *serverFlags) (ringcluster.Ring, error) {
+	dir, err := os.MkdirTemp("", "ringside-"+env.Backend+"-")
+	if err != nil {
+		return nil, err
+	}
+	switch env.Backend {
+	case "local":
+		bin, err := ringcluster.FindRingnode(ctx)
+		if err != nil {
+			return nil, err
+		}
+		r, err := ringcluster.StartLocal(ctx, n, ringcluster.Options{Bin: bin, Dir: dir, Args: f.args()})
+		if err != nil {
+			return nil, err
+		}
+		return &cleanup{Ring: r, dir: dir}, nil
+	case "compose":
+		r, err := ringcluster.StartCompose(ctx, n, ringcluster.ComposeOptions{Env: f.env(), Log: env.Log})
+		if err != nil {
+			return nil, err
+		}
+		os.RemoveAll(dir)
+		return r, nil
+	}
+	return nil, fmt.Errorf("backend %q", env.Backend)
+}
+
+// cleanup removes the ring's scratch directory when it closes.
+type cleanup struct {
+	ringcluster.Ring
+	dir string
+}
+
+func (c *cleanup) Close() error {
+	err := c.Ring.Close()
+	os.RemoveAll(filepath.Clean(c.dir))
+	return err
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
