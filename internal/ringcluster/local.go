@@ -264,7 +264,11 @@ func WaitMembers(ctx context.Context, addrs []string, n int) error {
 	})
 }
 
-// Poll calls f every 5 ms until it is done, fails, or the limit passes.
+// Poll calls f every 20 ms until it is done, fails, or the limit passes.
+// Measurements come from the servers' own event timestamps, so the
+// interval only costs precision of waiting, not of results — and slower
+// polling keeps the status requests from competing with an election for
+// the CPU.
 func Poll(ctx context.Context, limit time.Duration, f func() (bool, error)) error {
 	deadline := time.Now().Add(limit)
 	for {
@@ -278,7 +282,7 @@ func Poll(ctx context.Context, limit time.Duration, f func() (bool, error)) erro
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(5 * time.Millisecond):
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }

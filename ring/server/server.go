@@ -110,13 +110,17 @@ type Server struct {
 	m     metrics
 	start time.Time
 
-	inbox   chan ring.Message
-	unreach chan ring.Message
-	cmds    chan func()
 	stop    context.CancelFunc
 	done    sync.WaitGroup
 	rebal   chan struct{}
+	timer   *time.Timer
 
+	// lmu guards the election state: the ring.Node and the coordinator
+	// role. Every input — a peer message, an undeliverable one, a timer,
+	// a metadata change — takes it, runs to completion and re-arms the
+	// timer. Handling a message on the goroutine that read it keeps one
+	// hop to a read, a Step and a write, with no hand-offs.
+	lmu sync.Mutex
 	// Loop-owned state.
 	node       *ring.Node
 	last       ring.Status
@@ -161,17 +165,15 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg: cfg, self: ring.UIDOf(cfg.Addr), log: cfg.Log.With("server", cfg.Addr), store: store, ln: ln,
 		hc:      &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64, DialContext: (&net.Dialer{Timeout: time.Second}).DialContext}},
-		inbox:   make(chan ring.Message, 4096),
-		unreach: make(chan ring.Message, 4096),
-		cmds:    make(chan func(), 64),
 		rebal:   make(chan struct{}, 1),
 		start:   time.Now(),
 		reg:     prometheus.NewRegistry(),
 	}
 	s.m = newMetrics(s.reg)
 	s.tr = transport.New(transport.Handler{
-		Deliver:     func(m ring.Message) { s.inbox <- m },
-		Unreachable: func(m ring.Message) { s.unreach <- m },
+		Deliver: func(m ring.Message) { s.locked(func() { s.onMessage(m) }) },
+		// Send may report a message unreachable while lmu is held.
+		Unreachable: func(m ring.Message) { go s.locked(func() { s.onUnreachable(m) }) },
 		Malformed:   func(string, error) { s.m.malformed.WithLabelValues("peer").Inc() },
 	}, s.log)
 	s.http = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 5 * time.Second}
@@ -185,10 +187,10 @@ func (s *Server) Addr() string { return s.cfg.Addr }
 func (s *Server) Run(ctx context.Context) error {
 	ctx, s.stop = context.WithCancel(ctx)
 	httpLn := newChanListener(s.ln.Addr())
-	s.done.Add(4)
+	s.timer = time.AfterFunc(time.Hour, func() { s.locked(s.tick) })
+	s.done.Add(3)
 	go func() { defer s.done.Done(); s.http.Serve(httpLn) }()
 	go func() { defer s.done.Done(); s.accept(httpLn) }()
-	go func() { defer s.done.Done(); s.loop(ctx) }()
 	go func() { defer s.done.Done(); s.rebalancer(ctx) }()
 
 	if err := s.join(ctx); err != nil {
@@ -205,6 +207,9 @@ func (s *Server) shutdown() {
 		return
 	}
 	s.stop()
+	s.lmu.Lock()
+	s.timer.Stop()
+	s.lmu.Unlock()
 	s.ln.Close()
 	s.http.Close()
 	s.tr.Close()
@@ -241,45 +246,38 @@ func (s *Server) accept(httpLn *chanListener) {
 
 func (s *Server) now() time.Duration { return time.Since(s.start) }
 
-// do runs f on the loop goroutine and waits for it.
-func (s *Server) do(ctx context.Context, f func()) error {
-	done := make(chan struct{})
-	select {
-	case s.cmds <- func() { f(); close(done) }:
-	case <-ctx.Done():
-		return ctx.Err()
+// locked runs f with the election state locked, then publishes what
+// changed and re-arms the timer.
+func (s *Server) locked(f func()) {
+	s.lmu.Lock()
+	defer s.lmu.Unlock()
+	if s.stopped.Load() {
+		return
 	}
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	f()
+	s.observe()
+	s.timer.Reset(s.nextWake())
 }
 
-func (s *Server) loop(ctx context.Context) {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case m := <-s.inbox:
-			s.onMessage(m)
-		case m := <-s.unreach:
-			if s.node != nil {
-				s.send(s.node.Unreachable(s.now(), m))
-			}
-		case f := <-s.cmds:
-			f()
-		case <-timer.C:
-			if s.node != nil {
-				s.send(s.node.Tick(s.now()))
-			}
-			s.checkServers()
-		}
-		s.observe()
-		timer.Reset(s.nextWake())
+// do runs f with the election state locked.
+func (s *Server) do(ctx context.Context, f func()) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.locked(f)
+	return nil
+}
+
+func (s *Server) tick() {
+	if s.node != nil {
+		s.send(s.node.Tick(s.now()))
+	}
+	s.checkServers()
+}
+
+func (s *Server) onUnreachable(m ring.Message) {
+	if s.node != nil {
+		s.send(s.node.Unreachable(s.now(), m))
 	}
 }
 

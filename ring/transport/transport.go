@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ringside/ringside/ring"
@@ -67,34 +68,56 @@ func (t *Transport) SetPeers(addrs map[ring.UID]string) {
 	}
 }
 
-// Send queues m for m.To. It never blocks; an unknown peer or a full queue
-// makes m unreachable at once.
+// Send delivers m to m.To without blocking the caller on a slow or dead
+// peer: it writes straight to an idle, established connection, and
+// otherwise queues m for the peer's goroutine, which dials. An unknown peer
+// or a full queue makes m unreachable at once.
 func (t *Transport) Send(m ring.Message) {
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
+	p := t.peer(m.To)
+	if p == nil {
+		t.h.Unreachable(m)
 		return
 	}
-	p := t.peers[m.To]
-	if p == nil {
-		addr, ok := t.addrs[m.To]
-		if !ok {
-			t.mu.Unlock()
-			t.h.Unreachable(m)
-			return
-		}
-		p = &peer{t: t, addr: addr, queue: make(chan ring.Message, queueLen)}
-		t.peers[m.To] = p
-		t.wg.Add(1)
-		go p.run()
+	if p.tryDirect(m) {
+		return
 	}
-	select {
-	case p.queue <- m:
-		t.mu.Unlock()
-	default:
-		t.mu.Unlock()
+	t.mu.Lock()
+	queued := false
+	if !t.closed && t.peers[m.To] == p {
+		p.pending.Add(1)
+		select {
+		case p.queue <- m:
+			queued = true
+		default:
+			p.pending.Add(-1)
+		}
+	}
+	t.mu.Unlock()
+	if !queued {
 		t.h.Unreachable(m)
 	}
+}
+
+// peer returns the sender for u, starting it on first use; nil when u has
+// no known address or the transport is closed.
+func (t *Transport) peer(u ring.UID) *peer {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil
+	}
+	if p := t.peers[u]; p != nil {
+		return p
+	}
+	addr, ok := t.addrs[u]
+	if !ok {
+		return nil
+	}
+	p := &peer{t: t, addr: addr, queue: make(chan ring.Message, queueLen)}
+	t.peers[u] = p
+	t.wg.Add(1)
+	go p.run()
+	return p
 }
 
 // Close stops accepting, closes every connection and waits for the
@@ -167,35 +190,61 @@ func (t *Transport) ServeConn(c net.Conn, r io.Reader) {
 	}
 }
 
-// peer owns the outbound connection to one member and sends its queue in
-// order.
+// peer owns the outbound connection to one member. Messages go out in
+// the order Send was called: directly when nothing is queued, else through
+// the queue.
 type peer struct {
-	t     *Transport
-	addr  string
-	queue chan ring.Message
-	conn  net.Conn
-	gone  chan struct{} // closed when the peer closes conn
-	buf   []byte
+	t       *Transport
+	addr    string
+	queue   chan ring.Message
+	pending atomic.Int32 // queued or being written by run
+
+	mu   sync.Mutex // guards the connection
+	conn net.Conn
+	gone chan struct{} // closed when the peer closes conn
+	buf  []byte
+}
+
+func (p *peer) tryDirect(m ring.Message) bool {
+	if p.pending.Load() > 0 || !p.mu.TryLock() {
+		return false
+	}
+	defer p.mu.Unlock()
+	if p.pending.Load() > 0 || p.conn == nil {
+		return false
+	}
+	select {
+	case <-p.gone:
+		return false // redialling is the peer goroutine's job
+	default:
+	}
+	return p.write(m) == nil
 }
 
 func (p *peer) run() {
 	defer p.t.wg.Done()
-	defer func() {
-		if p.conn != nil {
-			p.conn.Close()
-		}
-	}()
 	for m := range p.queue {
+		p.mu.Lock()
 		// A cached connection may be to a peer that restarted since;
 		// one redial tells a stale connection from a dead peer.
-		if err := p.write(m); err != nil {
-			if err = p.write(m); err != nil {
-				p.t.h.Unreachable(m)
-			}
+		err := p.write(m)
+		if err != nil {
+			err = p.write(m)
+		}
+		p.pending.Add(-1)
+		p.mu.Unlock()
+		if err != nil {
+			p.t.h.Unreachable(m)
 		}
 	}
+	p.mu.Lock()
+	if p.conn != nil {
+		p.conn.Close()
+	}
+	p.mu.Unlock()
 }
 
+// write sends one frame, dialling first if needed. p.mu must be held.
 func (p *peer) write(m ring.Message) error {
 	if p.conn != nil {
 		select {
