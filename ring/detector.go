@@ -18,7 +18,7 @@ const DefaultSuspectTimeout = 700 * time.Millisecond
 type Detector struct {
 	timeout, jitter time.Duration
 	rng             *rand.Rand
-	deadline        time.Duration
+	heard, deadline time.Duration
 }
 
 // NewDetector returns a detector whose first deadline is now+timeout(+jitter).
@@ -31,6 +31,7 @@ func NewDetector(now, timeout, jitter time.Duration, rng *rand.Rand) *Detector {
 
 // Heard records a heartbeat at now.
 func (d *Detector) Heard(now time.Duration) {
+	d.heard = now
 	d.deadline = now + d.timeout
 	if d.jitter > 0 && d.rng != nil {
 		d.deadline += time.Duration(d.rng.Int64N(int64(d.jitter)))
@@ -42,3 +43,6 @@ func (d *Detector) Suspect(now time.Duration) bool { return now >= d.deadline }
 
 // Deadline is the instant at which the peer becomes suspected.
 func (d *Detector) Deadline() time.Duration { return d.deadline }
+
+// Silence is how long nothing has been heard from the peer.
+func (d *Detector) Silence(now time.Duration) time.Duration { return now - d.heard }

@@ -278,6 +278,22 @@ func (n *Node) adopt(round uint64) {
 	}
 }
 
+// suspectQuietLeader marks the coordinator down when another server has
+// started an election and this one has missed the coordinator's last two
+// heartbeats too: on its own evidence the coordinator is gone, and a
+// message sent to a vanished host would be lost silently. A coordinator
+// this node still hears stays in the ring, so a false suspicion elsewhere
+// cannot push a live max UID out of the election.
+func (n *Node) suspectQuietLeader(now time.Duration) {
+	l := n.st.Leader
+	if n.det == nil || n.cfg.HeartbeatInterval <= 0 || l.IsZero() || l == n.cfg.Self {
+		return
+	}
+	if n.det.Silence(now) > 2*n.cfg.HeartbeatInterval {
+		n.MarkDown(l)
+	}
+}
+
 // Step processes one received message at time now.
 func (n *Node) Step(now time.Duration, m Message) []Message {
 	n.out = n.out[:0]
@@ -290,6 +306,18 @@ func (n *Node) Step(now time.Duration, m Message) []Message {
 	if m.Type == MsgHeartbeat {
 		n.heartbeat(now, m)
 		return n.out
+	}
+	// A current message proves its sender alive, and its candidate too,
+	// which started or forwarded it in this round: down marks are
+	// suspicions, and evidence of life lifts them. Without this a live
+	// node once marked down could be skipped for good and its own
+	// candidacy never come back to it.
+	n.MarkUp(m.From)
+	if m.Type != MsgEnd {
+		n.MarkUp(m.Cand)
+	}
+	if m.Type == MsgElection && m.Round > n.st.Round {
+		n.suspectQuietLeader(now)
 	}
 	n.adopt(m.Round)
 	switch m.Type {
@@ -398,6 +426,10 @@ func (n *Node) Tick(now time.Duration) []Message {
 		n.stats.Restarts++
 		n.start(now)
 	case n.det != nil && n.st.Leader != n.cfg.Self && !n.st.Participant && !n.st.Announcing && n.det.Suspect(now):
+		// The suspected coordinator is skipped: where a dead host leaves no
+		// connection to refuse, a message to it would vanish and cost an
+		// election timeout. Its next heartbeat marks it up again.
+		n.MarkDown(n.st.Leader)
 		n.start(now)
 	}
 	if n.cfg.HeartbeatInterval > 0 && n.st.Leader == n.cfg.Self && !n.st.Announcing && now >= n.nextBeat {

@@ -183,14 +183,17 @@ func TestElectionTimeoutRestartsInNewRound(t *testing.T) {
 }
 
 func TestDetectorStartsElectionAndHeartbeatsDefer(t *testing.T) {
-	n := ring5(t, Config{Leader: u(9), Round: 3, SuspectTimeout: 700 * time.Millisecond})
-	hb := Message{Type: MsgHeartbeat, From: u(9), To: u(5), Cand: u(9), Round: 3}
+	// The coordinator is 7, this node's successor.
+	n := ring5(t, Config{Leader: u(7), Round: 3, SuspectTimeout: 700 * time.Millisecond})
+	hb := Message{Type: MsgHeartbeat, From: u(7), To: u(5), Cand: u(7), Round: 3}
 	assert.Empty(t, n.Step(500*time.Millisecond, hb))
 	assert.Empty(t, n.Tick(1100*time.Millisecond), "heartbeat at 500ms defers suspicion to 1200ms")
 	out := n.Tick(1200 * time.Millisecond)
 	require.Len(t, out, 1)
 	assert.Equal(t, MsgElection, out[0].Type)
 	assert.Equal(t, uint64(4), out[0].Round)
+	assert.Equal(t, u(9), out[0].To, "the suspected coordinator is skipped")
+	assert.True(t, n.IsDown(u(7)))
 	assert.True(t, n.Status().Leader.IsZero(), "a suspected leader is forgotten")
 }
 
@@ -226,4 +229,19 @@ func TestLeaderSendsHeartbeats(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, 100*time.Millisecond, at)
 	assert.Empty(t, n.Tick(50*time.Millisecond))
+}
+
+func TestElectionFromOthersSkipsAQuietCoordinator(t *testing.T) {
+	cfg := Config{Leader: u(7), Round: 3, SuspectTimeout: 700 * time.Millisecond, HeartbeatInterval: 100 * time.Millisecond}
+	n := ring5(t, cfg)
+	n.Step(0, Message{Type: MsgHeartbeat, From: u(7), Cand: u(7), Round: 3})
+	out := n.Step(150*time.Millisecond, msg(MsgElection, 3, 4, 1))
+	require.Len(t, out, 1)
+	assert.Equal(t, u(7), out[0].To, "a coordinator heard 150 ms ago stays in the ring")
+
+	n = ring5(t, cfg)
+	n.Step(0, Message{Type: MsgHeartbeat, From: u(7), Cand: u(7), Round: 3})
+	out = n.Step(250*time.Millisecond, msg(MsgElection, 3, 4, 1))
+	require.Len(t, out, 1)
+	assert.Equal(t, u(9), out[0].To, "two missed heartbeats: the coordinator is skipped")
 }

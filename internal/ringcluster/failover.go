@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ringside/ringside/ring"
@@ -64,7 +65,7 @@ func KillCoordinator(ctx context.Context, r Ring) (Failover, error) {
 	addrs := r.Addrs()
 	coord, err := WaitSettled(ctx, addrs, 20*time.Second)
 	if err != nil {
-		return Failover{}, fmt.Errorf("before the kill: %w", err)
+		return Failover{}, fmt.Errorf("before the kill: %w; %s", err, Describe(ctx, addrs))
 	}
 	before, err := StatusAll(ctx, addrs)
 	if err != nil {
@@ -83,7 +84,7 @@ func KillCoordinator(ctx context.Context, r Ring) (Failover, error) {
 	}
 	newCoord, err := WaitSettled(ctx, live, 20*time.Second)
 	if err != nil {
-		return Failover{}, fmt.Errorf("after killing %s: %w", coord, err)
+		return Failover{}, fmt.Errorf("after killing %s: %w; %s", coord, err, Describe(ctx, live))
 	}
 	after, err := StatusAll(ctx, live)
 	if err != nil {
@@ -120,4 +121,18 @@ func KillCoordinator(ctx context.Context, r Ring) (Failover, error) {
 		f.Propagation = time.Duration(won - firstSent)
 	}
 	return f, nil
+}
+
+// Describe summarises what each server believes, for error messages.
+func Describe(ctx context.Context, addrs []string) string {
+	var b strings.Builder
+	for _, a := range addrs {
+		st, err := GetStatus(ctx, a)
+		if err != nil {
+			fmt.Fprintf(&b, "[%s: %v] ", a, err)
+			continue
+		}
+		fmt.Fprintf(&b, "[%s: leader %q round %d participant %v meta v%d.%d %v] ", a, st.Leader, st.Round, st.Participant, st.MetaRound, st.MetaVersion, st.Servers)
+	}
+	return b.String()
 }
