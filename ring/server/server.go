@@ -110,10 +110,10 @@ type Server struct {
 	m     metrics
 	start time.Time
 
-	stop    context.CancelFunc
-	done    sync.WaitGroup
-	rebal   chan struct{}
-	timer   *time.Timer
+	stop  context.CancelFunc
+	done  sync.WaitGroup
+	rebal chan struct{}
+	timer *time.Timer
 
 	// lmu guards the election state: the ring.Node and the coordinator
 	// role. Every input — a peer message, an undeliverable one, a timer,
@@ -164,10 +164,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, self: ring.UIDOf(cfg.Addr), log: cfg.Log.With("server", cfg.Addr), store: store, ln: ln,
-		hc:      &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64, DialContext: (&net.Dialer{Timeout: time.Second}).DialContext}},
-		rebal:   make(chan struct{}, 1),
-		start:   time.Now(),
-		reg:     prometheus.NewRegistry(),
+		hc:    &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64, DialContext: (&net.Dialer{Timeout: time.Second}).DialContext}},
+		rebal: make(chan struct{}, 1),
+		start: time.Now(),
+		reg:   prometheus.NewRegistry(),
 	}
 	s.m = newMetrics(s.reg)
 	s.tr = transport.New(transport.Handler{
