@@ -15,5 +15,7 @@ func New() *experiments.Registry {
 	r.Register(&ringexp.Messages{})
 	r.Register(&ringexp.Chaos{})
 	r.Register(&ringnet.Failover{})
+	r.Register(&ringnet.Join{})
+	r.Register(&ringnet.KVLoad{})
 	return r
 }

@@ -264,6 +264,20 @@ func WaitMembers(ctx context.Context, addrs []string, n int) error {
 	})
 }
 
+// WaitQuiet waits until every server has finished moving data for the
+// metadata it holds.
+func WaitQuiet(ctx context.Context, addrs []string) error {
+	return Poll(ctx, 30*time.Second, func() (bool, error) {
+		for _, a := range addrs {
+			st, err := GetStatus(ctx, a)
+			if err != nil || st.Events.RebalanceDone < st.Events.MetaApplied {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
 // Poll calls f every 20 ms until it is done, fails, or the limit passes.
 // Measurements come from the servers' own event timestamps, so the
 // interval only costs precision of waiting, not of results — and slower
