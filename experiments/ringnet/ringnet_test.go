@@ -1,0 +1,83 @@
+package ringnet
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ringside/ringside/experiments"
+)
+
+func runExp(t *testing.T, e experiments.Experiment, backend string, reps int, args ...string) (*experiments.Table, string) {
+	t.Helper()
+	dir := t.TempDir()
+	fs := e.Flags()
+	require.NoError(t, fs.Parse(args))
+	_, err := experiments.Run(context.Background(), e, fs, experiments.RunOptions{Seed: 1, Reps: reps, Backend: backend, Out: dir})
+	require.NoError(t, err)
+	b, err := os.ReadFile(filepath.Join(dir, e.Name()+".csv"))
+	require.NoError(t, err)
+	tab, err := experiments.ReadTable(bytes.NewReader(b))
+	require.NoError(t, err)
+	reg := &experiments.Registry{}
+	reg.Register(e)
+	path, err := experiments.WriteReport(dir, reg)
+	require.NoError(t, err)
+	md, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return tab, string(md)
+}
+
+func checkFailover(t *testing.T, tab *experiments.Table, rows int) {
+	t.Helper()
+	require.Len(t, tab.Rows, rows)
+	for i := range tab.Rows {
+		assert.Equal(t, "true", tab.Str(i, "new_is_max_live"), "row %d", i)
+		assert.Equal(t, "1", tab.Str(i, "coordinators"), "row %d", i)
+		assert.Greater(t, tab.Float(i, "detect_ms"), 0.0)
+		assert.Greater(t, tab.Float(i, "propagation_ms"), 0.0)
+		assert.GreaterOrEqual(t, tab.Float(i, "all_know_ms"), tab.Float(i, "detect_ms"))
+		assert.GreaterOrEqual(t, tab.Float(i, "election_msgs"), 2.0)
+	}
+}
+
+func TestFailoverLocal(t *testing.T) {
+	tab, md := runExp(t, &Failover{}, "local", 3, "--n", "3,5")
+	checkFailover(t, tab, 6)
+	assert.Contains(t, md, "**0**", "no wrong coordinator")
+}
+
+func TestFailoverCompose(t *testing.T) {
+	tab, _ := runExp(t, &Failover{}, "compose", 3, "--n", "4")
+	checkFailover(t, tab, 3)
+}
+
+func TestJoinLocal(t *testing.T) {
+	tab, md := runExp(t, &Join{}, "local", 2, "--n", "3", "--keys", "300")
+	require.Len(t, tab.Rows, 4)
+	for i := range tab.Rows {
+		assert.Greater(t, tab.Float(i, "keys_moved"), 0.0, "the new server received data")
+		assert.GreaterOrEqual(t, tab.Float(i, "rebalanced_ms"), tab.Float(i, "metadata_ms"))
+		if tab.Str(i, "load") == "loaded" {
+			assert.Greater(t, tab.Float(i, "load_writes"), 0.0)
+			assert.Equal(t, "0", tab.Str(i, "load_errors"), "no write fails while a server joins")
+		}
+	}
+	assert.Contains(t, md, "14 ms")
+}
+
+func TestKVLoadLocal(t *testing.T) {
+	tab, md := runExp(t, &KVLoad{}, "local", 1, "--servers", "1,3", "--clients", "1,4", "--writes", "40")
+	require.Len(t, tab.Rows, 2*2*(1+4)*40)
+	all := make([]int, len(tab.Rows))
+	for i := range all {
+		all[i] = i
+	}
+	assert.Equal(t, len(all), tab.Count(all, "ok", "true"), "every write acknowledged")
+	assert.Contains(t, md, "| local | 3 | smart | 4 | 160 |")
+}
