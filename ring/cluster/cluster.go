@@ -59,7 +59,7 @@ func (m *Metadata) init() error {
 	}
 	seen := map[string]bool{}
 	for _, s := range m.Servers {
-		if err := checkAddr(s); err != nil {
+		if err := CheckAddr(s); err != nil {
 			return fmt.Errorf("ring metadata: servers: %w", err)
 		}
 		if seen[s] {
@@ -78,7 +78,8 @@ func (m *Metadata) init() error {
 	return nil
 }
 
-func checkAddr(s string) error {
+// CheckAddr validates a server address: host:port with a port in 1…65535.
+func CheckAddr(s string) error {
 	host, port, err := net.SplitHostPort(s)
 	if err != nil {
 		return fmt.Errorf("%q: %w", s, err)

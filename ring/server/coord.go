@@ -8,26 +8,13 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/ringside/ringside/ring"
 	"github.com/ringside/ringside/ring/cluster"
 )
-
-func checkAddr(s string) error {
-	host, port, err := net.SplitHostPort(s)
-	if err != nil {
-		return fmt.Errorf("%q: %w", s, err)
-	}
-	if p, err := strconv.Atoi(port); host == "" || err != nil || p < 1 || p > 65535 {
-		return fmt.Errorf("%q: want ip:port with a port in 1…65535", s)
-	}
-	return nil
-}
 
 // installMeta makes nm current when it is newer. Loop goroutine only.
 func (s *Server) installMeta(nm *cluster.Metadata) bool {
@@ -191,7 +178,7 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 		s.badRequest(w, "join", fmt.Errorf("body: %w", err))
 		return
 	}
-	if err := checkAddr(req.Addr); err != nil {
+	if err := cluster.CheckAddr(req.Addr); err != nil {
 		s.badRequest(w, "join", fmt.Errorf("addr: %w", err))
 		return
 	}

@@ -144,7 +144,7 @@ type Server struct {
 // New opens the store and binds the listener; Run starts serving.
 func New(cfg Config) (*Server, error) {
 	cfg.Defaults()
-	if err := checkAddr(cfg.Addr); err != nil {
+	if err := cluster.CheckAddr(cfg.Addr); err != nil {
 		return nil, fmt.Errorf("addr: %w", err)
 	}
 	if cfg.Dir == "" {
