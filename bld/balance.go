@@ -1,0 +1,79 @@
+package bld
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Algorithms.
+const (
+	Default    = "default"
+	BLD        = "bld"
+	BLDLiteral = "bld-literal"
+	BLDPlus    = "bld-plus"
+	Ranked     = "ranked"
+)
+
+// Algorithms lists every algorithm name, for flag validation.
+var Algorithms = []string{Default, BLD, BLDLiteral, BLDPlus, Ranked}
+
+// Balanced reports whether alg consults the leader-management record.
+func Balanced(alg string) bool { return alg == BLD || alg == BLDLiteral || alg == BLDPlus }
+
+// CheckAlgorithm returns an error naming the valid algorithms.
+func CheckAlgorithm(alg string) error {
+	if slices.Contains(Algorithms, alg) {
+		return nil
+	}
+	return fmt.Errorf("algorithm %q: want one of %v", alg, Algorithms)
+}
+
+// Placement maps each application to the node of its leader (the paper's
+// leader-management record).
+type Placement map[string]string
+
+// Counts returns, per node, the leaders of applications other than app.
+func (p Placement) Counts(app string) map[string]int {
+	c := map[string]int{}
+	for a, node := range p {
+		if a != app && node != "" {
+			c[node]++
+		}
+	}
+	return c
+}
+
+// Qualifies decides whether a candidate of app running on node may take
+// the lease under alg, given where the other applications' leaders are.
+// nodes are the schedulable worker nodes (N = len(nodes)); candidates are
+// the nodes that host a live candidate of app (for bld-plus).
+//
+//   - bld: with L leaders of other applications and c of them on node,
+//     qualify iff N·c ≤ L, i.e. c < (L+1)/N (DESIGN §3.2);
+//   - bld-literal: the paper's text read literally, c ≤ (L+1)/N, which
+//     allows 2:1:0 for three applications on three nodes;
+//   - bld-plus: qualify iff node holds the fewest leaders among the nodes
+//     hosting a candidate of app, so some candidate always qualifies;
+//   - default and ranked: always.
+func Qualifies(alg, app, node string, p Placement, nodes, candidates []string) bool {
+	counts := p.Counts(app)
+	c := counts[node]
+	l := 0
+	for _, v := range counts {
+		l += v
+	}
+	n := len(nodes)
+	switch alg {
+	case BLD:
+		return n == 0 || n*c <= l
+	case BLDLiteral:
+		return n == 0 || float64(c) <= float64(l+1)/float64(n)
+	case BLDPlus:
+		least := c
+		for _, cn := range candidates {
+			least = min(least, counts[cn])
+		}
+		return c == least
+	}
+	return true
+}

@@ -1,0 +1,258 @@
+package bld
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// Gate decides whether this candidate may try to take the lease now.
+// observed is the current record (nil when there is none); expiredFor is
+// how long ago the holder's lease ran out by this candidate's clock (zero
+// when there is no holder).
+type Gate func(ctx context.Context, observed *resourcelock.LeaderElectionRecord, expiredFor time.Duration) (bool, error)
+
+// ElectorConfig configures an Elector.
+type ElectorConfig struct {
+	Lock                                      resourcelock.Interface
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+
+	// Gate, when set, is consulted before every acquisition (never
+	// before a renewal): BLD's balance condition, ranked's stagger.
+	Gate Gate
+	// AfterAttempt learns whether an acquisition the gate allowed won.
+	AfterAttempt func(ctx context.Context, won bool)
+	// Handover, when set, names who gets the lease when this leader stops
+	// (graceful shutdown); "" releases it for anyone. done, if not nil,
+	// runs once the record names the successor.
+	Handover func(ctx context.Context) (successor string, done func())
+
+	OnStartedLeading func(ctx context.Context)
+	OnStoppedLeading func()
+	OnNewLeader      func(identity string)
+
+	// Kick makes a waiting candidate try at once (a hand-over landed).
+	Kick <-chan struct{}
+	Log  *slog.Logger
+}
+
+// Elector runs the acquire/renew loop of client-go's LeaderElector with
+// the hooks the BLD family and ranked succession need. Expiry is judged
+// by when this candidate last saw the record change, as client-go does,
+// so clock skew between candidates does not matter.
+type Elector struct {
+	cfg          ElectorConfig
+	observed     *resourcelock.LeaderElectionRecord
+	observedRaw  []byte
+	observedTime time.Time
+	reported     string
+}
+
+// NewElector returns an elector; Run drives it.
+func NewElector(cfg ElectorConfig) *Elector {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return &Elector{cfg: cfg}
+}
+
+// Run campaigns until ctx ends: acquire, lead while renewals succeed, and
+// campaign again after losing the lease. On ctx end a leader releases the
+// lease, or hands it over.
+func (e *Elector) Run(ctx context.Context) {
+	for ctx.Err() == nil {
+		if !e.acquire(ctx) {
+			return
+		}
+		lctx, cancel := context.WithCancel(ctx)
+		if e.cfg.OnStartedLeading != nil {
+			go e.cfg.OnStartedLeading(lctx)
+		}
+		e.renew(ctx)
+		cancel()
+		if ctx.Err() != nil {
+			e.release()
+		}
+		if e.cfg.OnStoppedLeading != nil {
+			e.cfg.OnStoppedLeading()
+		}
+	}
+}
+
+func (e *Elector) acquire(ctx context.Context) bool {
+	for {
+		if e.try(ctx) {
+			return true
+		}
+		t := time.NewTimer(wait.Jitter(e.cfg.RetryPeriod, 0.2))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-e.cfg.Kick:
+			t.Stop()
+		case <-t.C:
+		}
+	}
+}
+
+func (e *Elector) renew(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(e.cfg.RetryPeriod):
+		}
+		rctx, cancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
+		err := wait.PollUntilContextCancel(rctx, e.cfg.RetryPeriod/4, true, func(c context.Context) (bool, error) {
+			return e.try(c), nil
+		})
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				e.cfg.Log.Warn("lost the lease", "lock", e.cfg.Lock.Describe())
+			}
+			return
+		}
+	}
+}
+
+// IsLeader reports whether the last observed record names this candidate.
+func (e *Elector) IsLeader() bool {
+	return e.observed != nil && e.observed.HolderIdentity == e.cfg.Lock.Identity()
+}
+
+// Leader returns the last observed holder.
+func (e *Elector) Leader() string {
+	if e.observed == nil {
+		return ""
+	}
+	return e.observed.HolderIdentity
+}
+
+func (e *Elector) setObserved(rec *resourcelock.LeaderElectionRecord, raw []byte, at time.Time) {
+	e.observed, e.observedRaw, e.observedTime = rec, raw, at
+	if rec.HolderIdentity != e.reported {
+		e.reported = rec.HolderIdentity
+		if e.cfg.OnNewLeader != nil && rec.HolderIdentity != "" {
+			e.cfg.OnNewLeader(rec.HolderIdentity)
+		}
+	}
+}
+
+// try acquires or renews once and reports whether this candidate holds
+// the lease afterwards.
+func (e *Elector) try(ctx context.Context) bool {
+	id := e.cfg.Lock.Identity()
+	now := time.Now()
+	rec := resourcelock.LeaderElectionRecord{
+		HolderIdentity:       id,
+		LeaseDurationSeconds: int(e.cfg.LeaseDuration / time.Second),
+		RenewTime:            metav1.NewTime(now),
+		AcquireTime:          metav1.NewTime(now),
+	}
+	old, raw, err := e.cfg.Lock.Get(ctx)
+	if err != nil {
+		if !apierrors.IsNotFound(err) {
+			e.cfg.Log.Debug("reading the lock failed", "err", err)
+			return false
+		}
+		if !e.gate(ctx, nil, 0) {
+			return false
+		}
+		err := e.cfg.Lock.Create(ctx, rec)
+		e.attempted(ctx, err == nil)
+		if err != nil {
+			return false
+		}
+		e.setObserved(&rec, nil, now)
+		return true
+	}
+	if !bytes.Equal(raw, e.observedRaw) || e.observed == nil {
+		e.setObserved(old, raw, now)
+	}
+	holder := old.HolderIdentity
+	expires := e.observedTime.Add(time.Duration(old.LeaseDurationSeconds) * time.Second)
+	if holder != "" && holder != id && expires.After(now) {
+		return false
+	}
+	if holder == id {
+		rec.AcquireTime, rec.LeaderTransitions = old.AcquireTime, old.LeaderTransitions
+	} else {
+		rec.LeaderTransitions = old.LeaderTransitions + 1
+		// A released lease (no holder) has been free since it was seen so.
+		expired := now.Sub(e.observedTime)
+		if holder != "" {
+			expired = now.Sub(expires)
+		}
+		if !e.gate(ctx, old, expired) {
+			return false
+		}
+	}
+	err = e.cfg.Lock.Update(ctx, rec)
+	if holder != id {
+		e.attempted(ctx, err == nil)
+	}
+	if err != nil {
+		return false
+	}
+	e.setObserved(&rec, nil, now)
+	return true
+}
+
+func (e *Elector) gate(ctx context.Context, old *resourcelock.LeaderElectionRecord, expired time.Duration) bool {
+	if e.cfg.Gate == nil {
+		return true
+	}
+	ok, err := e.cfg.Gate(ctx, old, expired)
+	if err != nil {
+		e.cfg.Log.Debug("acquisition gate failed", "err", err)
+	}
+	return ok && err == nil
+}
+
+func (e *Elector) attempted(ctx context.Context, won bool) {
+	if e.cfg.AfterAttempt != nil {
+		e.cfg.AfterAttempt(ctx, won)
+	}
+}
+
+// release gives the lease up (holder "") or hands it to a successor, so
+// nobody waits out the lease.
+func (e *Elector) release() {
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.RenewDeadline)
+	defer cancel()
+	old, _, err := e.cfg.Lock.Get(ctx)
+	if err != nil || old.HolderIdentity != e.cfg.Lock.Identity() {
+		return
+	}
+	next, done := "", func() {}
+	if e.cfg.Handover != nil {
+		if n, d := e.cfg.Handover(ctx); n != "" {
+			next = n
+			if d != nil {
+				done = d
+			}
+		}
+	}
+	now := metav1.NewTime(time.Now())
+	rec := resourcelock.LeaderElectionRecord{
+		HolderIdentity: next, LeaseDurationSeconds: 1, RenewTime: now, AcquireTime: now,
+		LeaderTransitions: old.LeaderTransitions,
+	}
+	if next != "" {
+		rec.LeaseDurationSeconds = old.LeaseDurationSeconds
+		rec.LeaderTransitions++
+	}
+	if err := e.cfg.Lock.Update(ctx, rec); err != nil {
+		e.cfg.Log.Warn("releasing the lease failed", "err", err)
+		return
+	}
+	done()
+}

@@ -1,0 +1,104 @@
+package bld
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// LeaderAnnotation is where the 2016-era lock kept its record, as the
+// papers' clusters did; client-go has since removed that lock.
+const LeaderAnnotation = "control-plane.alpha.kubernetes.io/leader"
+
+// EndpointsLock is a resourcelock.Interface that stores the election
+// record as a JSON annotation on an Endpoints object. Update is a
+// compare-and-swap on the resourceVersion read by the last Get or Create.
+type EndpointsLock struct {
+	EndpointsMeta metav1.ObjectMeta
+	Client        corev1client.EndpointsGetter
+	LockConfig    resourcelock.ResourceLockConfig
+	e             *v1.Endpoints
+}
+
+var _ resourcelock.Interface = (*EndpointsLock)(nil)
+
+// Get returns the record and its raw JSON.
+func (l *EndpointsLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	e, err := l.Client.Endpoints(l.EndpointsMeta.Namespace).Get(ctx, l.EndpointsMeta.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	l.e = e
+	raw, ok := e.Annotations[LeaderAnnotation]
+	if !ok {
+		return &resourcelock.LeaderElectionRecord{}, nil, nil
+	}
+	var rec resourcelock.LeaderElectionRecord
+	if err := json.Unmarshal([]byte(raw), &rec); err != nil {
+		return nil, nil, fmt.Errorf("endpoints %s/%s: annotation %s: %w", e.Namespace, e.Name, LeaderAnnotation, err)
+	}
+	return &rec, []byte(raw), nil
+}
+
+// Create creates the Endpoints object holding rec.
+func (l *EndpointsLock) Create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	e, err := l.Client.Endpoints(l.EndpointsMeta.Namespace).Create(ctx, &v1.Endpoints{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: l.EndpointsMeta.Name, Namespace: l.EndpointsMeta.Namespace, Labels: l.EndpointsMeta.Labels,
+			Annotations: map[string]string{LeaderAnnotation: string(raw)},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	l.e = e
+	return nil
+}
+
+// Update replaces the record, failing on a concurrent change.
+func (l *EndpointsLock) Update(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	if l.e == nil {
+		return errors.New("endpoints lock not initialized: call Get or Create first")
+	}
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	e := l.e.DeepCopy()
+	if e.Annotations == nil {
+		e.Annotations = map[string]string{}
+	}
+	e.Annotations[LeaderAnnotation] = string(raw)
+	e, err = l.Client.Endpoints(l.EndpointsMeta.Namespace).Update(ctx, e, metav1.UpdateOptions{})
+	if err != nil {
+		return err
+	}
+	l.e = e
+	return nil
+}
+
+// RecordEvent records an event when a recorder is configured.
+func (l *EndpointsLock) RecordEvent(s string) {
+	if l.LockConfig.EventRecorder == nil || l.e == nil {
+		return
+	}
+	l.LockConfig.EventRecorder.Eventf(l.e, v1.EventTypeNormal, "LeaderElection", "%s %s", l.LockConfig.Identity, s)
+}
+
+// Describe names the lock.
+func (l *EndpointsLock) Describe() string {
+	return l.EndpointsMeta.Namespace + "/" + l.EndpointsMeta.Name
+}
+
+// Identity is the candidate's identity.
+func (l *EndpointsLock) Identity() string { return l.LockConfig.Identity }

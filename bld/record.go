@@ -1,0 +1,147 @@
+package bld
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+)
+
+// RecordName is the ConfigMap that holds the leader-management record.
+const RecordName = "ringside-leaders"
+
+// Entry is one application's line in the record.
+type Entry struct {
+	Node   string    `json:"node"`
+	Holder string    `json:"holder"`
+	Time   time.Time `json:"time"`
+}
+
+// Record is the leader-management record (the BLD paper's LMEP): which
+// node each application's leader is on. Every change is a compare-and-
+// swap on the ConfigMap's resourceVersion, so two applications electing at
+// once see each other's reservation and cannot both crowd one node.
+type Record struct {
+	Client    corev1client.ConfigMapsGetter
+	Namespace string
+}
+
+func decodeEntries(cm *v1.ConfigMap) (map[string]Entry, error) {
+	out := map[string]Entry{}
+	for app, raw := range cm.Data {
+		var e Entry
+		if err := json.Unmarshal([]byte(raw), &e); err != nil {
+			return nil, fmt.Errorf("leader record %s/%s: entry %q: %w", cm.Namespace, cm.Name, app, err)
+		}
+		out[app] = e
+	}
+	return out, nil
+}
+
+// Placement reads the record as application → leader node.
+func (r *Record) Placement(ctx context.Context) (Placement, error) {
+	cm, err := r.Client.ConfigMaps(r.Namespace).Get(ctx, RecordName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return Placement{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	entries, err := decodeEntries(cm)
+	if err != nil {
+		return nil, err
+	}
+	p := Placement{}
+	for app, e := range entries {
+		p[app] = e.Node
+	}
+	return p, nil
+}
+
+// modify applies f to the record's entries and writes them back with a
+// compare-and-swap, retrying on conflicts. f returns false to leave the
+// record unchanged.
+func (r *Record) modify(ctx context.Context, f func(map[string]Entry) bool) (bool, error) {
+	cms := r.Client.ConfigMaps(r.Namespace)
+	for attempt := 0; ; attempt++ {
+		cm, err := cms.Get(ctx, RecordName, metav1.GetOptions{})
+		create := apierrors.IsNotFound(err)
+		if create {
+			cm = &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: RecordName, Namespace: r.Namespace}}
+		} else if err != nil {
+			return false, err
+		}
+		entries, err := decodeEntries(cm)
+		if err != nil {
+			return false, err
+		}
+		if !f(entries) {
+			return false, nil
+		}
+		cm.Data = map[string]string{}
+		for app, e := range entries {
+			b, _ := json.Marshal(e)
+			cm.Data[app] = string(b)
+		}
+		if create {
+			_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
+		} else {
+			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+		}
+		if err == nil {
+			return true, nil
+		}
+		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
+			return false, err
+		}
+		if attempt > 50 {
+			return false, fmt.Errorf("leader record: gave up after %d conflicts", attempt)
+		}
+	}
+}
+
+// Reserve writes app's leader as holder on node when qualifies accepts
+// the record as it stands, atomically.
+func (r *Record) Reserve(ctx context.Context, app, holder, node string, qualifies func(Placement) bool) (bool, error) {
+	return r.modify(ctx, func(m map[string]Entry) bool {
+		p := Placement{}
+		for a, e := range m {
+			p[a] = e.Node
+		}
+		if !qualifies(p) {
+			return false
+		}
+		m[app] = Entry{Node: node, Holder: holder, Time: time.Now().UTC()}
+		return true
+	})
+}
+
+// Release removes app's entry if holder still owns it.
+func (r *Record) Release(ctx context.Context, app, holder string) error {
+	_, err := r.modify(ctx, func(m map[string]Entry) bool {
+		if e, ok := m[app]; !ok || e.Holder != holder {
+			return false
+		}
+		delete(m, app)
+		return true
+	})
+	return err
+}
+
+// Confirm (re)writes app's entry for its new leader: a losing candidate
+// of the same application may have released the reservation meanwhile.
+func (r *Record) Confirm(ctx context.Context, app, holder, node string) error {
+	_, err := r.modify(ctx, func(m map[string]Entry) bool {
+		if e, ok := m[app]; ok && e.Holder == holder && e.Node == node {
+			return false
+		}
+		m[app] = Entry{Node: node, Holder: holder, Time: time.Now().UTC()}
+		return true
+	})
+	return err
+}

@@ -1,0 +1,159 @@
+// Command elector is the leader-election sidecar: it campaigns for one
+// replica with one of ringside's algorithms and answers GET / with
+// {"name":"<leader>"} like the 2016 leader-elector image, so applications
+// built for that sidecar work unchanged.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/ringside/ringside/bld"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "elector:", err)
+		os.Exit(2)
+	}
+}
+
+func env(key, def string) string {
+	if v, ok := os.LookupEnv(key); ok {
+		return v
+	}
+	return def
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("elector", flag.ContinueOnError)
+	var cfg bld.CandidateConfig
+	var httpAddr, advertise, kubeconfig, level string
+	var events bool
+	fs.StringVar(&cfg.Algorithm, "algorithm", env("ELECTOR_ALGORITHM", bld.Default), "default, bld, bld-literal, bld-plus or ranked")
+	fs.StringVar(&cfg.Lock, "lock", env("ELECTOR_LOCK", bld.LockLease), "lease or endpoints")
+	fs.StringVar(&cfg.Election, "election", env("ELECTOR_ELECTION", ""), "election (lock object) name; the application's name")
+	fs.StringVar(&cfg.Namespace, "namespace", env("POD_NAMESPACE", "default"), "namespace of the lock")
+	fs.StringVar(&cfg.Identity, "id", env("POD_NAME", ""), "this candidate's identity: its Pod name")
+	fs.StringVar(&cfg.Node, "node", env("NODE_NAME", ""), "this candidate's node (default: read from its Pod)")
+	fs.StringVar(&httpAddr, "http", env("ELECTOR_HTTP", ":4040"), "sidecar HTTP address")
+	fs.StringVar(&advertise, "advertise", env("ELECTOR_ADVERTISE", ""), "address followers are probed and kicked at (default: POD_IP and the --http port)")
+	fs.DurationVar(&cfg.LeaseDuration, "lease-duration", 10*time.Second, "lease duration")
+	fs.DurationVar(&cfg.RenewDeadline, "renew-deadline", 8*time.Second, "a leader that cannot renew for this long steps down")
+	fs.DurationVar(&cfg.RetryPeriod, "retry-period", 2*time.Second, "interval between acquisition attempts and renewals")
+	fs.DurationVar(&cfg.RankInterval, "rank-interval", time.Second, "ranked: how often the leader re-measures follower RTTs")
+	fs.StringVar(&kubeconfig, "kubeconfig", env("KUBECONFIG", ""), "kubeconfig (default: in-cluster)")
+	fs.BoolVar(&events, "events", false, "print leadership events as JSON lines on stdout (for experiments)")
+	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return fmt.Errorf("log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv})).With("id", cfg.Identity, "election", cfg.Election)
+	cfg.Log = log
+
+	var rc *rest.Config
+	var err error
+	if kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return fmt.Errorf("kubernetes client config: %w", err)
+	}
+	cfg.Client, err = kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", httpAddr)
+	if err != nil {
+		return fmt.Errorf("http: %w", err)
+	}
+	if advertise == "" {
+		_, port, _ := net.SplitHostPort(ln.Addr().String())
+		host := os.Getenv("POD_IP")
+		if h, _, _ := net.SplitHostPort(httpAddr); host == "" && h != "" {
+			host = h
+		}
+		if host != "" {
+			advertise = net.JoinHostPort(host, port)
+		}
+	}
+	cfg.ProbeAddr = advertise
+
+	reg := prometheus.NewRegistry()
+	isLeader := prometheus.NewGauge(prometheus.GaugeOpts{Name: "elector_is_leader", Help: "1 while this replica leads."})
+	changes := prometheus.NewCounter(prometheus.CounterOpts{Name: "elector_leader_changes_total", Help: "Leader changes this replica observed."})
+	reg.MustRegister(isLeader, changes)
+	var outMu sync.Mutex
+	enc := json.NewEncoder(os.Stdout)
+	cfg.OnEvent = func(event, leader string) {
+		switch event {
+		case "started":
+			isLeader.Set(1)
+		case "stopped":
+			isLeader.Set(0)
+		case "leader":
+			changes.Inc()
+		}
+		log.Info("leadership", "event", event, "leader", leader)
+		if events {
+			outMu.Lock()
+			enc.Encode(map[string]any{"ts_ns": time.Now().UnixNano(), "event": event, "id": cfg.Identity, "election": cfg.Election, "leader": leader})
+			outMu.Unlock()
+		}
+	}
+	cand, err := bld.NewCandidate(cfg)
+	if err != nil {
+		return err
+	}
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]string{"name": cand.Leader()})
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /rtt", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	mux.HandleFunc("POST /kick", func(w http.ResponseWriter, r *http.Request) {
+		cand.Kick()
+		w.WriteHeader(http.StatusNoContent)
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log.Info("campaigning", "algorithm", cfg.Algorithm, "lock", cfg.Lock, "http", ln.Addr().String(), "advertise", advertise)
+	err = cand.Run(ctx)
+	shutdown, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	srv.Shutdown(shutdown)
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}

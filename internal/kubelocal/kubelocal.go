@@ -1,0 +1,262 @@
+// Package kubelocal runs a real Kubernetes control plane — etcd and
+// kube-apiserver built from the Go module proxy (make kube-tools) — on
+// 127.0.0.1 with generated PKI, for tests, experiments and `ringside kube
+// up`. There is no kubelet or scheduler: Pods stay Pending, which is all
+// leader election needs.
+package kubelocal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// AdminToken is the bearer token of the control plane's admin user
+// (group system:masters).
+const AdminToken = "ringside-admin-token"
+
+// ControlPlane is a running etcd + kube-apiserver pair.
+type ControlPlane struct {
+	Dir        string // state: PKI, etcd data, logs, kubeconfig
+	Kubeconfig string
+	URL        string
+	procs      []*exec.Cmd
+}
+
+// BinDir finds the directory holding kube-apiserver and etcd:
+// $RINGSIDE_KUBE_BIN, else bin/ at the root of the ringside checkout that
+// contains the working directory.
+func BinDir() (string, error) {
+	if d := os.Getenv("RINGSIDE_KUBE_BIN"); d != "" {
+		return d, nil
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.HasPrefix(string(b), "module github.com/ringside/ringside\n") {
+			return filepath.Join(dir, "bin"), nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("kube binaries: not inside the ringside checkout and RINGSIDE_KUBE_BIN is unset")
+		}
+		dir = parent
+	}
+}
+
+// Binaries returns the paths of kube-apiserver and etcd, or an error that
+// says how to build them.
+func Binaries() (apiserver, etcd string, err error) {
+	dir, err := BinDir()
+	if err != nil {
+		return "", "", err
+	}
+	apiserver, etcd = filepath.Join(dir, "kube-apiserver"), filepath.Join(dir, "etcd")
+	for _, p := range []string{apiserver, etcd} {
+		if _, err := os.Stat(p); err != nil {
+			return "", "", fmt.Errorf("%s missing: run `make kube-tools` first (builds kube-apiserver and etcd from the Go module proxy)", p)
+		}
+	}
+	return apiserver, etcd, nil
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Start launches etcd and kube-apiserver with state in dir and waits until
+// the API server is ready. Stop ends both.
+func Start(ctx context.Context, dir string) (*ControlPlane, error) {
+	apiserver, etcd, err := Binaries()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	pki, err := writePKI(filepath.Join(dir, "pki"))
+	if err != nil {
+		return nil, err
+	}
+	etcdPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	peerPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	apiPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	cp := &ControlPlane{Dir: dir, URL: fmt.Sprintf("https://127.0.0.1:%d", apiPort), Kubeconfig: filepath.Join(dir, "kubeconfig")}
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
+	if err := cp.spawn(etcd, "etcd.log",
+		"--name", "ringside", "--data-dir", filepath.Join(dir, "etcd"),
+		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
+		"--listen-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", peerPort),
+		"--initial-advertise-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", peerPort),
+		"--initial-cluster", fmt.Sprintf("ringside=http://127.0.0.1:%d", peerPort),
+		"--unsafe-no-fsync", "--log-level", "warn"); err != nil {
+		return nil, err
+	}
+	if err := cp.spawn(apiserver, "kube-apiserver.log",
+		"--etcd-servers", etcdURL,
+		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", strconv.Itoa(apiPort),
+		"--cert-dir", filepath.Join(dir, "pki"),
+		"--tls-cert-file", pki.serverCert, "--tls-private-key-file", pki.serverKey, "--client-ca-file", pki.caCert,
+		"--token-auth-file", pki.tokens, "--authorization-mode", "RBAC",
+		"--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file", pki.saPub, "--service-account-signing-key-file", pki.saKey,
+		"--service-cluster-ip-range", "10.96.0.0/16",
+		"--endpoint-reconciler-type", "none",
+		"--disable-admission-plugins", "ServiceAccount",
+		"--enable-priority-and-fairness=false",
+		"--v", "0"); err != nil {
+		cp.Stop()
+		return nil, err
+	}
+	if err := cp.writeKubeconfig(pki.caCert); err != nil {
+		cp.Stop()
+		return nil, err
+	}
+	if err := cp.waitReady(ctx, pki.caCert); err != nil {
+		cp.Stop()
+		return nil, err
+	}
+	return cp, nil
+}
+
+func (cp *ControlPlane) spawn(bin, log string, args ...string) error {
+	f, err := os.Create(filepath.Join(cp.Dir, log))
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	// Its own process group, so a test's Ctrl-C does not race our Stop.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return fmt.Errorf("start %s: %w", filepath.Base(bin), err)
+	}
+	go func() { cmd.Wait(); f.Close() }()
+	cp.procs = append(cp.procs, cmd)
+	return nil
+}
+
+func (cp *ControlPlane) writeKubeconfig(caCert string) error {
+	cfg := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: ringside
+  cluster:
+    server: %s
+    certificate-authority: %s
+users:
+- name: admin
+  user:
+    token: %s
+contexts:
+- name: ringside
+  context:
+    cluster: ringside
+    user: admin
+current-context: ringside
+`, cp.URL, caCert, AdminToken)
+	return os.WriteFile(cp.Kubeconfig, []byte(cfg), 0o600)
+}
+
+func (cp *ControlPlane) waitReady(ctx context.Context, caCert string) error {
+	cfg, err := cp.RestConfig()
+	if err != nil {
+		return err
+	}
+	tlsCfg, err := rest.TLSConfigFor(cfg)
+	if err != nil {
+		return err
+	}
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsCfg}}
+	deadline := time.Now().Add(60 * time.Second)
+	var last string
+	for time.Now().Before(deadline) {
+		for _, p := range cp.procs {
+			if p.ProcessState != nil {
+				return fmt.Errorf("%s exited: see %s", filepath.Base(p.Path), cp.Dir)
+			}
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, cp.URL+"/readyz", nil)
+		req.Header.Set("Authorization", "Bearer "+AdminToken)
+		resp, err := hc.Do(req)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = resp.Status + " " + strings.TrimSpace(string(b))
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("kube-apiserver not ready after 60s (%s); logs in %s", last, cp.Dir)
+}
+
+// RestConfig returns a client configuration for the admin user.
+func (cp *ControlPlane) RestConfig() (*rest.Config, error) {
+	return clientcmd.BuildConfigFromFlags("", cp.Kubeconfig)
+}
+
+// Clientset returns an admin clientset.
+func (cp *ControlPlane) Clientset() (*kubernetes.Clientset, error) {
+	cfg, err := cp.RestConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = 1000, 2000
+	return kubernetes.NewForConfig(cfg)
+}
+
+// Stop ends the API server, then etcd.
+func (cp *ControlPlane) Stop() {
+	for i := len(cp.procs) - 1; i >= 0; i-- {
+		p := cp.procs[i]
+		p.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { p.Process.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			p.Process.Kill()
+		}
+	}
+	cp.procs = nil
+}
+
