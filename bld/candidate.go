@@ -410,4 +410,3 @@ func (c *Candidate) handover(ctx context.Context) (string, func()) {
 	}
 	return "", nil
 }
-

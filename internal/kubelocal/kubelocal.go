@@ -259,4 +259,3 @@ func (cp *ControlPlane) Stop() {
 	}
 	cp.procs = nil
 }
-
