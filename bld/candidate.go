@@ -12,6 +12,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -238,7 +239,7 @@ func (c *Candidate) peers(ctx context.Context) ([]v1.Pod, error) {
 	return slices.DeleteFunc(list.Items, func(p v1.Pod) bool { return p.DeletionTimestamp != nil }), nil
 }
 
-func (c *Candidate) balanceGate(ctx context.Context, _ *resourcelock.LeaderElectionRecord, _ time.Duration) (bool, error) {
+func (c *Candidate) balanceGate(ctx context.Context, observed *resourcelock.LeaderElectionRecord, _ time.Duration) (bool, error) {
 	nodes, err := c.workerNodes(ctx)
 	if err != nil {
 		return false, err
@@ -255,7 +256,11 @@ func (c *Candidate) balanceGate(ctx context.Context, _ *resourcelock.LeaderElect
 			}
 		}
 	}
-	return c.record.Reserve(ctx, c.cfg.Election, c.cfg.Identity, c.cfg.Node, func(p Placement) bool {
+	previous := ""
+	if observed != nil {
+		previous = observed.HolderIdentity
+	}
+	return c.record.Reserve(ctx, c.cfg.Election, c.cfg.Identity, c.cfg.Node, previous, c.cfg.LeaseDuration, func(p Placement) bool {
 		return Qualifies(c.cfg.Algorithm, c.cfg.Election, c.cfg.Node, p, nodes, cands)
 	})
 }
@@ -268,18 +273,43 @@ func (c *Candidate) afterBalanced(ctx context.Context, won bool) {
 	}
 }
 
+// Handler serves the sidecar API: GET / answers {"name":"<leader>"} like
+// the 2016 leader-elector image; GET /healthz; GET /rtt is the probe the
+// ranked leader times; POST /kick makes this candidate try to acquire at
+// once (the leader calls it after handing the lease over).
+func (c *Candidate) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]string{"name": c.Leader()})
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /rtt", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	mux.HandleFunc("POST /kick", func(w http.ResponseWriter, r *http.Request) {
+		c.Kick()
+		w.WriteHeader(http.StatusNoContent)
+	})
+	return mux
+}
+
 // successors reads the ranking the leader stored on the lock object.
 func (c *Candidate) successors(ctx context.Context) ([]Follower, error) {
 	var ann map[string]string
 	switch l := c.lock.(type) {
 	case *resourcelock.LeaseLock:
 		lease, err := c.cfg.Client.CoordinationV1().Leases(c.cfg.Namespace).Get(ctx, c.cfg.Election, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, nil // no lock yet, so no ranking
+		}
 		if err != nil {
 			return nil, err
 		}
 		ann = lease.Annotations
 	case *EndpointsLock:
 		ep, err := c.cfg.Client.CoreV1().Endpoints(l.EndpointsMeta.Namespace).Get(ctx, c.cfg.Election, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -106,9 +106,16 @@ func (r *Record) modify(ctx context.Context, f func(map[string]Entry) bool) (boo
 }
 
 // Reserve writes app's leader as holder on node when qualifies accepts
-// the record as it stands, atomically.
-func (r *Record) Reserve(ctx context.Context, app, holder, node string, qualifies func(Placement) bool) (bool, error) {
+// the record as it stands, atomically. An application has one reservation
+// at a time: a fresher one by another candidate (younger than fresh)
+// stands, unless it belongs to previous, the holder whose lease ran out.
+// Without that, a losing candidate dropping its reservation would leave
+// the winner's node looking empty to the other applications.
+func (r *Record) Reserve(ctx context.Context, app, holder, node, previous string, fresh time.Duration, qualifies func(Placement) bool) (bool, error) {
 	return r.modify(ctx, func(m map[string]Entry) bool {
+		if e, ok := m[app]; ok && e.Holder != holder && e.Holder != previous && time.Since(e.Time) < fresh {
+			return false
+		}
 		p := Placement{}
 		for a, e := range m {
 			p[a] = e.Node
