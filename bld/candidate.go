@@ -50,7 +50,7 @@ type CandidateConfig struct {
 	ProbeAddr    string
 	RankInterval time.Duration
 
-	OnEvent func(event, leader string) // started, stopped, leader
+	OnEvent func(event, leader string) // campaign, started, stopped, leader
 	Log     *slog.Logger
 }
 
@@ -138,6 +138,7 @@ func (c *Candidate) Run(ctx context.Context) error {
 	if err := c.publish(ctx); err != nil {
 		return err
 	}
+	c.cfg.OnEvent("campaign", "")
 	started := func(lctx context.Context) {
 		c.mu.Lock()
 		c.leading, c.leader = true, c.cfg.Identity

@@ -4,6 +4,7 @@ package catalog
 
 import (
 	"github.com/ringside/ringside/experiments"
+	"github.com/ringside/ringside/experiments/kubeexp"
 	"github.com/ringside/ringside/experiments/ringexp"
 	"github.com/ringside/ringside/experiments/ringnet"
 )
@@ -17,5 +18,8 @@ func New() *experiments.Registry {
 	r.Register(&ringnet.Failover{})
 	r.Register(&ringnet.Join{})
 	r.Register(&ringnet.KVLoad{})
+	r.Register(&kubeexp.Distribution{})
+	r.Register(&kubeexp.Latency{})
+	r.Register(&kubeexp.Reelection{})
 	return r
 }

@@ -1,0 +1,85 @@
+// Package kubeexp holds the Kubernetes election experiments of seeds 000,
+// 001 and 003: leader distribution, election latency and re-election
+// time, run by elector processes against a real API server.
+package kubeexp
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ringside/ringside/experiments"
+	"github.com/ringside/ringside/internal/kubecluster"
+)
+
+var backends = []string{"kube"}
+
+// kubeFlags are the settings every kube experiment takes.
+type kubeFlags struct {
+	kubeconfig string
+	lock       string
+	parallel   int
+}
+
+func (k *kubeFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&k.kubeconfig, "kubeconfig", "", "API server to use (default: start a local control plane with three worker nodes)")
+	fs.StringVar(&k.lock, "lock", "lease", "lock object: lease or endpoints")
+	fs.IntVar(&k.parallel, "parallel", 40, "elector processes to run at once across repetitions (each repetition has its own namespace)")
+}
+
+// parallelReps runs reps concurrently, at most limit at a time, and
+// returns the first error.
+func parallelReps(ctx context.Context, reps, limit int, f func(rep int) error) error {
+	sem := make(chan struct{}, max(limit, 1))
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	for rep := range reps {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return ctx.Err()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := f(rep); err != nil {
+				once.Do(func() { first = fmt.Errorf("rep %d: %w", rep, err) })
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// waitLeaders waits until every app in ns has a leader, or limit passes;
+// it returns the leaders found.
+func waitLeaders(ctx context.Context, c *kubecluster.Cluster, ns string, apps []string, limit time.Duration) map[string]string {
+	deadline := time.Now().Add(limit)
+	for {
+		out := map[string]string{}
+		for _, a := range apps {
+			if id, _ := c.Leader(ns, a); id != "" {
+				out[a] = id
+			}
+		}
+		if len(out) == len(apps) || time.Now().After(deadline) || ctx.Err() != nil {
+			return out
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func start(ctx context.Context, env *experiments.Env, k *kubeFlags) (*kubecluster.Cluster, error) {
+	c, err := kubecluster.Start(ctx, k.kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kube backend: %w", err)
+	}
+	return c, nil
+}

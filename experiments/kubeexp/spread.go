@@ -1,0 +1,134 @@
+package kubeexp
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ringside/ringside/internal/kubecluster"
+)
+
+// spreadResult is one repetition of applications deployed side by side.
+type spreadResult struct {
+	perNode  map[string]int // leaders per worker node
+	elected  int
+	overlaps int
+	// per application: ms from the first candidate's launch, and from
+	// the first candidate's campaign start, to the leader's start
+	launch, campaign map[string]time.Duration
+}
+
+// deploy creates the Pods of apps and starts one elector per replica.
+func deploy(ctx context.Context, c *kubecluster.Cluster, ns string, apps []kubecluster.App, offset int, alg, lock string, t kubecluster.Timing) (map[string]string, error) {
+	podNode := map[string]string{}
+	for _, app := range apps {
+		pods, err := c.Pods(ctx, ns, app, offset)
+		if err != nil {
+			return nil, err
+		}
+		offset += app.Replicas
+		for _, pn := range pods {
+			podNode[ns+"/"+pn[0]] = pn[1]
+		}
+		for _, pn := range pods {
+			if err := c.Elect(ns, app.Name, pn[0], pn[1], alg, lock, t); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return podNode, nil
+}
+
+// spread deploys n applications of replicas each over the workers, all
+// at once, and waits for their leaders.
+func spread(ctx context.Context, c *kubecluster.Cluster, alg, lock string, n, replicas int, t kubecluster.Timing, settle time.Duration) (spreadResult, error) {
+	ns, err := c.Namespace(ctx, "spread")
+	if err != nil {
+		return spreadResult{}, err
+	}
+	defer c.StopNamespace(ns)
+	var apps []kubecluster.App
+	var names []string
+	for i := range n {
+		name := fmt.Sprintf("app-%d", i)
+		apps = append(apps, kubecluster.App{Name: name, Replicas: replicas, Nodes: kubecluster.Workers})
+		names = append(names, name)
+	}
+	podNode, err := deploy(ctx, c, ns, apps, 0, alg, lock, t)
+	if err != nil {
+		return spreadResult{}, err
+	}
+	leaders := waitLeaders(ctx, c, ns, names, settle)
+	res := spreadResult{perNode: map[string]int{}, elected: len(leaders), launch: map[string]time.Duration{}, campaign: map[string]time.Duration{}}
+	for _, id := range leaders {
+		res.perNode[podNode[id]]++
+	}
+	events := c.Events(ns)
+	res.overlaps = kubecluster.Overlaps(events)
+	for app, id := range leaders {
+		var launched, campaigned, started time.Time
+		for _, e := range events {
+			if e.Election != ns+"/"+app {
+				continue
+			}
+			switch {
+			case e.Event == "launched" && (launched.IsZero() || e.TS.Before(launched)):
+				launched = e.TS
+			case e.Event == "campaign" && (campaigned.IsZero() || e.TS.Before(campaigned)):
+				campaigned = e.TS
+			case e.Event == "started" && e.ID == id && started.IsZero():
+				started = e.TS
+			}
+		}
+		res.launch[app], res.campaign[app] = started.Sub(launched), started.Sub(campaigned)
+	}
+	return res, nil
+}
+
+// constrained pins five applications to single nodes so that the leaders
+// stand 2:2:1 with worker-3 the least loaded, then starts an application
+// whose replicas sit on worker-1 and worker-2 only. BLD has no qualifying
+// candidate for it (N·c = 6 > L = 5); BLD-plus does.
+func constrained(ctx context.Context, c *kubecluster.Cluster, alg, lock string, replicas int, t kubecluster.Timing, settle time.Duration) (spreadResult, error) {
+	ns, err := c.Namespace(ctx, "constrained")
+	if err != nil {
+		return spreadResult{}, err
+	}
+	defer c.StopNamespace(ns)
+	w := kubecluster.Workers
+	res := spreadResult{perNode: map[string]int{}}
+	pin := []string{w[0], w[1], w[2], w[0], w[1]}
+	podNode := map[string]string{}
+	for i, node := range pin {
+		app := kubecluster.App{Name: fmt.Sprintf("pinned-%d", i), Replicas: replicas, Nodes: []string{node}}
+		pn, err := deploy(ctx, c, ns, []kubecluster.App{app}, 0, alg, lock, t)
+		if err != nil {
+			return res, err
+		}
+		for k, v := range pn {
+			podNode[k] = v
+		}
+		if got := waitLeaders(ctx, c, ns, []string{app.Name}, settle); len(got) != 1 {
+			return res, fmt.Errorf("%s: pinned application %s elected no leader", alg, app.Name)
+		}
+	}
+	x := kubecluster.App{Name: "two-nodes", Replicas: replicas, Nodes: w[:2]}
+	pn, err := deploy(ctx, c, ns, []kubecluster.App{x}, 0, alg, lock, t)
+	if err != nil {
+		return res, err
+	}
+	for k, v := range pn {
+		podNode[k] = v
+	}
+	names := []string{x.Name}
+	for i := range pin {
+		names = append(names, fmt.Sprintf("pinned-%d", i))
+	}
+	leaders := waitLeaders(ctx, c, ns, names, settle)
+	res.elected = len(leaders)
+	for _, id := range leaders {
+		res.perNode[podNode[id]]++
+	}
+	res.overlaps = kubecluster.Overlaps(c.Events(ns))
+	return res, nil
+}

@@ -1,0 +1,333 @@
+// Package kubecluster is the kube backend: it runs elector processes, one
+// per application replica, against a Kubernetes API server — the local
+// control plane by default — and collects their leadership events. Pods
+// are created as API objects bound to nodes, spread the way the default
+// scheduler spreads replicas; without a kubelet they stay Pending, and the
+// electors run as local processes so that SIGKILL and SIGTERM are real.
+package kubecluster
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/ringside/ringside/bld"
+	"github.com/ringside/ringside/internal/kubelocal"
+	"github.com/ringside/ringside/internal/ringcluster"
+)
+
+// Workers are the worker nodes created on a local control plane, three
+// as in the BLD paper.
+var Workers = []string{"worker-1", "worker-2", "worker-3"}
+
+// Event is one line an elector printed.
+type Event struct {
+	TS       time.Time
+	Event    string // launched, campaign, started, stopped, leader, killed
+	ID       string
+	Election string
+	Leader   string
+}
+
+// Timing is the lease configuration of every elector.
+type Timing struct {
+	Lease, Renew, Retry time.Duration
+}
+
+// Cluster is a connection to an API server plus the electors it runs.
+type Cluster struct {
+	cp         *kubelocal.ControlPlane
+	dir        string
+	kubeconfig string
+	CS         *kubernetes.Clientset
+	bin        string
+
+	mu     sync.Mutex
+	procs  map[string]*proc // by elector id (namespace/pod)
+	events []Event
+}
+
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	ns   string
+	app  string
+	addr string
+}
+
+// Start connects to kubeconfig, or starts a local control plane when it
+// is empty and creates the worker nodes there.
+func Start(ctx context.Context, kubeconfig string) (*Cluster, error) {
+	bin, err := ringcluster.BuildStatic(ctx, "github.com/ringside/ringside/cmd/elector")
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{bin: bin, procs: map[string]*proc{}, kubeconfig: kubeconfig}
+	if kubeconfig == "" {
+		c.dir, err = os.MkdirTemp("", "ringside-kube-")
+		if err != nil {
+			return nil, err
+		}
+		c.cp, err = kubelocal.Start(ctx, c.dir)
+		if err != nil {
+			return nil, err
+		}
+		c.kubeconfig = c.cp.Kubeconfig
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	rc.QPS, rc.Burst = 500, 1000
+	if c.CS, err = kubernetes.NewForConfig(rc); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if c.cp != nil {
+		for _, n := range Workers {
+			if _, err := c.CS.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
+				c.Close()
+				return nil, fmt.Errorf("create node %s: %w", n, err)
+			}
+		}
+	}
+	return c, nil
+}
+
+// Namespace creates a fresh namespace (they never finish deleting without
+// a controller manager, so every repetition gets its own).
+func (c *Cluster) Namespace(ctx context.Context, prefix string) (string, error) {
+	ns, err := c.CS.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}, metav1.CreateOptions{})
+	if err != nil {
+		return "", err
+	}
+	return ns.Name, nil
+}
+
+// App is one application to deploy.
+type App struct {
+	Name     string
+	Replicas int
+	Nodes    []string // nodes its replicas are spread over, in order
+}
+
+// Pods creates the application's Pods bound to nodes round-robin, starting
+// at offset (so that successive applications fill nodes evenly, like the
+// scheduler's spreading), and returns pod name → node.
+func (c *Cluster) Pods(ctx context.Context, ns string, app App, offset int) ([][2]string, error) {
+	var out [][2]string
+	for i := range app.Replicas {
+		name := fmt.Sprintf("%s-%d", app.Name, i)
+		node := app.Nodes[(offset+i)%len(app.Nodes)]
+		_, err := c.CS.CoreV1().Pods(ns).Create(ctx, &v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{bld.ElectionLabel: app.Name}},
+			Spec:       v1.PodSpec{NodeName: node, Containers: []v1.Container{{Name: "app", Image: "ringside/app"}, {Name: "elector", Image: "ringside/elector"}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("create pod %s: %w", name, err)
+		}
+		out = append(out, [2]string{name, node})
+	}
+	return out, nil
+}
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// Elect starts one elector process for a replica.
+func (c *Cluster) Elect(ns, app, pod, node, alg, lock string, t Timing) error {
+	addr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(c.bin, "--kubeconfig", c.kubeconfig, "--algorithm", alg, "--lock", lock,
+		"--election", app, "--namespace", ns, "--id", pod, "--node", node, "--http", addr, "--events",
+		"--lease-duration", t.Lease.String(), "--renew-deadline", t.Renew.String(), "--retry-period", t.Retry.String(),
+		"--log-level", "error")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if c.dir != "" {
+		if f, err := os.OpenFile(filepath.Join(c.dir, "electors.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err == nil {
+			cmd.Stderr = f
+			defer f.Close()
+		}
+	}
+	launched := time.Now()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start elector %s/%s: %w", ns, pod, err)
+	}
+	c.record(Event{TS: launched, Event: "launched", ID: ns + "/" + pod, Election: ns + "/" + app})
+	p := &proc{cmd: cmd, done: make(chan struct{}), ns: ns, app: app, addr: addr}
+	c.mu.Lock()
+	c.procs[ns+"/"+pod] = p
+	c.mu.Unlock()
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var raw struct {
+				TS                               int64 `json:"ts_ns"`
+				Event, ID, Election, Leader string
+			}
+			if json.Unmarshal(sc.Bytes(), &raw) != nil {
+				continue
+			}
+			c.record(Event{TS: time.Unix(0, raw.TS), Event: raw.Event, ID: ns + "/" + raw.ID, Election: ns + "/" + raw.Election, Leader: raw.Leader})
+		}
+		cmd.Wait()
+		close(p.done)
+	}()
+	return nil
+}
+
+func (c *Cluster) record(e Event) {
+	c.mu.Lock()
+	c.events = append(c.events, e)
+	c.mu.Unlock()
+}
+
+// Events returns the events so far of elections in namespace ns.
+func (c *Cluster) Events(ns string) []Event {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []Event
+	for _, e := range c.events {
+		if len(e.Election) > len(ns) && e.Election[:len(ns)+1] == ns+"/" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Leader returns the current leader of app in ns according to the
+// events: the last started that has not stopped or been killed.
+func (c *Cluster) Leader(ns, app string) (id string, since time.Time) {
+	leading := map[string]time.Time{}
+	for _, e := range c.Events(ns) {
+		if e.Election != ns+"/"+app {
+			continue
+		}
+		switch e.Event {
+		case "started":
+			leading[e.ID] = e.TS
+		case "stopped", "killed":
+			delete(leading, e.ID)
+		}
+	}
+	for l, t := range leading {
+		if id == "" || t.After(since) {
+			id, since = l, t
+		}
+	}
+	return id, since
+}
+
+// Signal sends sig to the elector of pod and waits for it to exit; a
+// SIGKILL is recorded as a "killed" event, since the process cannot say.
+func (c *Cluster) Signal(ctx context.Context, ns, pod string, sig syscall.Signal) (time.Time, error) {
+	c.mu.Lock()
+	p := c.procs[ns+"/"+pod]
+	c.mu.Unlock()
+	if p == nil {
+		return time.Time{}, fmt.Errorf("no elector %s/%s", ns, pod)
+	}
+	at := time.Now()
+	p.cmd.Process.Signal(sig)
+	if sig == syscall.SIGKILL {
+		c.record(Event{TS: at, Event: "killed", ID: ns + "/" + pod, Election: ns + "/" + p.app})
+	}
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		return at, ctx.Err()
+	}
+	return at, nil
+}
+
+// StopNamespace kills every elector in ns.
+func (c *Cluster) StopNamespace(ns string) {
+	c.mu.Lock()
+	var ps []*proc
+	for k, p := range c.procs {
+		if p.ns == ns {
+			ps = append(ps, p)
+			delete(c.procs, k)
+		}
+	}
+	c.mu.Unlock()
+	for _, p := range ps {
+		p.cmd.Process.Signal(syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+// Close kills every elector and stops a local control plane.
+func (c *Cluster) Close() {
+	c.mu.Lock()
+	var nss []string
+	for _, p := range c.procs {
+		nss = append(nss, p.ns)
+	}
+	c.mu.Unlock()
+	for _, ns := range nss {
+		c.StopNamespace(ns)
+	}
+	if c.cp != nil {
+		c.cp.Stop()
+	}
+	if c.dir != "" {
+		os.RemoveAll(c.dir)
+	}
+}
+
+// Overlaps counts the moments two electors of one election both believed
+// they led, from the events: a "started" while another's leadership had
+// not yet ended by "stopped" or "killed".
+func Overlaps(events []Event) int {
+	leading := map[string]map[string]bool{}
+	n := 0
+	for _, e := range sortByTime(events) {
+		if leading[e.Election] == nil {
+			leading[e.Election] = map[string]bool{}
+		}
+		switch e.Event {
+		case "started":
+			if len(leading[e.Election]) > 0 {
+				n++
+			}
+			leading[e.Election][e.ID] = true
+		case "stopped", "killed":
+			delete(leading[e.Election], e.ID)
+		}
+	}
+	return n
+}
+
+func sortByTime(events []Event) []Event {
+	out := slices.Clone(events)
+	slices.SortStableFunc(out, func(a, b Event) int { return a.TS.Compare(b.TS) })
+	return out
+}
+
