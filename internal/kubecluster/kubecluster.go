@@ -26,8 +26,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ringside/ringside/bld"
+	"github.com/ringside/ringside/internal/imagebuild"
 	"github.com/ringside/ringside/internal/kubelocal"
-	"github.com/ringside/ringside/internal/ringcluster"
 )
 
 // Workers are the worker nodes created on a local control plane, three
@@ -72,7 +72,7 @@ type proc struct {
 // Start connects to kubeconfig, or starts a local control plane when it
 // is empty and creates the worker nodes there.
 func Start(ctx context.Context, kubeconfig string) (*Cluster, error) {
-	bin, err := ringcluster.BuildStatic(ctx, "github.com/ringside/ringside/cmd/elector")
+	bin, err := imagebuild.Static(ctx, "github.com/ringside/ringside/cmd/elector")
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +188,7 @@ func (c *Cluster) Elect(ns, app, pod, node, alg, lock string, t Timing) error {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			var raw struct {
-				TS                               int64 `json:"ts_ns"`
+				TS                          int64 `json:"ts_ns"`
 				Event, ID, Election, Leader string
 			}
 			if json.Unmarshal(sc.Bytes(), &raw) != nil {
@@ -330,4 +330,3 @@ func sortByTime(events []Event) []Event {
 	slices.SortStableFunc(out, func(a, b Event) int { return a.TS.Compare(b.TS) })
 	return out
 }
-

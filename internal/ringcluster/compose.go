@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ringside/ringside/compose"
+	"github.com/ringside/ringside/internal/imagebuild"
 )
 
 // DefaultRingnodeImage is the image compose/ring.yml runs unless
@@ -70,30 +71,7 @@ func run(ctx context.Context, cmd *exec.Cmd) (string, error) {
 
 // EnsureImage builds the ringnode image FROM scratch unless it exists.
 func EnsureImage(ctx context.Context, image string) error {
-	if _, err := run(ctx, exec.Command("docker", "image", "inspect", image)); err == nil {
-		return nil
-	}
-	bin, err := BuildStatic(ctx, "github.com/ringside/ringside/cmd/ringnode")
-	if err != nil {
-		return err
-	}
-	dir, err := os.MkdirTemp("", "ringnode-image-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	b, err := os.ReadFile(bin)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "ringnode"), b, 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), compose.RingnodeDockerfile, 0o644); err != nil {
-		return err
-	}
-	_, err = run(ctx, exec.Command("docker", "build", "-q", "-t", image, dir))
-	return err
+	return imagebuild.Ensure(ctx, image, "github.com/ringside/ringside/cmd/ringnode", compose.RingnodeDockerfile)
 }
 
 // StartCompose brings up a ring of n containers: one seed and n−1 nodes.

@@ -19,6 +19,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/ringside/ringside/internal/imagebuild"
 )
 
 // Ring is a running ring of ringnode servers.
@@ -48,23 +50,7 @@ func FindRingnode(ctx context.Context) (string, error) {
 			return p, nil
 		}
 	}
-	return BuildStatic(ctx, "github.com/ringside/ringside/cmd/ringnode")
-}
-
-// BuildStatic builds pkg as a static binary into the user cache and
-// returns its path; Go's build cache makes repeated calls cheap.
-func BuildStatic(ctx context.Context, pkg string) (string, error) {
-	dir, err := os.UserCacheDir()
-	if err != nil {
-		dir = os.TempDir()
-	}
-	out := filepath.Join(dir, "ringside", "bin", filepath.Base(pkg))
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build %s: %v: %s", pkg, err, strings.TrimSpace(string(b)))
-	}
-	return out, nil
+	return imagebuild.Static(ctx, "github.com/ringside/ringside/cmd/ringnode")
 }
 
 // Options configure a local ring.

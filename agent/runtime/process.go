@@ -1,0 +1,219 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ringside/ringside/agent/score"
+)
+
+// Process runs workers as local processes on 127.0.0.1, for machines
+// without Docker. Stats come from /proc: CPU time from /proc/PID/stat, RSS
+// from /proc/PID/statm; there is no per-process network counter, and the
+// memory "limit" is the budget given in the spec (default 512 MiB).
+type Process struct {
+	bin  string
+	args []string
+
+	mu    sync.Mutex
+	procs map[string]*proc
+	seq   int
+}
+
+type proc struct {
+	inst  Instance
+	cmd   *exec.Cmd
+	memMB int
+	done  chan struct{}
+}
+
+// NewProcess runs the worker binary bin with extra args.
+func NewProcess(bin string, args ...string) *Process {
+	return &Process{bin: bin, args: args, procs: map[string]*proc{}}
+}
+
+// List returns the live workers.
+func (p *Process) List(context.Context) ([]Instance, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []Instance
+	for _, pr := range p.procs {
+		select {
+		case <-pr.done:
+			continue
+		default:
+		}
+		out = append(out, pr.inst)
+	}
+	return out, nil
+}
+
+// Start runs a worker and waits until it answers /healthz.
+func (p *Process) Start(ctx context.Context, sp Spec) (Instance, error) {
+	port, err := freePort()
+	if err != nil {
+		return Instance{}, err
+	}
+	p.mu.Lock()
+	p.seq++
+	name := sp.Name
+	if name == "" {
+		name = fmt.Sprintf("worker-%d", p.seq)
+	}
+	p.mu.Unlock()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	args := append([]string{"--addr", addr, "--name", name, "--cpu-limit", strconv.FormatFloat(sp.CPULimit, 'f', -1, 64)}, p.args...)
+	cmd := exec.Command(p.bin, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	// GOMAXPROCS matches the limit so the Go runtime does not spin up
+	// threads the worker may not use.
+	cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(max(1, int(sp.CPULimit+0.999))))
+	if err := cmd.Start(); err != nil {
+		return Instance{}, fmt.Errorf("start worker: %w", err)
+	}
+	pr := &proc{cmd: cmd, done: make(chan struct{}), memMB: sp.MemoryMB}
+	if pr.memMB == 0 {
+		pr.memMB = 512
+	}
+	pr.inst = Instance{ID: strconv.Itoa(cmd.Process.Pid), Name: name, Addr: addr, Default: sp.Default, CPULimit: sp.CPULimit}
+	go func() { cmd.Wait(); close(pr.done) }()
+	if err := waitHealthy(ctx, addr, pr.done); err != nil {
+		cmd.Process.Kill()
+		<-pr.done
+		return Instance{}, fmt.Errorf("worker %s: %w: %s", name, err, strings.TrimSpace(stderr.String()))
+	}
+	p.mu.Lock()
+	p.procs[pr.inst.ID] = pr
+	p.mu.Unlock()
+	return pr.inst, nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func waitHealthy(ctx context.Context, addr string, done <-chan struct{}) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/healthz", nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-done:
+			return fmt.Errorf("exited before it was healthy")
+		case <-ctx.Done():
+			return fmt.Errorf("not healthy: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// clockTick is USER_HZ, which Linux fixes at 100 for /proc on every
+// architecture Go supports.
+const clockTick = 100
+
+// Sample reads the worker's counters from /proc.
+func (p *Process) Sample(_ context.Context, inst Instance) (score.Sample, error) {
+	p.mu.Lock()
+	pr := p.procs[inst.ID]
+	p.mu.Unlock()
+	if pr == nil {
+		return score.Sample{}, fmt.Errorf("worker %s: unknown", inst.Name)
+	}
+	now := time.Now()
+	stat, err := os.ReadFile("/proc/" + inst.ID + "/stat")
+	if err != nil {
+		return score.Sample{}, fmt.Errorf("worker %s: %w", inst.Name, err)
+	}
+	// Fields after the parenthesised command name, which may hold spaces.
+	i := bytes.LastIndexByte(stat, ')')
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 13 {
+		return score.Sample{}, fmt.Errorf("worker %s: short /proc stat", inst.Name)
+	}
+	utime, _ := strconv.ParseUint(f[11], 10, 64)
+	stime, _ := strconv.ParseUint(f[12], 10, 64)
+	statm, err := os.ReadFile("/proc/" + inst.ID + "/statm")
+	if err != nil {
+		return score.Sample{}, fmt.Errorf("worker %s: %w", inst.Name, err)
+	}
+	var size, rss uint64
+	fmt.Sscan(string(statm), &size, &rss)
+	return score.Sample{
+		At:         now,
+		CPUTotal:   (utime + stime) * (1e9 / clockTick),
+		OnlineCPUs: max(1, int(inst.CPULimit+0.999)),
+		CPULimit:   inst.CPULimit,
+		MemUsage:   rss * uint64(os.Getpagesize()),
+		MemLimit:   uint64(pr.memMB) << 20,
+	}, nil
+}
+
+// Stop terminates a worker (SIGTERM, then SIGKILL after 2 s).
+func (p *Process) Stop(_ context.Context, id string) error {
+	p.mu.Lock()
+	pr := p.procs[id]
+	delete(p.procs, id)
+	p.mu.Unlock()
+	if pr == nil {
+		return nil
+	}
+	pr.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-pr.done:
+	case <-time.After(2 * time.Second):
+		pr.cmd.Process.Kill()
+		<-pr.done
+	}
+	return nil
+}
+
+// Kill SIGKILLs a worker without forgetting it (fault injection).
+func (p *Process) Kill(id string) error {
+	p.mu.Lock()
+	pr := p.procs[id]
+	p.mu.Unlock()
+	if pr == nil {
+		return fmt.Errorf("worker %s: unknown", id)
+	}
+	return pr.cmd.Process.Kill()
+}
+
+// RemoveAll stops every worker.
+func (p *Process) RemoveAll(ctx context.Context) error {
+	list, _ := p.List(ctx)
+	p.mu.Lock()
+	for id, pr := range p.procs {
+		select {
+		case <-pr.done:
+			delete(p.procs, id)
+		default:
+		}
+	}
+	p.mu.Unlock()
+	for _, in := range list {
+		p.Stop(ctx, in.ID)
+	}
+	return nil
+}

@@ -1,0 +1,267 @@
+package balancer
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Picker chooses one backend of a fixed set. rnd is 64 fresh random bits
+// from the caller, so a seeded caller gets a reproducible sequence and the
+// proxy can use the runtime's per-thread generator. A picker never returns
+// a backend of weight 0 (drained), and returns −1 only when every weight is 0.
+type Picker interface {
+	Pick(rnd uint64) int
+}
+
+// Algorithms the balancer offers; weighted-random is seed 004's, the others
+// are baselines for experiments.
+const (
+	WeightedRandom = "weighted-random"
+	SmoothWRR      = "smooth-wrr"
+	RoundRobin     = "round-robin"
+	LeastConn      = "least-conn"
+	P2C            = "p2c"
+)
+
+// Algorithms lists every picker name, in the order experiments report them.
+var Algorithms = []string{WeightedRandom, SmoothWRR, RoundRobin, LeastConn, P2C}
+
+// NewPicker builds the named picker over weights. active reports a
+// backend's in-flight requests (least-conn and p2c read it; it may be nil
+// for the others). Weights must be finite and non-negative; all-zero is
+// allowed here (every backend drained) and makes Pick return −1.
+func NewPicker(algo string, weights []float64, active func(i int) int64) (Picker, error) {
+	if err := CheckWeights(weights, true); err != nil {
+		return nil, err
+	}
+	live := make([]int, 0, len(weights))
+	for i, w := range weights {
+		if w > 0 {
+			live = append(live, i)
+		}
+	}
+	needsLoad := algo == LeastConn || algo == P2C
+	if needsLoad && active == nil {
+		return nil, fmt.Errorf("picker %s needs active connection counts", algo)
+	}
+	switch algo {
+	case WeightedRandom:
+		return newAlias(weights), nil
+	case SmoothWRR:
+		return &smoothWRR{weights: slices.Clone(weights), current: make([]float64, len(weights))}, nil
+	case RoundRobin:
+		return &roundRobin{live: live}, nil
+	case LeastConn:
+		return &leastConn{live: live, active: active}, nil
+	case P2C:
+		return &p2c{live: live, active: active}, nil
+	}
+	return nil, fmt.Errorf("picker %q: want one of %s", algo, strings.Join(Algorithms, ", "))
+}
+
+// CheckWeights rejects NaN, infinite and negative weights, and all-zero
+// weights unless allowZero.
+func CheckWeights(weights []float64, allowZero bool) error {
+	sum := 0.0
+	for i, w := range weights {
+		if math.IsNaN(w) || math.IsInf(w, 0) || w < 0 {
+			return fmt.Errorf("weight[%d] = %v: must be a finite number ≥ 0", i, w)
+		}
+		sum += w
+	}
+	if !allowZero && sum == 0 {
+		return fmt.Errorf("weights: all %d are zero", len(weights))
+	}
+	return nil
+}
+
+// alias is Vose's alias method: one uniform column and one comparison per
+// pick, whatever the number of backends. Probabilities are stored as
+// 64-bit thresholds so a pick needs no floating point.
+type alias struct {
+	threshold []uint64 // pick column i when the low bits are below threshold[i]
+	other     []int32  // else its alias
+	n         uint64
+}
+
+func newAlias(weights []float64) Picker {
+	n := len(weights)
+	sum := 0.0
+	for _, w := range weights {
+		sum += w
+	}
+	if n == 0 || sum == 0 {
+		return none{}
+	}
+	a := &alias{threshold: make([]uint64, n), other: make([]int32, n), n: uint64(n)}
+	prob := make([]float64, n)
+	var small, large []int
+	for i, w := range weights {
+		prob[i] = w * float64(n) / sum
+		if prob[i] < 1 {
+			small = append(small, i)
+		} else {
+			large = append(large, i)
+		}
+	}
+	for len(small) > 0 && len(large) > 0 {
+		s, l := small[len(small)-1], large[len(large)-1]
+		small = small[:len(small)-1]
+		a.threshold[s], a.other[s] = toThreshold(prob[s]), int32(l)
+		prob[l] -= 1 - prob[s]
+		if prob[l] < 1 {
+			large = large[:len(large)-1]
+			small = append(small, l)
+		}
+	}
+	// Whatever remains has probability 1 up to rounding — except a drained
+	// backend that rounding left over, which must still never be picked.
+	heaviest := int32(slices.Index(weights, slices.Max(weights)))
+	for _, i := range append(small, large...) {
+		if weights[i] == 0 {
+			a.threshold[i], a.other[i] = 0, heaviest
+			continue
+		}
+		a.threshold[i], a.other[i] = math.MaxUint64, int32(i)
+	}
+	return a
+}
+
+func toThreshold(p float64) uint64 {
+	if p <= 0 {
+		return 0
+	}
+	if p >= 1 {
+		return math.MaxUint64
+	}
+	return uint64(p * (1 << 63) * 2)
+}
+
+func (a *alias) Pick(rnd uint64) int {
+	// The high half of the 128-bit product picks the column uniformly; the
+	// low half is a fresh uniform word for the coin.
+	col, coin := bits.Mul64(rnd, a.n)
+	if coin < a.threshold[col] || a.threshold[col] == math.MaxUint64 {
+		return int(col)
+	}
+	return int(a.other[col])
+}
+
+type none struct{}
+
+func (none) Pick(uint64) int { return -1 }
+
+// smoothWRR is nginx's smooth weighted round robin: deterministic, and
+// spreads a heavy backend's turns between the others.
+type smoothWRR struct {
+	mu      sync.Mutex
+	weights []float64
+	current []float64
+}
+
+func (s *smoothWRR) Pick(uint64) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	best, total := -1, 0.0
+	for i, w := range s.weights {
+		if w == 0 {
+			continue
+		}
+		s.current[i] += w
+		total += w
+		if best < 0 || s.current[i] > s.current[best] {
+			best = i
+		}
+	}
+	if best >= 0 {
+		s.current[best] -= total
+	}
+	return best
+}
+
+type roundRobin struct {
+	live []int
+	next atomic.Uint64
+}
+
+func (r *roundRobin) Pick(uint64) int {
+	if len(r.live) == 0 {
+		return -1
+	}
+	return r.live[(r.next.Add(1)-1)%uint64(len(r.live))]
+}
+
+// leastConn picks the live backend with the fewest requests in flight,
+// breaking ties from a random start so equal backends share the load.
+type leastConn struct {
+	live   []int
+	active func(int) int64
+}
+
+func (l *leastConn) Pick(rnd uint64) int {
+	n := len(l.live)
+	if n == 0 {
+		return -1
+	}
+	start, _ := bits.Mul64(rnd, uint64(n))
+	best, bestLoad := -1, int64(math.MaxInt64)
+	for k := range n {
+		i := l.live[(int(start)+k)%n]
+		if a := l.active(i); a < bestLoad {
+			best, bestLoad = i, a
+		}
+	}
+	return best
+}
+
+// p2c samples two distinct live backends and takes the less loaded one.
+type p2c struct {
+	live   []int
+	active func(int) int64
+}
+
+func (p *p2c) Pick(rnd uint64) int {
+	n := uint64(len(p.live))
+	switch n {
+	case 0:
+		return -1
+	case 1:
+		return p.live[0]
+	}
+	a, lo := bits.Mul64(rnd, n)
+	b, _ := bits.Mul64(lo, n-1)
+	if b >= a {
+		b++ // distinct from a
+	}
+	i, j := p.live[a], p.live[b]
+	if p.active(j) < p.active(i) {
+		return j
+	}
+	return i
+}
+
+// Efficiency is seed 004's η = min(r_i/w_i) / max(r_i/w_i) over the
+// backends with a positive weight: 1 when requests follow the weights
+// exactly. It is NaN when no backend has a positive weight.
+func Efficiency(requests []int, weights []float64) float64 {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for i, w := range weights {
+		if w <= 0 {
+			continue
+		}
+		r := float64(requests[i]) / w
+		lo, hi = min(lo, r), max(hi, r)
+	}
+	if math.IsInf(lo, 1) {
+		return math.NaN()
+	}
+	if hi == 0 {
+		return 1 // nothing sent anywhere: trivially proportional
+	}
+	return lo / hi
+}

@@ -1,0 +1,64 @@
+// Package imagebuild makes ringside's binaries and their images FROM
+// scratch: there is no registry to pull a base from (DESIGN §6).
+package imagebuild
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// Static builds pkg as a static binary into the user cache and returns
+// its path. The go command's build cache makes repeated calls cheap.
+func Static(ctx context.Context, pkg string) (string, error) {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		dir = os.TempDir()
+	}
+	out := filepath.Join(dir, "ringside", "bin", filepath.Base(pkg))
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %v: %s", pkg, err, strings.TrimSpace(string(b)))
+	}
+	return out, nil
+}
+
+// Ensure builds image from the static binary of pkg and dockerfile unless
+// the engine already has it. The Dockerfile copies the binary by its base
+// name (the last element of pkg).
+func Ensure(ctx context.Context, image, pkg string, dockerfile []byte) error {
+	if err := exec.CommandContext(ctx, "docker", "image", "inspect", image).Run(); err == nil {
+		return nil
+	}
+	bin, err := Static(ctx, pkg)
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "ringside-image-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, filepath.Base(pkg)), b, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), dockerfile, 0o644); err != nil {
+		return err
+	}
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, "docker", "build", "-q", "-t", image, dir)
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("docker build %s: %v: %s", image, err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
