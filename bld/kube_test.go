@@ -144,7 +144,7 @@ func campaign(t *testing.T, l *leaders, alg, lock, ns, election, id, node string
 	require.NoError(t, err)
 	c, err := NewCandidate(CandidateConfig{
 		Algorithm: alg, Lock: lock, Election: election, Namespace: ns, Identity: id, Node: node, Client: cs,
-		ProbeAddr: ln.Addr().String(),
+		ProbeAddr:     ln.Addr().String(),
 		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond,
 		OnEvent: l.hook(election, id), Log: slog.New(slog.DiscardHandler),
 	})

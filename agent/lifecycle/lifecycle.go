@@ -97,11 +97,11 @@ type Observation struct {
 
 // Action kinds.
 const (
-	ScaleUp  = "scale-up"  // start a new worker
-	Revive   = "revive"    // a sundown worker takes load again
-	SundownA = "sundown"   // weight 0 from now on; drain
-	Shutdown = "shutdown"  // stop and remove the worker
-	Refill   = "refill"    // below minimum: start a worker now
+	ScaleUp  = "scale-up" // start a new worker
+	Revive   = "revive"   // a sundown worker takes load again
+	SundownA = "sundown"  // weight 0 from now on; drain
+	Shutdown = "shutdown" // stop and remove the worker
+	Refill   = "refill"   // below minimum: start a worker now
 )
 
 // Action is one thing the agent must do.

@@ -45,7 +45,7 @@ func (a *Availability) Times() []float64 { return slices.Clone(a.window) }
 // AvailParts shows how the availability score came about.
 type AvailParts struct {
 	Current, Avg, Best, Effective, Threshold float64 // ms
-	Base, Penalty, Trend, Score             float64
+	Base, Penalty, Trend, Score              float64
 }
 
 // Score computes s_a = clamp(base − penalty + 10·trend, 0, 100) with

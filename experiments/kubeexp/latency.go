@@ -162,4 +162,3 @@ func (l *Latency) Report(in *experiments.ReportInput) (string, error) {
 	out += "*latency* runs from the launch of an application's first elector process to its leader's OnStartedLeading; *from campaign start* excludes process start-up and client set-up, timing only the API calls of the election.\n"
 	return out, nil
 }
-
