@@ -16,19 +16,24 @@ type Availability struct {
 	best   int
 	// ThresholdFactor sets the dynamic threshold = factor × best (default 2).
 	ThresholdFactor float64
+	// Floor is the resolution of a response time: shorter times count as
+	// Floor. Without it, sub-millisecond loopback jitter (0.3 ms against
+	// 1.2 ms) swings the base term by a factor of 8 on an idle worker.
+	// Default 2 ms; 0 in tests that check the bare formula.
+	Floor time.Duration
 }
 
 // NewAvailability keeps the last size response times and takes the mean
 // of the best of them as the best time.
 func NewAvailability(size, best int) *Availability {
 	size = max(size, 4)
-	return &Availability{size: size, best: max(min(best, size), 1), ThresholdFactor: 2}
+	return &Availability{size: size, best: max(min(best, size), 1), ThresholdFactor: 2, Floor: 2 * time.Millisecond}
 }
 
 // Observe records one response time (a failed probe should be recorded as
 // the probe's timeout, so it drags the score down).
 func (a *Availability) Observe(d time.Duration) {
-	ms := float64(d) / float64(time.Millisecond)
+	ms := float64(max(d, a.Floor)) / float64(time.Millisecond)
 	if math.IsNaN(ms) || ms < 0 {
 		return
 	}

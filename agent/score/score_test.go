@@ -58,6 +58,7 @@ func TestScore(t *testing.T) {
 
 func TestAvailabilityFormula(t *testing.T) {
 	a := NewAvailability(8, 2)
+	a.Floor = 0
 	assert.Equal(t, 100.0, a.Score().Score, "no data: presumed available")
 	for _, ms := range []float64{10, 10, 10, 10} {
 		a.Observe(time.Duration(ms * float64(time.Millisecond)))
@@ -92,10 +93,21 @@ func TestAvailabilityFormula(t *testing.T) {
 
 func TestAvailabilityZeroTimes(t *testing.T) {
 	a := NewAvailability(4, 1)
+	a.Floor = 0
 	for range 4 {
 		a.Observe(0)
 	}
 	p := a.Score()
 	assert.False(t, math.IsNaN(p.Score))
 	assert.Equal(t, 100.0, p.Score)
+}
+
+func TestAvailabilityFloor(t *testing.T) {
+	a := NewAvailability(8, 2)
+	for _, us := range []int{300, 1200, 500, 900} {
+		a.Observe(time.Duration(us) * time.Microsecond)
+	}
+	assert.Equal(t, 100.0, a.Score().Score, "jitter below the 2 ms resolution is not unavailability")
+	a.Observe(50 * time.Millisecond)
+	assert.Less(t, a.Score().Score, 50.0)
 }

@@ -1,0 +1,132 @@
+// Command agent is seed 004's deployment agent: it scores worker
+// containers (or processes), runs their lifecycle, keeps its state in
+// Redis and feeds weights to balancers over a websocket; the dashboard is
+// at / of --http.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ringside/ringside/agent"
+	"github.com/ringside/ringside/agent/lifecycle"
+	"github.com/ringside/ringside/agent/runtime"
+	"github.com/ringside/ringside/internal/envflag"
+)
+
+func main() {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := run(log, os.Args[1:]); err != nil {
+		log.Error("agent", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(log *slog.Logger, args []string) error {
+	fs := envflag.New(flag.NewFlagSet("agent", flag.ContinueOnError))
+	httpAddr := fs.String("http", "AGENT_HTTP", ":8081", "dashboard, weight feed (/feed) and /metrics address")
+	token := fs.String("token", "AGENT_TOKEN", "", "shared token balancers present on the weight feed (required)")
+	origins := fs.String("origins", "AGENT_ORIGINS", "", "extra Origins allowed on the feed, comma-separated")
+	rt := fs.String("runtime", "AGENT_RUNTIME", "docker", "docker or process")
+	image := fs.String("image", "WORKER_IMAGE", "ringside/worker:dev", "worker image (docker)")
+	network := fs.String("network", "AGENT_NETWORK", "", "Docker network of the workers (default: any)")
+	pool := fs.String("pool", "AGENT_POOL", "", "value of the ringside.pool label that selects this stack's workers")
+	workerBin := fs.String("worker-bin", "WORKER_BIN", "worker", "worker binary (process runtime)")
+	start := fs.String("start", "AGENT_START", "", "workers to start when none run, CPU[:default] comma-separated (e.g. 1:default,0.5)")
+	spawnCPU := fs.Float("spawn-cpu", "AGENT_SPAWN_CPU", 0.5, "CPU limit of a worker started by scale-up")
+	redisAddr := fs.String("redis", "REDIS_ADDR", "", "Redis address for the agent's state (empty: keep it in memory)")
+	prefix := fs.String("redis-prefix", "AGENT_REDIS_PREFIX", "ringside:agent", "Redis key prefix")
+	interval := fs.Duration("interval", "AGENT_INTERVAL", time.Second, "sampling and feed period")
+	var pc lifecycle.Config
+	fs.Float64Var(&pc.Low, "low", 30, "utilisation % below which a worker is Low")
+	fs.Float64Var(&pc.High, "high", 75, "utilisation % above which a worker is High")
+	fs.Float64Var(&pc.Hysteresis, "hysteresis", 5, "margin to leave Low or High")
+	fs.DurationVar(&pc.SundownAfter, "t-low", 30*time.Second, "time Low before a non-default worker is sundowned")
+	fs.DurationVar(&pc.ScaleUpAfter, "t-high", 10*time.Second, "time the pool must stay High before scale-up")
+	fs.IntVar(&pc.Min, "min", 1, "minimum serving workers")
+	fs.IntVar(&pc.Max, "max", 8, "maximum serving workers")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := fs.Err(); err != nil {
+		return err
+	}
+	if *token == "" {
+		return errors.New("--token (AGENT_TOKEN) is required: the weight feed is never open")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+
+	var r agent.Runtime
+	switch *rt {
+	case "docker":
+		d, err := runtime.NewDocker(ctx, runtime.DockerOptions{Image: *image, Network: *network, Pool: *pool})
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		r = d
+	case "process":
+		p := runtime.NewProcess(*workerBin)
+		defer p.RemoveAll(context.Background())
+		r = p
+	default:
+		return fmt.Errorf("--runtime %q: want docker or process", *rt)
+	}
+	cfg := agent.Config{Runtime: r, Pool: pc, Spawn: runtime.Spec{CPULimit: *spawnCPU}, Interval: *interval,
+		Token: *token, Log: log}
+	if *origins != "" {
+		cfg.Origins = strings.Split(*origins, ",")
+	}
+	if *redisAddr != "" {
+		rdb := redis.NewClient(&redis.Options{Addr: *redisAddr})
+		defer rdb.Close()
+		cfg.Store = agent.NewRedisStore(rdb, *prefix)
+	}
+	a, err := agent.New(cfg)
+	if err != nil {
+		return err
+	}
+	if err := a.Resume(ctx); err != nil {
+		// Redis unreachable or corrupt: say so, and start from what runs.
+		log.Warn("could not resume from the store; starting from the running workers", "err", err)
+	}
+	if *start != "" {
+		specs, err := runtime.ParseSpecs(*start)
+		if err != nil {
+			return fmt.Errorf("--start: %w", err)
+		}
+		if running, err := r.List(ctx); err == nil && len(running) == 0 {
+			for _, sp := range specs {
+				if _, err := r.Start(ctx, sp); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	srv := &http.Server{Addr: *httpAddr, Handler: a.Handler(prometheus.NewRegistry()), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
+	go a.Run(ctx)
+	log.Info("agent listening", "http", *httpAddr, "runtime", *rt)
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

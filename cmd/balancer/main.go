@@ -1,0 +1,111 @@
+// Command balancer is seed 004's weighted reverse proxy: it follows the
+// agent's weight feed (--feed) or serves fixed workers (--workers), and
+// picks a worker per request with --picker.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ringside/ringside/balancer"
+	"github.com/ringside/ringside/internal/envflag"
+	"github.com/ringside/ringside/internal/weightfeed"
+)
+
+func main() {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := run(log, os.Args[1:]); err != nil {
+		log.Error("balancer", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(log *slog.Logger, args []string) error {
+	fs := envflag.New(flag.NewFlagSet("balancer", flag.ContinueOnError))
+	addr := fs.String("addr", "BALANCER_ADDR", ":8080", "proxy address")
+	admin := fs.String("admin", "BALANCER_ADMIN", ":9090", "/metrics and /healthz address")
+	picker := fs.String("picker", "BALANCER_PICKER", balancer.WeightedRandom, "weighted-random, smooth-wrr, round-robin, least-conn or p2c")
+	feed := fs.String("feed", "AGENT_FEED", "", "agent weight feed URL, e.g. ws://agent:8081/feed")
+	token := fs.String("token", "AGENT_TOKEN", "", "the agent's feed token")
+	name := fs.String("name", "BALANCER_NAME", "", "name in reports to the agent (default: hostname)")
+	workers := fs.String("workers", "BALANCER_WORKERS", "", "fixed workers instead of a feed: host:port=weight, comma-separated")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := fs.Err(); err != nil {
+		return err
+	}
+	if (*feed == "") == (*workers == "") {
+		return errors.New("give exactly one of --feed (follow the agent) or --workers (fixed weights)")
+	}
+	if *name == "" {
+		*name, _ = os.Hostname()
+	}
+	b, err := balancer.New(balancer.Options{Algorithm: *picker, Log: log})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if *workers != "" {
+		m, err := parseWorkers(*workers)
+		if err != nil {
+			return err
+		}
+		if err := b.Update(m); err != nil {
+			return fmt.Errorf("--workers: %w", err)
+		}
+	} else {
+		if *token == "" {
+			return errors.New("--token (AGENT_TOKEN) is required with --feed")
+		}
+		go b.Follow(ctx, balancer.FeedOptions{URL: *feed, Token: *token, Name: *name})
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(b)
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	adminSrv := &http.Server{Addr: *admin, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Addr: *addr, Handler: b, ReadHeaderTimeout: 5 * time.Second}
+	go adminSrv.ListenAndServe()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		adminSrv.Shutdown(sctx)
+		srv.Shutdown(sctx)
+	}()
+	log.Info("balancer listening", "addr", *addr, "picker", *picker)
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func parseWorkers(s string) (weightfeed.Weights, error) {
+	var addrs []string
+	var ws []float64
+	for i, item := range strings.Split(s, ",") {
+		a, w, ok := strings.Cut(strings.TrimSpace(item), "=")
+		v, perr := strconv.ParseFloat(w, 64)
+		if !ok || perr != nil {
+			return weightfeed.Weights{}, fmt.Errorf("--workers item %d %q: want host:port=weight", i+1, item)
+		}
+		addrs, ws = append(addrs, a), append(ws, v)
+	}
+	return balancer.Static(addrs, ws), nil
+}

@@ -1,0 +1,58 @@
+// Package envflag defines flags whose defaults come from environment
+// variables (DESIGN §4: flags with environment fallbacks), so a container
+// is configured by its environment and a shell user by flags.
+package envflag
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+)
+
+// Set wraps a FlagSet; the first malformed environment value is kept and
+// reported by Err, so a typo in compose fails loudly instead of falling
+// back to a default.
+type Set struct {
+	*flag.FlagSet
+	err error
+}
+
+// New returns a Set over fs.
+func New(fs *flag.FlagSet) *Set { return &Set{FlagSet: fs} }
+
+// Err returns the first bad environment value.
+func (s *Set) Err() error { return s.err }
+
+func (s *Set) env(key string, parse func(string) error) {
+	v, ok := os.LookupEnv(key)
+	if !ok || v == "" {
+		return
+	}
+	if err := parse(v); err != nil && s.err == nil {
+		s.err = fmt.Errorf("environment %s=%q: %w", key, v, err)
+	}
+}
+
+func help(usage, key string) string { return usage + " (env " + key + ")" }
+
+func (s *Set) String(name, key, def, usage string) *string {
+	s.env(key, func(v string) error { def = v; return nil })
+	return s.FlagSet.String(name, def, help(usage, key))
+}
+
+func (s *Set) Int(name, key string, def int, usage string) *int {
+	s.env(key, func(v string) (err error) { def, err = strconv.Atoi(v); return })
+	return s.FlagSet.Int(name, def, help(usage, key))
+}
+
+func (s *Set) Float(name, key string, def float64, usage string) *float64 {
+	s.env(key, func(v string) (err error) { def, err = strconv.ParseFloat(v, 64); return })
+	return s.FlagSet.Float64(name, def, help(usage, key))
+}
+
+func (s *Set) Duration(name, key string, def time.Duration, usage string) *time.Duration {
+	s.env(key, func(v string) (err error) { def, err = time.ParseDuration(v); return })
+	return s.FlagSet.Duration(name, def, help(usage, key))
+}

@@ -1,0 +1,94 @@
+// Package redistest runs a real redis-server for tests: on a free
+// loopback port, without persistence, stopped at the end of the test. A
+// missing redis-server fails the test (CI installs it; nothing is skipped).
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Server is one redis-server process.
+type Server struct {
+	Addr string
+	t    testing.TB
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Start runs redis-server and waits until it answers PING.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("free port: %v", err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), t: t}
+	s.start()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+func (s *Server) start() {
+	s.t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		s.t.Fatalf("redis-server not found (apt-get install redis-server): %v", err)
+	}
+	_, port, _ := net.SplitHostPort(s.Addr)
+	s.cmd = exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", s.t.TempDir())
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatalf("start redis-server: %v", err)
+	}
+	s.done = make(chan struct{})
+	go func() { s.cmd.Wait(); close(s.done) }()
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer rdb.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := rdb.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("redis-server on %s not ready: %v", s.Addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Stop kills the server (its data is gone: no persistence).
+func (s *Server) Stop() {
+	if s.cmd == nil {
+		return
+	}
+	s.cmd.Process.Kill()
+	<-s.done
+	s.cmd = nil
+}
+
+// Restart stops and starts the server on the same port.
+func (s *Server) Restart() {
+	s.Stop()
+	s.start()
+}
+
+// Client returns a client closed at the end of the test.
+func (s *Server) Client() *redis.Client {
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: 500 * time.Millisecond})
+	s.t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+func (s *Server) String() string { return fmt.Sprintf("redis-server at %s", s.Addr) }
