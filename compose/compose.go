@@ -13,3 +13,19 @@ var Ring []byte
 //
 //go:embed Dockerfile.ringnode
 var RingnodeDockerfile []byte
+
+// LB is compose/lb.yml, seed 004's agent and balancer stack.
+//
+//go:embed lb.yml
+var LB []byte
+
+// Dockerfiles of the stack's images, by binary name (FROM scratch, the
+// static binary copied in).
+var (
+	//go:embed Dockerfile.worker
+	WorkerDockerfile []byte
+	//go:embed Dockerfile.agent
+	AgentDockerfile []byte
+	//go:embed Dockerfile.balancer
+	BalancerDockerfile []byte
+)

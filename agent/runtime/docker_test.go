@@ -1,0 +1,94 @@
+package runtime_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ringside/ringside/agent/runtime"
+	"github.com/ringside/ringside/agent/score"
+	"github.com/ringside/ringside/internal/dockertest"
+)
+
+func TestDockerRuntimeLifecycleAndStats(t *testing.T) {
+	d := dockertest.Pool(t)
+	ctx := context.Background()
+	half, err := d.Start(ctx, runtime.Spec{CPULimit: 0.5, Default: true})
+	require.NoError(t, err)
+	one, err := d.Start(ctx, runtime.Spec{CPULimit: 1, MemoryMB: 64})
+	require.NoError(t, err)
+
+	list, err := d.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 2)
+	byID := map[string]runtime.Instance{}
+	for _, in := range list {
+		byID[in.ID] = in
+	}
+	assert.Equal(t, 0.5, byID[half.ID].CPULimit)
+	assert.True(t, byID[half.ID].Default)
+	assert.Equal(t, 1.0, byID[one.ID].CPULimit)
+	assert.False(t, byID[one.ID].Default)
+
+	// Load the half-CPU worker; its usage, normalised by its limit, rises
+	// towards 100 %.
+	s0, err := d.Sample(ctx, half)
+	require.NoError(t, err)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, err := http.Get("http://" + half.Addr + "/work?cost=200000")
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}
+		}()
+	}
+	time.Sleep(1500 * time.Millisecond)
+	s1, err := d.Sample(ctx, half)
+	close(stop)
+	wg.Wait()
+	require.NoError(t, err)
+	u := score.Between(s0, s1)
+	assert.Greater(t, u.CPU, 60.0, "a saturated half-CPU container reads near 100 %% of its limit: %+v", u)
+	assert.LessOrEqual(t, u.CPU, 100.0)
+	assert.Greater(t, u.NetMBps, 0.0, "requests and responses crossed its interface")
+
+	s2, err := d.Sample(ctx, one)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(64<<20), s2.MemLimit)
+	assert.Greater(t, score.Memory(s2), 0.0)
+
+	require.NoError(t, d.Stop(ctx, one.ID))
+	list, err = d.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	assert.Equal(t, half.ID, list[0].ID)
+	require.NoError(t, d.Stop(ctx, one.ID), "stopping a gone worker is not an error")
+}
+
+func TestParseSpecs(t *testing.T) {
+	sp, err := runtime.ParseSpecs("1:default, 0.5")
+	require.NoError(t, err)
+	assert.Equal(t, []runtime.Spec{{CPULimit: 1, Default: true}, {CPULimit: 0.5}}, sp)
+	for _, bad := range []string{"", "x", "0", "1:always", "-1"} {
+		_, err := runtime.ParseSpecs(bad)
+		assert.Error(t, err, bad)
+	}
+}
