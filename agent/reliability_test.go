@@ -1,0 +1,176 @@
+package agent_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ringside/ringside/agent"
+	"github.com/ringside/ringside/agent/lifecycle"
+	"github.com/ringside/ringside/agent/runtime"
+	"github.com/ringside/ringside/balancer"
+	"github.com/ringside/ringside/internal/dockertest"
+	"github.com/ringside/ringside/internal/redistest"
+)
+
+// load sends GETs from n clients until stop is closed, counting outcomes.
+type load struct {
+	ok, failed atomic.Int64
+	wg         sync.WaitGroup
+	stop       chan struct{}
+}
+
+func startLoad(url string, n int) *load {
+	l := &load{stop: make(chan struct{})}
+	c := &http.Client{Timeout: 10 * time.Second}
+	for range n {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			for {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				resp, err := c.Get(url)
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				if err == nil && resp.StatusCode == http.StatusOK {
+					l.ok.Add(1)
+				} else {
+					l.failed.Add(1)
+				}
+			}
+		}()
+	}
+	return l
+}
+
+func (l *load) end() { close(l.stop); l.wg.Wait() }
+
+// A worker container is SIGKILLed under load: the balancer retries the
+// idempotent requests that hit it on another worker, counts its failures,
+// and the agent notices the loss and refills the pool to its minimum.
+func TestDockerWorkerKilledUnderLoad(t *testing.T) {
+	d := dockertest.Pool(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var victims []runtime.Instance
+	for range 2 {
+		in, err := d.Start(ctx, runtime.Spec{CPULimit: 0.5, Default: true})
+		require.NoError(t, err)
+		victims = append(victims, in)
+	}
+	a, err := agent.New(agent.Config{Runtime: d, Pool: lifecycle.Config{Min: 2, Max: 3}, Spawn: runtime.Spec{CPULimit: 0.5},
+		Interval: 300 * time.Millisecond, Token: token, Log: quiet})
+	require.NoError(t, err)
+	srv := httptest.NewServer(a.Handler(prometheus.NewRegistry()))
+	defer srv.Close()
+	go a.Run(ctx)
+	b, err := balancer.New(balancer.Options{Log: quiet})
+	require.NoError(t, err)
+	go b.Follow(ctx, balancer.FeedOptions{URL: wsURL(srv) + "/feed", Token: token, Name: "lb", ReportEvery: 100 * time.Millisecond})
+	lb := httptest.NewServer(b)
+	defer lb.Close()
+	require.Eventually(t, func() bool { return len(b.Workers()) == 2 }, 10*time.Second, 20*time.Millisecond)
+
+	l := startLoad(lb.URL+"/work?cost=2000", 8)
+	time.Sleep(500 * time.Millisecond)
+	_, err = d.Client().ContainerKill(ctx, victims[0].ID, client.ContainerKillOptions{Signal: "KILL"})
+	require.NoError(t, err)
+	// The agent replaces it: two workers serve again, one of them new.
+	require.Eventually(t, func() bool {
+		ws := b.Workers()
+		return len(ws) == 2 && ws[0].ID != victims[0].ID && ws[1].ID != victims[0].ID
+	}, 20*time.Second, 50*time.Millisecond)
+	time.Sleep(300 * time.Millisecond)
+	l.end()
+
+	assert.Zero(t, l.failed.Load(), "every GET was answered: the ones that hit the dead worker were retried")
+	assert.Greater(t, l.ok.Load(), int64(100))
+	var deadFailures uint64
+	for _, w := range b.Report("").Workers {
+		if w.ID == victims[0].ID {
+			deadFailures = w.Failures
+		}
+	}
+	assert.Positive(t, deadFailures, "attempts at the killed worker are counted")
+	kinds := map[string]bool{}
+	for _, e := range a.View().Events {
+		kinds[e.Kind] = true
+	}
+	assert.True(t, kinds["lost"], "the agent saw the worker go")
+	assert.True(t, kinds[lifecycle.Refill], "and refilled the pool")
+}
+
+// The agent dies while the balancer serves: the balancer keeps its last
+// table and serves on; a new agent resumes from Redis and the balancer
+// reconnects to it.
+func TestAgentKilledWhileBalancerServes(t *testing.T) {
+	rs := redistest.Start(t)
+	store := agent.NewRedisStore(rs.Client(), "k")
+	rt := runtime.NewProcess(workerBin(t))
+	t.Cleanup(func() { rt.RemoveAll(context.Background()) })
+	ctx := context.Background()
+	for _, name := range []string{"p", "q"} {
+		_, err := rt.Start(ctx, runtime.Spec{Name: name, CPULimit: 1, Default: true})
+		require.NoError(t, err)
+	}
+	newAgent := func() (*agent.Agent, context.CancelFunc, *httptest.Server) {
+		a, err := agent.New(agent.Config{Runtime: rt, Store: store, Pool: lifecycle.Config{Min: 2}, Interval: 100 * time.Millisecond, Token: token, Log: quiet})
+		require.NoError(t, err)
+		require.NoError(t, a.Resume(ctx))
+		actx, cancel := context.WithCancel(ctx)
+		go a.Run(actx)
+		return a, cancel, httptest.NewUnstartedServer(a.Handler(prometheus.NewRegistry()))
+	}
+	_, stop1, srv := newAgent()
+	srv.Start()
+	addr := srv.Listener.Addr().String()
+	b, err := balancer.New(balancer.Options{Log: quiet})
+	require.NoError(t, err)
+	bctx, bcancel := context.WithCancel(ctx)
+	defer bcancel()
+	go b.Follow(bctx, balancer.FeedOptions{URL: wsURL(srv) + "/feed", Token: token, Name: "lb", ReportEvery: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
+	lb := httptest.NewServer(b)
+	defer lb.Close()
+	require.Eventually(t, func() bool { return len(b.Workers()) == 2 }, 10*time.Second, 20*time.Millisecond)
+
+	l := startLoad(lb.URL+"/work?cost=1000", 4)
+	time.Sleep(200 * time.Millisecond)
+	stop1()
+	srv.CloseClientConnections()
+	srv.Close()
+	atDeath := l.ok.Load()
+	time.Sleep(time.Second)
+	assert.Len(t, b.Workers(), 2, "the last table stays")
+	served := l.ok.Load()
+	assert.Greater(t, served, atDeath, "requests were served while the agent was away")
+
+	// A new agent on the same address resumes from Redis.
+	a2, stop2, srv2 := newAgent()
+	defer stop2()
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	require.NoError(t, err)
+	srv2.Listener = ln
+	srv2.Start()
+	defer srv2.Close()
+	require.Eventually(t, func() bool { return a2.View().Balancers == 1 }, 10*time.Second, 50*time.Millisecond, "the balancer reconnected")
+	l.end()
+	assert.Zero(t, l.failed.Load())
+
+}
