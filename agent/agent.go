@@ -50,7 +50,8 @@ type Config struct {
 type Event struct {
 	At     time.Time `json:"at"`
 	Kind   string    `json:"kind"` // scale-up, refill, sundown, revive, shutdown, lost, start-failed
-	Worker string    `json:"worker,omitempty"`
+	Worker string    `json:"worker,omitempty"` // name
+	ID     string    `json:"id,omitempty"`
 	Detail string    `json:"detail,omitempty"`
 }
 
@@ -70,6 +71,7 @@ type Agent struct {
 	events   []Event
 	seq      uint64
 	restored map[string]WorkerState
+	names    map[string]string // worker ID → name, for events
 }
 
 type timedReport struct {
@@ -115,7 +117,7 @@ func New(cfg Config) (*Agent, error) {
 	a := &Agent{
 		cfg: cfg, pool: pool, client: &http.Client{Timeout: cfg.ProbeTimeout},
 		prev: map[string]score.Sample{}, avail: map[string]*score.Availability{},
-		reports: map[string]timedReport{}, lastReqs: map[string]uint64{},
+		reports: map[string]timedReport{}, lastReqs: map[string]uint64{}, names: map[string]string{},
 	}
 	a.feed = NewFeed(cfg.Token, cfg.Origins, a.report, cfg.Log)
 	return a, nil
@@ -195,6 +197,7 @@ func (a *Agent) Step(ctx context.Context) error {
 	live := map[string]bool{}
 	for _, in := range insts {
 		live[in.ID] = true
+		a.names[in.ID] = in.Name
 		a.pool.Add(in.ID, in.Default, now)
 	}
 	for _, w := range a.pool.Workers() {
@@ -203,6 +206,7 @@ func (a *Agent) Step(ctx context.Context) error {
 			delete(a.prev, w.ID)
 			delete(a.avail, w.ID)
 			a.eventLocked(now, "lost", w.ID, "no longer running")
+			delete(a.names, w.ID)
 		}
 	}
 	active, requests := a.balancerCountsLocked(now)
@@ -355,7 +359,8 @@ func (a *Agent) act(ctx context.Context, now time.Time, acts []lifecycle.Action)
 				a.eventLocked(now, "start-failed", "", err.Error())
 			} else {
 				a.pool.Add(inst.ID, inst.Default, now)
-				a.eventLocked(now, ac.Kind, inst.ID, inst.Name)
+				a.names[inst.ID] = inst.Name
+				a.eventLocked(now, ac.Kind, inst.ID, "")
 			}
 			a.mu.Unlock()
 		case lifecycle.Shutdown:
@@ -369,6 +374,7 @@ func (a *Agent) act(ctx context.Context, now time.Time, acts []lifecycle.Action)
 				delete(a.avail, ac.ID)
 				gone[ac.ID] = true
 				a.eventLocked(now, ac.Kind, ac.ID, "")
+				delete(a.names, ac.ID)
 			}
 			a.mu.Unlock()
 		default: // sundown, revive: the weight says it
@@ -382,9 +388,10 @@ func (a *Agent) act(ctx context.Context, now time.Time, acts []lifecycle.Action)
 
 const maxEvents = 200
 
-func (a *Agent) eventLocked(at time.Time, kind, worker, detail string) {
-	a.cfg.Log.Info("agent event", "kind", kind, "worker", worker, "detail", detail)
-	a.events = append(a.events, Event{At: at, Kind: kind, Worker: worker, Detail: detail})
+func (a *Agent) eventLocked(at time.Time, kind, id, detail string) {
+	name := a.names[id]
+	a.cfg.Log.Info("agent event", "kind", kind, "worker", name, "id", id, "detail", detail)
+	a.events = append(a.events, Event{At: at, Kind: kind, Worker: name, ID: id, Detail: detail})
 	if len(a.events) > maxEvents {
 		a.events = slices.Clone(a.events[len(a.events)-maxEvents:])
 	}

@@ -1,0 +1,99 @@
+package agent_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ringside/ringside/agent/lifecycle"
+	"github.com/ringside/ringside/agent/runtime"
+)
+
+// chromium runs Debian's headless Chromium on url and returns the DOM
+// after the page's scripts have run for budget (virtual time). A missing
+// browser fails the test: CI installs it.
+func chromium(t *testing.T, url string, budget time.Duration, extra ...string) string {
+	t.Helper()
+	bin, err := exec.LookPath("chromium")
+	require.NoError(t, err, "chromium not found (apt-get install chromium)")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	args := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+		"--user-data-dir=" + t.TempDir(), "--virtual-time-budget=" + strconv.Itoa(int(budget.Milliseconds()))}, extra...)
+	out, err := exec.CommandContext(ctx, bin, append(args, url)...).Output()
+	require.NoError(t, err)
+	return string(out)
+}
+
+func rowOf(t *testing.T, dom, worker string) string {
+	t.Helper()
+	m := regexp.MustCompile(`(?s)<tr data-worker="` + regexp.QuoteMeta(worker) + `">(.*?)</tr>`).FindStringSubmatch(dom)
+	require.NotNil(t, m, "no row for worker %s in the rendered page", worker)
+	return m[1]
+}
+
+func cellText(row, class string) string {
+	m := regexp.MustCompile(`<td class="` + class + `">(?:<span[^>]*></span>)?([^<]*)</td>`).FindStringSubmatch(row)
+	if m == nil {
+		return ""
+	}
+	return m[1]
+}
+
+// The dashboard, rendered by a real browser, shows what the agent knows:
+// every worker with its state, score, weight and share of requests, the
+// sundowned worker at weight 0, and the events.
+func TestDashboardInChromium(t *testing.T) {
+	pc := lifecycle.Config{Min: 1, SundownAfter: 300 * time.Millisecond, DrainGrace: time.Hour}
+	s := newStack(t, []runtime.Spec{{Name: "alpha", CPULimit: 1, Default: true}, {Name: "beta", CPULimit: 1}}, pc, nil, true)
+	for range 60 {
+		code, _ := get(t, s.lb.URL+"/work?cost=500")
+		require.Equal(t, 200, code)
+	}
+	// beta idles into sundown (and stays there: the drain grace is long).
+	require.Eventually(t, func() bool {
+		for _, w := range s.a.View().Workers {
+			if w.Name == "beta" {
+				return w.State == string(lifecycle.Sundown)
+			}
+		}
+		return false
+	}, 10*time.Second, 50*time.Millisecond)
+
+	dom := chromium(t, s.srv.URL+"/", 3*time.Second, "--dump-dom")
+	assert.Contains(t, dom, "ringside deployment agent")
+	alpha, beta := rowOf(t, dom, "alpha"), rowOf(t, dom, "beta")
+	assert.Contains(t, alpha, `class="default">default<`, "alpha is marked as a default worker")
+	assert.Contains(t, beta, `class="pill state sundown">sundown<`)
+	assert.Equal(t, "0.0", cellText(beta, "weight"), "a sundown worker has weight 0")
+	w, err := strconv.ParseFloat(cellText(alpha, "weight"), 64)
+	require.NoError(t, err)
+	assert.Greater(t, w, 0.0)
+	assert.Regexp(t, `^\d+\.\d$`, cellText(alpha, "score"))
+	reqA, _ := strconv.Atoi(cellText(alpha, "requests"))
+	reqB, _ := strconv.Atoi(cellText(beta, "requests"))
+	assert.Equal(t, 60, reqA+reqB, "request counts from the balancer's reports")
+	assert.Contains(t, dom, `<b id="balancers">1</b>`, "one balancer connected")
+	assert.Regexp(t, `<li>[^<]*sundown\s+beta`, dom, "the events list names the sundowned worker")
+	assert.NotContains(t, dom, `class="stale"`, "the page reached the agent")
+
+
+	// A screenshot for people (kept when RINGSIDE_KEEP_SCREENSHOT names a path).
+	shot := filepath.Join(t.TempDir(), "dashboard.png")
+	chromium(t, s.srv.URL+"/", 3*time.Second, "--screenshot="+shot, "--window-size=1200,600", "--hide-scrollbars")
+	st, err := os.Stat(shot)
+	require.NoError(t, err)
+	assert.Greater(t, st.Size(), int64(10_000), "a rendered page, not a blank one")
+	if keep := os.Getenv("RINGSIDE_KEEP_SCREENSHOT"); keep != "" {
+		b, _ := os.ReadFile(shot)
+		os.WriteFile(keep, b, 0o644)
+	}
+}
