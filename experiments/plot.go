@@ -23,6 +23,8 @@ type Axes struct {
 	LogX, LogY  bool
 	// LegendBottomRight moves the legend out of the way of rising curves.
 	LegendBottomRight bool
+	// YMax, when set, leaves head room above the data (for the legend).
+	YMax float64
 }
 
 // LinePlot writes a PNG with one line (with points) per series.
@@ -96,6 +98,9 @@ func newPlot(ax Axes) *plot.Plot {
 		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{}
 	}
 	p.Legend.Top, p.Legend.Left = !ax.LegendBottomRight, !ax.LegendBottomRight
+	if ax.YMax > 0 {
+		p.Y.Max = ax.YMax
+	}
 	p.Add(plotter.NewGrid())
 	return p
 }

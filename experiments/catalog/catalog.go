@@ -5,6 +5,7 @@ package catalog
 import (
 	"github.com/ringside/ringside/experiments"
 	"github.com/ringside/ringside/experiments/kubeexp"
+	"github.com/ringside/ringside/experiments/lbexp"
 	"github.com/ringside/ringside/experiments/ringexp"
 	"github.com/ringside/ringside/experiments/ringnet"
 )
@@ -21,5 +22,6 @@ func New() *experiments.Registry {
 	r.Register(&kubeexp.Distribution{})
 	r.Register(&kubeexp.Latency{})
 	r.Register(&kubeexp.Reelection{})
+	r.Register(&lbexp.Efficiency{})
 	return r
 }

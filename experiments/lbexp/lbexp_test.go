@@ -1,0 +1,91 @@
+package lbexp
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ringside/ringside/balancer"
+	"github.com/ringside/ringside/experiments"
+)
+
+func run(t *testing.T, e experiments.Experiment, dir string, seed uint64, reps int, args ...string) []byte {
+	t.Helper()
+	fs := e.Flags()
+	require.NoError(t, fs.Parse(args))
+	_, err := experiments.Run(context.Background(), e, fs, experiments.RunOptions{Seed: seed, Reps: reps, Out: dir})
+	require.NoError(t, err)
+	b, err := os.ReadFile(filepath.Join(dir, e.Name()+".csv"))
+	require.NoError(t, err)
+	return b
+}
+
+func TestEfficiencyDeterministic(t *testing.T) {
+	a := run(t, &Efficiency{}, t.TempDir(), 3, 20)
+	b := run(t, &Efficiency{}, t.TempDir(), 3, 20)
+	c := run(t, &Efficiency{}, t.TempDir(), 4, 20)
+	assert.Equal(t, a, b)
+	assert.NotEqual(t, a, c)
+}
+
+func TestEfficiencyTargetsAndReport(t *testing.T) {
+	dir := t.TempDir()
+	csv := run(t, &Efficiency{}, dir, 1, 50)
+	tab, err := experiments.ReadTable(bytes.NewReader(csv))
+	require.NoError(t, err)
+	require.Len(t, tab.Rows, len(balancer.Algorithms)*2*50*4)
+	etas := map[string][]float64{}
+	for _, g := range tab.GroupBy("picker", "weight_set", "rep") {
+		var r []int
+		var w []float64
+		total := 0
+		for _, i := range g.Rows {
+			r = append(r, int(tab.Float(i, "requests")))
+			w = append(w, tab.Float(i, "weight"))
+			total += r[len(r)-1]
+		}
+		require.Equal(t, 10_000, total)
+		etas[g.Key[0]+" "+g.Key[1]] = append(etas[g.Key[0]+" "+g.Key[1]], balancer.Efficiency(r, w))
+	}
+	// Smooth WRR: η ≥ 0.99 on both sets (issue target), every seed.
+	for _, set := range []string{"100/50/25/5", "100/95/90/85"} {
+		for _, eta := range etas["smooth-wrr "+set] {
+			assert.GreaterOrEqual(t, eta, 0.99, set)
+		}
+	}
+	// Round robin ignores weights: η = min/max exactly.
+	assert.InDelta(t, 0.05, etas["round-robin 100/50/25/5"][0], 1e-9)
+	// Weighted random: multinomial noise around 1, seed 004's values inside the spread.
+	wr := experiments.Summarize(etas["weighted-random 100/50/25/5"])
+	assert.InDelta(t, 0.93, wr.Mean, 0.04)
+	assert.Less(t, wr.Min, 0.9+0.03)
+
+	_, err = experiments.WriteReport(dir, registry())
+	require.NoError(t, err)
+	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(md), "| weighted-random | 100/50/25/5 | 50 |")
+	assert.Contains(t, string(md), "0.9 (one run)")
+	assert.FileExists(t, filepath.Join(dir, "lb-efficiency-eta.png"))
+}
+
+func TestWeightSetsFlag(t *testing.T) {
+	var s weightSets
+	require.NoError(t, s.Set("1/2/3, 4/5"))
+	assert.Equal(t, weightSets{{1, 2, 3}, {4, 5}}, s)
+	assert.Equal(t, "1/2/3,4/5", s.String())
+	assert.ErrorContains(t, s.Set("1/x"), `weight "x"`)
+	assert.ErrorContains(t, s.Set("0/0"), "all 2 are zero")
+	assert.ErrorContains(t, s.Set("1/-2"), `weight "-2"`)
+}
+
+func registry() *experiments.Registry {
+	r := &experiments.Registry{}
+	r.Register(&Efficiency{})
+	return r
+}
