@@ -49,7 +49,7 @@ type Config struct {
 // experiments.
 type Event struct {
 	At     time.Time `json:"at"`
-	Kind   string    `json:"kind"` // scale-up, refill, sundown, revive, shutdown, lost, start-failed
+	Kind   string    `json:"kind"`             // scale-up, refill, sundown, revive, shutdown, lost, start-failed
 	Worker string    `json:"worker,omitempty"` // name
 	ID     string    `json:"id,omitempty"`
 	Detail string    `json:"detail,omitempty"`

@@ -85,7 +85,6 @@ func TestDashboardInChromium(t *testing.T) {
 	assert.Regexp(t, `<li>[^<]*sundown\s+beta`, dom, "the events list names the sundowned worker")
 	assert.NotContains(t, dom, `class="stale"`, "the page reached the agent")
 
-
 	// A screenshot for people (kept when RINGSIDE_KEEP_SCREENSHOT names a path).
 	shot := filepath.Join(t.TempDir(), "dashboard.png")
 	chromium(t, s.srv.URL+"/", 3*time.Second, "--screenshot="+shot, "--window-size=1200,600", "--hide-scrollbars")

@@ -111,7 +111,8 @@ func New(o Options) (*Balancer, error) {
 			}
 			http.Error(w, err.Error(), status)
 		},
-		FlushInterval: -1,
+		// Pooled copy buffers: without them every request allocates 32 KiB.
+		BufferPool: bufferPool{},
 	}
 	return b, nil
 }
@@ -303,3 +304,11 @@ func waitCtx(ctx context.Context, d time.Duration) bool {
 		return false
 	}
 }
+
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// bufferPool lends httputil.ReverseProxy its copy buffers.
+type bufferPool struct{}
+
+func (bufferPool) Get() []byte  { return *copyBuffers.Get().(*[]byte) }
+func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }

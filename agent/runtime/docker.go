@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -198,14 +199,16 @@ func (d *Docker) Start(ctx context.Context, sp Spec) (Instance, error) {
 		hc.NetworkMode = container.NetworkMode(d.o.Network)
 		nc = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{d.o.Network: {}}}
 	}
-	args := append([]string{"--addr", ":" + strconv.Itoa(d.o.Port)}, d.o.Args...)
 	d.mu.Lock()
 	d.created++
 	name := sp.Name
-	if name == "" && d.o.Pool != "" {
-		name = fmt.Sprintf("%s-worker-%d-%d", d.o.Pool, time.Now().UnixMilli()%1e6, d.created)
+	if name == "" {
+		// A name the worker also answers with (X-Worker), so requests,
+		// stats and the dashboard speak of the same thing.
+		name = fmt.Sprintf("%s-%d", cmp.Or(d.o.Pool, fmt.Sprintf("worker%d", time.Now().UnixMilli()%1e6)), d.created)
 	}
 	d.mu.Unlock()
+	args := append([]string{"--addr", ":" + strconv.Itoa(d.o.Port), "--name", name}, d.o.Args...)
 	res, err := d.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Name:             name,
 		Config:           &container.Config{Image: d.o.Image, Cmd: args, Labels: labels},

@@ -23,5 +23,6 @@ func New() *experiments.Registry {
 	r.Register(&kubeexp.Latency{})
 	r.Register(&kubeexp.Reelection{})
 	r.Register(&lbexp.Efficiency{})
+	r.Register(&lbexp.Live{})
 	return r
 }

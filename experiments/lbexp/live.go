@@ -1,0 +1,375 @@
+package lbexp
+
+import (
+	"context"
+	"encoding/csv"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"math/rand/v2"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/moby/moby/client"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ringside/ringside/agent"
+	"github.com/ringside/ringside/agent/lifecycle"
+	"github.com/ringside/ringside/agent/runtime"
+	"github.com/ringside/ringside/balancer"
+	"github.com/ringside/ringside/compose"
+	"github.com/ringside/ringside/experiments"
+	"github.com/ringside/ringside/internal/imagebuild"
+)
+
+// Live is lb-live: the agent scores real heterogeneous workers and feeds
+// the balancer, a built-in load generator drives it at several
+// concurrency levels, per picker; beside it the same load goes straight
+// to the workers (direct) and through nginx.
+type Live struct {
+	workers     string
+	pickers     experiments.ChoiceList
+	clients     experiments.IntList
+	baselines   experiments.ChoiceList
+	cost        int
+	proxyCost   int
+	proxyClient int
+	duration    time.Duration
+	interval    time.Duration
+	maxWorkers  int
+	tLow, tHigh time.Duration
+	low, high   float64
+}
+
+// Workloads: cpu burns --cost per request (seed 004's utilisation over
+// time); proxy is nearly free per request, so the proxies' own cost shows.
+const (
+	WorkloadCPU   = "cpu"
+	WorkloadProxy = "proxy"
+	TargetDirect  = "direct"
+	TargetNginx   = "nginx"
+)
+
+func (*Live) Name() string { return "lb-live" }
+func (*Live) Summary() string {
+	return "agent + balancer + heterogeneous workers under real HTTP load: throughput, latency p50/p99, request share and utilisation over time per picker, beside direct and nginx"
+}
+func (*Live) Backends() []string { return []string{"docker", "process"} }
+func (*Live) Reps(profile string) int {
+	if profile == experiments.ProfilePaper {
+		return 3
+	}
+	return 1
+}
+
+func (l *Live) Flags() *flag.FlagSet {
+	l.pickers = experiments.ChoiceList{Vals: balancer.Algorithms, Allowed: balancer.Algorithms}
+	l.clients = experiments.IntList{4, 16}
+	l.baselines = experiments.ChoiceList{Vals: []string{TargetDirect, TargetNginx}, Allowed: []string{TargetDirect, TargetNginx}}
+	fs := flag.NewFlagSet(l.Name(), flag.ContinueOnError)
+	fs.StringVar(&l.workers, "workers", "1:default,0.5:default,0.25:default", "workers: CPU limit[:default], comma-separated")
+	fs.Var(&l.pickers, "pickers", "pickers, comma-separated")
+	fs.Var(&l.clients, "clients", "concurrent clients of the cpu workload, comma-separated")
+	fs.Var(&l.baselines, "baselines", "direct (the client picks the worker itself: no proxy hop) and/or nginx (Debian's, as a reverse proxy)")
+	fs.IntVar(&l.cost, "cost", 20_000, "hash rounds per request of the cpu workload")
+	fs.IntVar(&l.proxyCost, "proxy-cost", 50, "hash rounds per request of the proxy workload")
+	fs.IntVar(&l.proxyClient, "proxy-clients", 16, "concurrent clients of the proxy workload")
+	fs.DurationVar(&l.duration, "duration", 0, "load per cell (default 3s quick, 20s paper)")
+	fs.DurationVar(&l.interval, "interval", 500*time.Millisecond, "agent sampling and feed period")
+	fs.IntVar(&l.maxWorkers, "max", 5, "most workers the agent may run")
+	fs.DurationVar(&l.tLow, "t-low", 5*time.Second, "idle time before the agent sundowns a non-default worker")
+	fs.DurationVar(&l.tHigh, "t-high", 3*time.Second, "sustained High before the agent scales up")
+	// Load generator and proxy share the cores with the workers, so the
+	// pool rarely reaches the agent's production threshold of 75 %.
+	fs.Float64Var(&l.low, "low", 20, "utilisation % below which a worker is Low")
+	fs.Float64Var(&l.high, "high", 50, "utilisation % above which a worker is High")
+	return fs
+}
+
+func (*Live) Columns() []string {
+	return []string{"backend", "target", "workload", "clients", "rep", "client", "seq", "worker", "start_ms", "latency_ms", "status"}
+}
+
+// SamplesFile and EventsFile sit beside lb-live.csv: the agent's view of
+// every worker at every step, and its lifecycle events.
+const (
+	SamplesFile = "lb-live-samples.csv"
+	EventsFile  = "lb-live-events.csv"
+)
+
+var sampleCols = []string{"t_ms", "target", "workload", "clients", "worker", "cpu_limit", "cpu_pct", "mem_pct", "score", "avail", "state", "weight", "active"}
+
+// liveRuntime is what lb-live needs of a runtime beyond the agent's.
+type liveRuntime interface {
+	agent.Runtime
+	RemoveAll(ctx context.Context) error
+}
+
+func (l *Live) runtime(ctx context.Context, env *experiments.Env) (liveRuntime, string, func(), error) {
+	if env.Backend == "docker" {
+		d, cleanup, err := dockerRuntime(ctx)
+		if err == nil {
+			return d, "docker", cleanup, nil
+		}
+		env.Log.Warn("Docker is not usable; falling back to the process backend", "err", err)
+	}
+	bin, err := imagebuild.Static(ctx, "github.com/ringside/ringside/cmd/worker")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	p := runtime.NewProcess(bin)
+	return p, "process", func() { p.RemoveAll(context.Background()) }, nil
+}
+
+func dockerRuntime(ctx context.Context) (*runtime.Docker, func(), error) {
+	probe, err := runtime.NewDocker(ctx, runtime.DockerOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	const image = "ringside/worker:dev"
+	if err := imagebuild.Build(ctx, image, "github.com/ringside/ringside/cmd/worker", compose.WorkerDockerfile); err != nil {
+		probe.Close()
+		return nil, nil, err
+	}
+	pool := fmt.Sprintf("lb%d", time.Now().UnixNano()%1e6) // short: spawned workers are named after it
+	if _, err := probe.Client().NetworkCreate(ctx, pool, client.NetworkCreateOptions{Driver: "bridge"}); err != nil {
+		probe.Close()
+		return nil, nil, fmt.Errorf("create network %s: %w", pool, err)
+	}
+	d, err := runtime.NewDocker(ctx, runtime.DockerOptions{Image: image, Network: pool, Pool: pool})
+	if err != nil {
+		probe.Close()
+		return nil, nil, err
+	}
+	return d, func() {
+		c := context.Background()
+		d.RemoveAll(c)
+		probe.Client().NetworkRemove(c, pool, client.NetworkRemoveOptions{})
+		d.Close()
+		probe.Close()
+	}, nil
+}
+
+// phase labels samples with the cell that was running.
+type phase struct {
+	mu                sync.Mutex
+	target, workload  string
+	clients           int
+	t0                time.Time
+	samples, events   [][]string
+	lastEventSnapshot time.Time
+}
+
+func (p *phase) set(target, workload string, clients int) {
+	p.mu.Lock()
+	p.target, p.workload, p.clients = target, workload, clients
+	p.mu.Unlock()
+}
+
+func (p *phase) record(v agent.View) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t := experiments.Format(v.At.Sub(p.t0))
+	for _, w := range v.Workers {
+		p.samples = append(p.samples, []string{t, p.target, p.workload, strconv.Itoa(p.clients), w.Name,
+			experiments.Format(w.CPULimit), experiments.Format(w.CPU), experiments.Format(w.Mem), experiments.Format(w.Score),
+			experiments.Format(w.Avail), w.State, experiments.Format(w.Weight), strconv.FormatInt(w.Active, 10)})
+	}
+	for _, e := range v.Events {
+		if !e.At.After(p.lastEventSnapshot) {
+			continue
+		}
+		p.events = append(p.events, []string{experiments.Format(e.At.Sub(p.t0)), e.Kind, e.Worker, e.Detail})
+		p.lastEventSnapshot = e.At
+	}
+}
+
+func (l *Live) Run(ctx context.Context, env *experiments.Env) error {
+	specs, err := runtime.ParseSpecs(l.workers)
+	if err != nil {
+		return fmt.Errorf("--workers: %w", err)
+	}
+	d := l.duration
+	if d == 0 {
+		d = 3 * time.Second
+		if env.Profile == experiments.ProfilePaper {
+			d = 20 * time.Second
+		}
+	}
+	if d < 500*time.Millisecond || l.cost < 0 || l.proxyCost < 0 || l.proxyClient < 1 {
+		return fmt.Errorf("want --duration ≥ 500ms, --cost and --proxy-cost ≥ 0, --proxy-clients ≥ 1")
+	}
+	rt, backend, cleanup, err := l.runtime(ctx, env)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	for i, sp := range specs {
+		sp.Name = fmt.Sprintf("w%d-%gcpu", i+1, sp.CPULimit)
+		if _, err := rt.Start(ctx, sp); err != nil {
+			return err
+		}
+	}
+	token := strconv.FormatUint(env.Seed, 36) + "-lb-live"
+	a, err := agent.New(agent.Config{
+		Runtime: rt, Spawn: runtime.Spec{CPULimit: 0.5}, Interval: l.interval, Token: token,
+		Pool: lifecycle.Config{Min: len(specs), Max: max(l.maxWorkers, len(specs)), SundownAfter: l.tLow, ScaleUpAfter: l.tHigh, Low: l.low, High: l.high},
+		Log:  env.Log.With("component", "agent"),
+	})
+	if err != nil {
+		return err
+	}
+	agentSrv, agentURL, err := serve(a.Handler(prometheus.NewRegistry()))
+	if err != nil {
+		return err
+	}
+	defer agentSrv.Close()
+	actx, stopAgent := context.WithCancel(ctx)
+	defer stopAgent()
+	ph := &phase{t0: time.Now()}
+	go func() {
+		t := time.NewTicker(l.interval)
+		defer t.Stop()
+		for {
+			if err := a.Step(actx); err != nil && actx.Err() == nil {
+				env.Log.Warn("agent step", "err", err)
+			}
+			ph.record(a.View())
+			select {
+			case <-actx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	feed := "ws" + agentURL[len("http"):] + "/feed"
+	for deadline := time.Now().Add(15 * time.Second); len(a.View().Workers) < len(specs); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the agent saw %d of %d workers after 15 s", len(a.View().Workers), len(specs))
+		}
+	}
+
+	type cell struct {
+		target, workload string
+		clients, cost    int
+	}
+	var cells []cell
+	for _, p := range l.pickers.Vals {
+		for _, c := range l.clients {
+			cells = append(cells, cell{p, WorkloadCPU, c, l.cost})
+		}
+	}
+	proxyTargets := []string{balancer.WeightedRandom}
+	proxyTargets = append(proxyTargets, l.baselines.Vals...)
+	for _, t := range proxyTargets {
+		cells = append(cells, cell{t, WorkloadProxy, l.proxyClient, l.proxyCost})
+	}
+	env.Progress.SetTotal(len(cells) * env.Reps)
+	for rep := range env.Reps {
+		for _, c := range cells {
+			ph.set(c.target, c.workload, c.clients)
+			shots, err := l.cell(ctx, env, a, feed, token, c.target, c.clients, c.cost, d)
+			if err != nil {
+				return fmt.Errorf("%s %s clients=%d: %w", c.workload, c.target, c.clients, err)
+			}
+			for _, s := range shots {
+				if err := env.Emit(experiments.Row{backend, c.target, c.workload, c.clients, rep, s.client, s.seq, s.worker,
+					s.start, s.lat, s.status}); err != nil {
+					return err
+				}
+			}
+			env.Progress.Add(1)
+		}
+	}
+	stopAgent()
+	ph.record(a.View())
+	if err := writeCSV(filepath.Join(env.Dir, SamplesFile), sampleCols, ph.samples); err != nil {
+		return err
+	}
+	return writeCSV(filepath.Join(env.Dir, EventsFile), []string{"t_ms", "kind", "worker", "detail"}, ph.events)
+}
+
+// cell runs one load level against one target and returns its requests.
+func (l *Live) cell(ctx context.Context, env *experiments.Env, a *agent.Agent, feed, token, target string, clients, cost int, d time.Duration) ([]shot, error) {
+	path := "/work?cost=" + strconv.Itoa(cost)
+	var workers []string
+	var weights []float64
+	for _, w := range a.View().Workers {
+		if w.Weight > 0 {
+			workers, weights = append(workers, w.Addr), append(weights, w.Weight)
+		}
+	}
+	if len(workers) == 0 {
+		return nil, errors.New("the agent knows no serving worker")
+	}
+	switch target {
+	case TargetDirect:
+		// The same weighted-random choice made in the client: the only
+		// difference from the balancer is the proxy hop.
+		p, err := balancer.NewPicker(balancer.WeightedRandom, weights, nil)
+		if err != nil {
+			return nil, err
+		}
+		return generate(ctx, clients, d, func(int, int) string {
+			return "http://" + workers[p.Pick(rand.Uint64())] + path
+		}), nil
+	case TargetNginx:
+		n, err := startNginx(ctx, filepath.Join(env.Dir, ".nginx"), workers, weights)
+		if err != nil {
+			return nil, err
+		}
+		defer n.stop()
+		defer os.RemoveAll(filepath.Join(env.Dir, ".nginx"))
+		return generate(ctx, clients, d, func(int, int) string { return "http://" + n.addr + path }), nil
+	}
+	b, err := balancer.New(balancer.Options{Algorithm: target, Log: env.Log.With("component", "balancer")})
+	if err != nil {
+		return nil, err
+	}
+	bctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go b.Follow(bctx, balancer.FeedOptions{URL: feed, Token: token, Name: "lb-live", ReportEvery: l.interval})
+	srv, url, err := serve(b)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(b.Workers()) == 0 {
+		if time.Now().After(deadline) {
+			return nil, errors.New("the balancer got no weights from the agent within 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return generate(ctx, clients, d, func(int, int) string { return url + path }), nil
+}
+
+func serve(h http.Handler) (*http.Server, string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ErrorLog: nil}
+	go srv.Serve(ln)
+	return srv, "http://" + ln.Addr().String(), nil
+}
+
+func writeCSV(path string, header []string, rows [][]string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := csv.NewWriter(f)
+	w.Write(header)
+	w.WriteAll(rows)
+	if err := w.Error(); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
+}

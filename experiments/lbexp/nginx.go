@@ -1,0 +1,118 @@
+package lbexp
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// nginx is Debian's nginx as a reverse proxy in front of the same workers,
+// the baseline the balancer's throughput is measured against.
+type nginx struct {
+	cmd  *exec.Cmd
+	addr string
+	done chan struct{}
+	errb bytes.Buffer
+}
+
+// startNginx runs nginx with weighted round robin over addrs (weights are
+// rounded to integers ≥ 1, nginx's form) and upstream keep-alive, so both
+// proxies reuse connections to the workers.
+func startNginx(ctx context.Context, dir string, addrs []string, weights []float64) (*nginx, error) {
+	bin, err := exec.LookPath("nginx")
+	if err != nil {
+		if bin, err = exec.LookPath("/usr/sbin/nginx"); err != nil {
+			return nil, fmt.Errorf("nginx not found (apt-get install nginx, or leave it out of --baselines): %w", err)
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := l.Addr().String()
+	l.Close()
+	var up strings.Builder
+	for i, a := range addrs {
+		fmt.Fprintf(&up, "    server %s weight=%d max_fails=0;\n", a, max(1, int(math.Round(weights[i]))))
+	}
+	conf := fmt.Sprintf(`daemon off;
+master_process on;
+worker_processes auto;
+user root;
+pid %[1]s/nginx.pid;
+error_log stderr error;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path %[1]s/body;
+  proxy_temp_path %[1]s/proxy;
+  fastcgi_temp_path %[1]s/fastcgi;
+  uwsgi_temp_path %[1]s/uwsgi;
+  scgi_temp_path %[1]s/scgi;
+  upstream workers {
+%[2]s    keepalive 256;
+  }
+  server {
+    listen %[3]s;
+    location / {
+      proxy_pass http://workers;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }
+  }
+}
+`, dir, up.String(), addr)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		return nil, err
+	}
+	n := &nginx{addr: addr, done: make(chan struct{})}
+	n.cmd = exec.Command(bin, "-p", dir, "-c", path)
+	n.cmd.Stderr = &n.errb
+	if err := n.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start nginx: %w", err)
+	}
+	go func() { n.cmd.Wait(); close(n.done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
+			c.Close()
+			return n, nil
+		}
+		select {
+		case <-n.done:
+			return nil, fmt.Errorf("nginx exited: %s", strings.TrimSpace(n.errb.String()))
+		case <-ctx.Done():
+			n.stop()
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			n.stop()
+			return nil, fmt.Errorf("nginx not listening on %s", addr)
+		}
+	}
+}
+
+func (n *nginx) stop() {
+	n.cmd.Process.Signal(os.Interrupt) // fast shutdown (SIGINT) of master and workers
+	select {
+	case <-n.done:
+	case <-time.After(3 * time.Second):
+		n.cmd.Process.Kill()
+		<-n.done
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
