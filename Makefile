@@ -4,7 +4,7 @@ GO      ?= go
 RESULTS ?= results
 KUBE_VERSION ?= v1.32.13
 
-.PHONY: build test experiments lint bench kube-tools ringnode-image compose-ring clean
+.PHONY: build test experiments lint bench kube-tools ringnode-image compose-ring lb-images compose-lb compose-lb-down clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/...
@@ -44,8 +44,29 @@ ringnode-image:
 compose-ring: ringnode-image
 	docker-compose -f compose/ring.yml up -d --scale node=4
 
+# Seed 004's stack: agent, balancer and worker images FROM scratch, and a
+# Redis image from Debian's redis-server (no registry here; elsewhere leave
+# REDIS_IMAGE unset and redis:7-alpine is pulled).
+REDIS_IMAGE ?= ringside/redis:local
+lb-images:
+	for b in agent balancer worker; do \
+		CGO_ENABLED=0 $(GO) build -trimpath -o bin/image-$$b/$$b ./cmd/$$b && \
+		cp compose/Dockerfile.$$b bin/image-$$b/Dockerfile && \
+		docker build -q -t ringside/$$b:dev bin/image-$$b || exit 1; \
+	done
+	compose/redis-image.sh $(REDIS_IMAGE)
+
+compose-lb: lb-images
+	REDIS_IMAGE=$(REDIS_IMAGE) docker-compose -f compose/lb.yml up -d
+
+# Workers the agent started are not the project's: remove them by label.
+compose-lb-down:
+	docker-compose -f compose/lb.yml down
+	docker ps -aq --filter label=ringside.pool=$${LB_POOL:-ringside-lb} | xargs -r docker rm -f
+	docker network rm $${LB_NETWORK:-ringside-lb} 2>/dev/null || true
+
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 clean:
-	rm -rf bin/image $(RESULTS)
+	rm -rf bin/image bin/image-* $(RESULTS)

@@ -89,3 +89,57 @@ func registry() *experiments.Registry {
 	r.Register(&Efficiency{})
 	return r
 }
+
+func runBackend(t *testing.T, e experiments.Experiment, dir, backend string, args ...string) *experiments.Table {
+	t.Helper()
+	fs := e.Flags()
+	require.NoError(t, fs.Parse(args))
+	meta, err := experiments.Run(context.Background(), e, fs, experiments.RunOptions{Seed: 1, Backend: backend, Out: dir})
+	require.NoError(t, err)
+	assert.Equal(t, backend, meta.Backend)
+	f, err := os.Open(filepath.Join(dir, e.Name()+".csv"))
+	require.NoError(t, err)
+	defer f.Close()
+	tab, err := experiments.ReadTable(f)
+	require.NoError(t, err)
+	return tab
+}
+
+// lb-live end to end on both backends: every request answered, every
+// target measured, the side files written and the report built.
+func TestLiveBothBackends(t *testing.T) {
+	for _, backend := range []string{"process", "docker"} {
+		t.Run(backend, func(t *testing.T) {
+			dir := t.TempDir()
+			tab := runBackend(t, &Live{}, dir, backend, "--duration", "700ms", "--pickers", "weighted-random,least-conn",
+				"--clients", "4", "--workers", "1:default,0.5:default", "--interval", "200ms")
+			cells := tab.GroupBy("workload", "target", "clients")
+			var names []string
+			for _, g := range cells {
+				names = append(names, g.Key[0]+"/"+g.Key[1])
+				assert.Greater(t, len(g.Rows), 20, "%v made few requests", g.Key)
+				assert.Equal(t, len(g.Rows), tab.Count(g.Rows, "status", "200"), "%v had failures", g.Key)
+				assert.Equal(t, backend, tab.Str(g.Rows[0], "backend"))
+			}
+			assert.Equal(t, []string{"cpu/weighted-random", "cpu/least-conn", "proxy/weighted-random", "proxy/direct", "proxy/nginx"}, names)
+			// Requests came from both workers, named after their limits.
+			workers := map[string]bool{}
+			for i := range tab.Rows {
+				workers[tab.Str(i, "worker")] = true
+			}
+			assert.True(t, workers["w1-1cpu"] && workers["w2-0.5cpu"], "workers seen: %v", workers)
+			assert.FileExists(t, filepath.Join(dir, SamplesFile))
+			assert.FileExists(t, filepath.Join(dir, EventsFile))
+
+			r := &experiments.Registry{}
+			r.Register(&Live{})
+			_, err := experiments.WriteReport(dir, r)
+			require.NoError(t, err)
+			md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+			require.NoError(t, err)
+			assert.Contains(t, string(md), "× nginx's")
+			assert.Contains(t, string(md), "added p99 latency over direct")
+			assert.FileExists(t, filepath.Join(dir, "lb-live-utilisation.png"))
+		})
+	}
+}

@@ -1,0 +1,115 @@
+package compose_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ringside/ringside/agent"
+	"github.com/ringside/ringside/compose"
+	"github.com/ringside/ringside/internal/imagebuild"
+)
+
+func composeCmd(args ...string) *exec.Cmd {
+	if p, err := exec.LookPath("docker-compose"); err == nil {
+		return exec.Command(p, args...)
+	}
+	return exec.Command("docker", append([]string{"compose"}, args...)...)
+}
+
+// compose/lb.yml brought up as a user would: Redis, agent, balancer and the
+// two default workers; requests through the balancer reach both workers,
+// the agent's dashboard data shows them and the connected balancer.
+func TestLBStackUp(t *testing.T) {
+	ctx := context.Background()
+	for _, b := range []struct {
+		name string
+		df   []byte
+	}{{"agent", compose.AgentDockerfile}, {"balancer", compose.BalancerDockerfile}, {"worker", compose.WorkerDockerfile}} {
+		require.NoError(t, imagebuild.Build(ctx, "ringside/"+b.name+":test", "github.com/ringside/ringside/cmd/"+b.name, b.df))
+	}
+	out, err := exec.Command("./redis-image.sh", "ringside/redis:test").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	id := fmt.Sprintf("lbt%d", time.Now().UnixNano()%1e6)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "lb.yml")
+	require.NoError(t, os.WriteFile(file, compose.LB, 0o644))
+	env := append(os.Environ(), "REDIS_IMAGE=ringside/redis:test", "AGENT_IMAGE=ringside/agent:test",
+		"BALANCER_IMAGE=ringside/balancer:test", "WORKER_IMAGE=ringside/worker:test", "LB_POOL="+id, "LB_NETWORK="+id,
+		"AGENT_PORT=0", "BALANCER_PORT=0", "AGENT_TOKEN=t0ken")
+	dc := func(args ...string) (string, error) {
+		cmd := composeCmd(append([]string{"-p", id, "-f", file}, args...)...)
+		cmd.Env = env
+		b, err := cmd.CombinedOutput()
+		return string(b), err
+	}
+	t.Cleanup(func() {
+		dc("down", "-t", "2")
+		ids, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=ringside.pool="+id).Output()
+		for _, c := range strings.Fields(string(ids)) {
+			exec.Command("docker", "rm", "-f", c).Run()
+		}
+		exec.Command("docker", "network", "rm", id).Run()
+	})
+	out2, err := dc("up", "-d")
+	require.NoError(t, err, out2)
+	port := func(svc, p string) string {
+		o, err := dc("port", svc, p)
+		require.NoError(t, err, o)
+		hp := strings.TrimSpace(o)
+		return "127.0.0.1:" + hp[strings.LastIndex(hp, ":")+1:]
+	}
+	lb, ag := port("balancer", "8080"), port("agent", "8081")
+
+	seen := map[string]int{}
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + lb + "/work?cost=1000")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode == http.StatusOK {
+			seen[strings.Fields(string(b))[0]]++
+		}
+		return len(seen) == 2
+	}, 60*time.Second, 50*time.Millisecond, "requests through the balancer reach both default workers")
+
+	var v agent.View
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + ag + "/api/state")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		if json.NewDecoder(resp.Body).Decode(&v) != nil {
+			return false
+		}
+		return len(v.Workers) == 2 && v.Balancers == 1
+	}, 30*time.Second, 100*time.Millisecond)
+	for _, w := range v.Workers {
+		assert.True(t, w.Default, "%s is a default worker", w.Name)
+		assert.Contains(t, []float64{0.5, 1}, w.CPULimit)
+	}
+	// The agent keeps its state in the stack's Redis: restarted, it resumes.
+	o, err := dc("restart", "-t", "2", "agent")
+	require.NoError(t, err, o)
+	require.Eventually(t, func() bool {
+		logs, _ := dc("logs", "agent")
+		return strings.Contains(logs, "agent resumed from store") && strings.Contains(logs, "workers=2")
+	}, 30*time.Second, 200*time.Millisecond)
+	logs, _ := dc("logs", "agent")
+	assert.NotContains(t, logs, "save state to redis")
+}
