@@ -14,12 +14,14 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"text/tabwriter"
 
 	"github.com/ringside/ringside/experiments"
 	"github.com/ringside/ringside/experiments/catalog"
+	"github.com/ringside/ringside/internal/kubelocal"
 )
 
 func main() {
@@ -37,7 +39,9 @@ const usage = `usage:
   ringside list
   ringside run EXPERIMENT|all [--backend B] [--seed N] [--reps N] [--profile quick|paper] [--out DIR] [experiment flags]
   ringside run EXPERIMENT --help     (the experiment's own flags)
-  ringside report DIR`
+  ringside report DIR
+  ringside kube up [--dir DIR]       (a local etcd + kube-apiserver; prints its kubeconfig)
+  ringside kube down [--dir DIR]`
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
@@ -58,6 +62,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintln(stdout, "wrote", path)
 		}
 		return err
+	case "kube":
+		return kubeCmd(ctx, args[1:], stdout)
 	case "help", "-h", "--help":
 		fmt.Fprintln(stdout, usage)
 		return nil
@@ -163,4 +169,42 @@ func runOne(ctx context.Context, e experiments.Experiment, fs *flag.FlagSet, c c
 func isTTY(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && experiments.IsTerminal(f)
+}
+
+// kubeCmd starts or stops a local control plane that outlives the command,
+// for running experiments and kubectl against it by hand.
+func kubeCmd(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 0 || (args[0] != "up" && args[0] != "down") {
+		return errors.New("kube: want up or down")
+	}
+	fs := flag.NewFlagSet("kube "+args[0], flag.ContinueOnError)
+	dir := fs.String("dir", ".kube", "state directory (PKI, etcd data, logs, kubeconfig)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	abs, err := filepath.Abs(*dir)
+	if err != nil {
+		return err
+	}
+	if args[0] == "down" {
+		if err := kubelocal.StopDir(abs); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, "stopped the control plane in", abs)
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(abs, "pids")); err == nil {
+		return fmt.Errorf("a control plane already runs from %s: ringside kube down --dir %s first", abs, *dir)
+	}
+	cp, err := kubelocal.Start(ctx, abs)
+	if err != nil {
+		return err
+	}
+	if err := cp.Detach(); err != nil {
+		cp.Stop()
+		return err
+	}
+	fmt.Fprintf(stdout, "kube-apiserver at %s\nkubeconfig: %s\n  export KUBECONFIG=%s\n  ringside run kube-distribution --kubeconfig %s\n",
+		cp.URL, cp.Kubeconfig, cp.Kubeconfig, cp.Kubeconfig)
+	return nil
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 func cli(args ...string) (string, string, error) {
@@ -62,4 +64,31 @@ func TestClearErrors(t *testing.T) {
 		require.Error(t, err, "%v", tc.args)
 		assert.Contains(t, err.Error(), tc.want, "%v", tc.args)
 	}
+}
+
+func TestKubeUpDown(t *testing.T) {
+	dir := t.TempDir()
+	out, _, err := cli("kube", "up", "--dir", dir)
+	require.NoError(t, err)
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	assert.Contains(t, out, "kubeconfig: "+kubeconfig)
+	t.Cleanup(func() { cli("kube", "down", "--dir", dir) })
+
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	require.NoError(t, err)
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	v, err := cs.Discovery().ServerVersion()
+	require.NoError(t, err, "the API server outlives the command")
+	assert.Equal(t, "v1.32.13", v.GitVersion)
+
+	_, _, err = cli("kube", "up", "--dir", dir)
+	assert.ErrorContains(t, err, "already runs")
+
+	_, _, err = cli("kube", "down", "--dir", dir)
+	require.NoError(t, err)
+	_, err = cs.Discovery().ServerVersion()
+	assert.Error(t, err, "stopped")
+	_, _, err = cli("kube", "down", "--dir", dir)
+	assert.ErrorContains(t, err, "no detached control plane")
 }

@@ -259,3 +259,47 @@ func (cp *ControlPlane) Stop() {
 	}
 	cp.procs = nil
 }
+
+// pidFile lists a detached control plane's processes, API server last.
+const pidFile = "pids"
+
+// Detach leaves the control plane running after this process exits (its
+// processes have their own process groups) and records their PIDs in the
+// state directory for StopDir.
+func (cp *ControlPlane) Detach() error {
+	var b strings.Builder
+	for _, p := range cp.procs {
+		fmt.Fprintln(&b, p.Process.Pid)
+	}
+	if err := os.WriteFile(filepath.Join(cp.Dir, pidFile), []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("record control plane pids: %w", err)
+	}
+	cp.procs = nil
+	return nil
+}
+
+// StopDir stops a control plane that Detach left running in dir: the API
+// server first, then etcd. A process that is already gone is not an error.
+func StopDir(dir string) error {
+	raw, err := os.ReadFile(filepath.Join(dir, pidFile))
+	if err != nil {
+		return fmt.Errorf("no detached control plane in %s: %w", dir, err)
+	}
+	fields := strings.Fields(string(raw))
+	for i := len(fields) - 1; i >= 0; i-- {
+		pid, err := strconv.Atoi(fields[i])
+		if err != nil {
+			return fmt.Errorf("%s: bad pid %q", filepath.Join(dir, pidFile), fields[i])
+		}
+		if syscall.Kill(pid, syscall.SIGTERM) != nil {
+			continue
+		}
+		for deadline := time.Now().Add(10 * time.Second); syscall.Kill(pid, 0) == nil; time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				syscall.Kill(pid, syscall.SIGKILL)
+				break
+			}
+		}
+	}
+	return os.Remove(filepath.Join(dir, pidFile))
+}
