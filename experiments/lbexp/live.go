@@ -6,10 +6,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
-	"math/rand/v2"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -265,7 +265,13 @@ func (l *Live) Run(ctx context.Context, env *experiments.Env) error {
 		}
 	}
 	proxyTargets := []string{balancer.WeightedRandom}
-	proxyTargets = append(proxyTargets, l.baselines.Vals...)
+	for _, b := range l.baselines.Vals {
+		if b == TargetNginx && nginxBinary() == "" {
+			env.Log.Warn("nginx is not installed; lb-live runs without its nginx baseline (apt-get install nginx)")
+			continue
+		}
+		proxyTargets = append(proxyTargets, b)
+	}
 	for _, t := range proxyTargets {
 		cells = append(cells, cell{t, WorkloadProxy, l.proxyClient, l.proxyCost})
 	}

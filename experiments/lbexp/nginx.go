@@ -3,13 +3,13 @@ package lbexp
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -27,11 +27,9 @@ type nginx struct {
 // rounded to integers ≥ 1, nginx's form) and upstream keep-alive, so both
 // proxies reuse connections to the workers.
 func startNginx(ctx context.Context, dir string, addrs []string, weights []float64) (*nginx, error) {
-	bin, err := exec.LookPath("nginx")
-	if err != nil {
-		if bin, err = exec.LookPath("/usr/sbin/nginx"); err != nil {
-			return nil, fmt.Errorf("nginx not found (apt-get install nginx, or leave it out of --baselines): %w", err)
-		}
+	bin := nginxBinary()
+	if bin == "" {
+		return nil, errors.New("nginx not found (apt-get install nginx, or leave it out of --baselines)")
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -105,6 +103,17 @@ http {
 	}
 }
 
+// nginxBinary finds nginx on PATH or where Debian puts it (/usr/sbin is
+// not on every user's PATH).
+func nginxBinary() string {
+	for _, p := range []string{"nginx", "/usr/sbin/nginx"} {
+		if bin, err := exec.LookPath(p); err == nil {
+			return bin
+		}
+	}
+	return ""
+}
+
 func (n *nginx) stop() {
 	n.cmd.Process.Signal(os.Interrupt) // fast shutdown (SIGINT) of master and workers
 	select {
@@ -114,5 +123,3 @@ func (n *nginx) stop() {
 		<-n.done
 	}
 }
-
-func itoa(i int) string { return strconv.Itoa(i) }
