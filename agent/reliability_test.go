@@ -169,7 +169,10 @@ func TestAgentKilledWhileBalancerServes(t *testing.T) {
 	srv2.Listener = ln
 	srv2.Start()
 	defer srv2.Close()
+	seqBefore := b.Seq()
 	require.Eventually(t, func() bool { return a2.View().Balancers == 1 }, 10*time.Second, 50*time.Millisecond, "the balancer reconnected")
+	require.Eventually(t, func() bool { return b.Seq() < seqBefore }, 5*time.Second, 20*time.Millisecond,
+		"the new agent's queue (counting from 1 again) is taken, not ignored as stale")
 	l.end()
 	assert.Zero(t, l.failed.Load())
 

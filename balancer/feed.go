@@ -93,7 +93,7 @@ func (b *Balancer) followOnce(ctx context.Context, o FeedOptions) (connected boo
 			}
 		}
 	}()
-	for {
+	for first := true; ; first = false {
 		// The agent pushes every second; silence for much longer means it
 		// is gone even if TCP has not noticed.
 		conn.SetReadDeadline(time.Now().Add(10 * o.ReportEvery))
@@ -103,7 +103,7 @@ func (b *Balancer) followOnce(ctx context.Context, o FeedOptions) (connected boo
 		}
 		m, err := weightfeed.DecodeWeights(raw)
 		if err == nil {
-			err = b.Update(m)
+			err = b.install(m, !first)
 		}
 		if err != nil {
 			b.feedRejected.Add(1)

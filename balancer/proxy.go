@@ -122,11 +122,24 @@ var errNoWorker = errors.New("no worker can take the request (none known, or all
 // Update installs a validated weights message as the new table. A message
 // older than the current one is ignored; an invalid one is rejected and
 // the current table stays.
-func (b *Balancer) Update(m weightfeed.Weights) error {
+func (b *Balancer) Update(m weightfeed.Weights) error { return b.install(m, true) }
+
+// Seq is the sequence number of the table in force.
+func (b *Balancer) Seq() uint64 {
+	if t := b.table.Load(); t != nil {
+		return t.seq
+	}
+	return 0
+}
+
+// install is Update; checkSeq false accepts any sequence number, for the
+// first message on a new feed connection: a restarted agent counts from 1
+// again and must not be ignored until it catches up.
+func (b *Balancer) install(m weightfeed.Weights, checkSeq bool) error {
 	if err := m.Validate(); err != nil {
 		return err
 	}
-	if cur := b.table.Load(); cur != nil && m.Seq != 0 && m.Seq < cur.seq {
+	if cur := b.table.Load(); checkSeq && cur != nil && m.Seq != 0 && m.Seq < cur.seq {
 		return fmt.Errorf("weights seq %d is older than the table's %d", m.Seq, cur.seq)
 	}
 	t := &table{seq: m.Seq, backends: make([]backend, len(m.Workers))}
