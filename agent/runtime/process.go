@@ -189,17 +189,6 @@ func (p *Process) Stop(_ context.Context, id string) error {
 	return nil
 }
 
-// Kill SIGKILLs a worker without forgetting it (fault injection).
-func (p *Process) Kill(id string) error {
-	p.mu.Lock()
-	pr := p.procs[id]
-	p.mu.Unlock()
-	if pr == nil {
-		return fmt.Errorf("worker %s: unknown", id)
-	}
-	return pr.cmd.Process.Kill()
-}
-
 // RemoveAll stops every worker.
 func (p *Process) RemoveAll(ctx context.Context) error {
 	list, _ := p.List(ctx)
