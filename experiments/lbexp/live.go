@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -219,7 +220,7 @@ func (l *Live) Run(ctx context.Context, env *experiments.Env) error {
 	a, err := agent.New(agent.Config{
 		Runtime: rt, Spawn: runtime.Spec{CPULimit: 0.5}, Interval: l.interval, Token: token,
 		Pool: lifecycle.Config{Min: len(specs), Max: max(l.maxWorkers, len(specs)), SundownAfter: l.tLow, ScaleUpAfter: l.tHigh, Low: l.low, High: l.high},
-		Log:  env.Log.With("component", "agent"),
+		Log:  slog.New(warnOnly{env.Log.Handler()}).With("component", "agent"),
 	})
 	if err != nil {
 		return err
@@ -333,7 +334,7 @@ func (l *Live) cell(ctx context.Context, env *experiments.Env, a *agent.Agent, f
 		defer os.RemoveAll(filepath.Join(env.Dir, ".nginx"))
 		return generate(ctx, clients, d, func(int, int) string { return "http://" + n.addr + path }), nil
 	}
-	b, err := balancer.New(balancer.Options{Algorithm: target, Log: env.Log.With("component", "balancer")})
+	b, err := balancer.New(balancer.Options{Algorithm: target, Log: slog.New(warnOnly{env.Log.Handler()}).With("component", "balancer")})
 	if err != nil {
 		return nil, err
 	}
@@ -379,3 +380,13 @@ func writeCSV(path string, header []string, rows [][]string) error {
 	}
 	return f.Close()
 }
+
+// warnOnly passes on warnings and errors only: the agent and balancer log
+// every connection at info, which would drown the progress lines.
+type warnOnly struct{ slog.Handler }
+
+func (h warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && h.Handler.Enabled(ctx, l)
+}
+func (h warnOnly) WithAttrs(as []slog.Attr) slog.Handler { return warnOnly{h.Handler.WithAttrs(as)} }
+func (h warnOnly) WithGroup(n string) slog.Handler       { return warnOnly{h.Handler.WithGroup(n)} }

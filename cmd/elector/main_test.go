@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ringside/ringside/bld"
+	"github.com/ringside/ringside/internal/imagebuild"
+	"github.com/ringside/ringside/internal/kubelocal"
+)
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func getJSON(addr, path string) (map[string]string, string, error) {
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	var m map[string]string
+	err = json.NewDecoder(resp.Body).Decode(&m)
+	return m, resp.Header.Get("Content-Type"), err
+}
+
+func body(t *testing.T, addr, path string) string {
+	resp, err := http.Get("http://" + addr + path)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// The elector binary against a real API server: GET / answers
+// {"name":"<leader>"} like the 2016 leader-elector sidecar on every
+// replica, /healthz and /metrics answer, and SIGTERM on the leader hands
+// leadership on well before the lease would expire.
+func TestSidecarHTTPContract(t *testing.T) {
+	ctx := context.Background()
+	cp, err := kubelocal.Start(ctx, t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(cp.Stop)
+	cs, err := cp.Clientset()
+	require.NoError(t, err)
+	bin, err := imagebuild.Static(ctx, "github.com/ringside/ringside/cmd/elector")
+	require.NoError(t, err)
+
+	const ns, election = "sidecar", "app"
+	_, err = cs.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	ids := []string{"app-0", "app-1", "app-2"}
+	addrs := map[string]string{}
+	procs := map[string]*exec.Cmd{}
+	for i, id := range ids {
+		node := fmt.Sprintf("w%d", i+1)
+		_, err := cs.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = cs.CoreV1().Pods(ns).Create(ctx, &v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: id, Labels: map[string]string{bld.ElectionLabel: election}},
+			Spec:       v1.PodSpec{NodeName: node, Containers: []v1.Container{{Name: "app", Image: "none"}}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		addrs[id] = freeAddr(t)
+		cmd := exec.Command(bin, "--algorithm", "ranked", "--election", election, "--namespace", ns, "--id", id,
+			"--http", addrs[id], "--kubeconfig", cp.Kubeconfig, "--lease-duration", "10s", "--renew-deadline", "8s",
+			"--retry-period", "500ms", "--rank-interval", "300ms")
+		cmd.Stderr, _ = os.Create(filepath.Join(t.TempDir(), id+".log"))
+		require.NoError(t, cmd.Start())
+		procs[id] = cmd
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	}
+
+	leaderOfAll := func() string {
+		var leader string
+		for _, id := range ids {
+			if procs[id].ProcessState != nil {
+				continue
+			}
+			m, ct, err := getJSON(addrs[id], "/")
+			if err != nil || m["name"] == "" || (leader != "" && m["name"] != leader) {
+				return ""
+			}
+			if ct != "application/json" {
+				return ""
+			}
+			leader = m["name"]
+		}
+		return leader
+	}
+	var leader string
+	require.Eventually(t, func() bool { leader = leaderOfAll(); return leader != "" }, 30*time.Second, 50*time.Millisecond,
+		"every sidecar names the same leader")
+	assert.Contains(t, ids, leader)
+	for _, id := range ids {
+		assert.Equal(t, "ok\n", body(t, addrs[id], "/healthz"))
+		want := "elector_is_leader 0"
+		if id == leader {
+			want = "elector_is_leader 1"
+		}
+		assert.Contains(t, body(t, addrs[id], "/metrics"), want, id)
+	}
+
+	// Let the leader rank its followers, then SIGTERM it: the hand-over
+	// makes another replica leader long before the 10 s lease runs out.
+	time.Sleep(time.Second)
+	start := time.Now()
+	require.NoError(t, procs[leader].Process.Signal(syscall.SIGTERM))
+	require.NoError(t, procs[leader].Wait())
+	var next string
+	require.Eventually(t, func() bool { next = leaderOfAll(); return next != "" && next != leader }, 8*time.Second, 20*time.Millisecond)
+	assert.Less(t, time.Since(start), 5*time.Second, "hand-over, not lease expiry")
+	assert.Contains(t, ids, next)
+
+	out, err := exec.Command(bin, "--algorithm", "fastest", "--election", "x", "--id", "y", "--kubeconfig", cp.Kubeconfig, "--http", freeAddr(t)).CombinedOutput()
+	require.Error(t, err)
+	assert.True(t, strings.Contains(string(out), "fastest"), "a bad algorithm is named: %s", out)
+}

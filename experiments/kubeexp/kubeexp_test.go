@@ -1,0 +1,71 @@
+package kubeexp
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ringside/ringside/experiments"
+)
+
+func runKube(t *testing.T, e experiments.Experiment, dir string, reps int, args ...string) *experiments.Table {
+	t.Helper()
+	fs := e.Flags()
+	require.NoError(t, fs.Parse(args))
+	_, err := experiments.Run(context.Background(), e, fs, experiments.RunOptions{Seed: 1, Reps: reps, Out: dir})
+	require.NoError(t, err)
+	f, err := os.Open(filepath.Join(dir, e.Name()+".csv"))
+	require.NoError(t, err)
+	defer f.Close()
+	tab, err := experiments.ReadTable(f)
+	require.NoError(t, err)
+	return tab
+}
+
+// The three kube experiments end to end on their own local control plane,
+// small: CSV with the safety column at 0, and a report section each.
+func TestKubeExperimentsWriteCSVAndReport(t *testing.T) {
+	dir := t.TempDir()
+	r := &experiments.Registry{}
+
+	d := runKube(t, &Distribution{}, dir, 2, "--algorithms", "default,bld,bld-plus", "--apps", "3")
+	r.Register(&Distribution{})
+	require.NotEmpty(t, d.Rows)
+	for _, g := range d.GroupBy("algorithm", "scenario", "rep") {
+		if g.Key[0] == "default" || g.Key[1] != "spread" {
+			continue
+		}
+		ls := d.Floats(g.Rows, "leaders")
+		s := experiments.Summarize(ls)
+		assert.LessOrEqual(t, s.Max-s.Min, 1.0, "%v: leaders per node %v", g.Key, ls)
+	}
+	for i := range d.Rows {
+		assert.Equal(t, "0", d.Str(i, "overlaps"), "two leaders at once")
+	}
+
+	l := runKube(t, &Latency{}, dir, 1, "--algorithms", "default,bld", "--apps", "3")
+	r.Register(&Latency{})
+	require.Len(t, l.Rows, 2*3)
+	for i := range l.Rows {
+		assert.Positive(t, l.Float(i, "latency_ms"))
+	}
+
+	re := runKube(t, &Reelection{}, dir, 1, "--algorithms", "ranked", "--kill", "SIGTERM", "--lease", "10s")
+	r.Register(&Reelection{})
+	require.Len(t, re.Rows, 1)
+	assert.NotEqual(t, re.Str(0, "old_leader"), re.Str(0, "new_leader"))
+	assert.Less(t, re.Float(0, "reelection_ms"), 5000.0, "graceful hand-over beats the 10 s lease")
+
+	_, err := experiments.WriteReport(dir, r)
+	require.NoError(t, err)
+	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	require.NoError(t, err)
+	for _, name := range []string{"## kube-distribution", "## kube-election-latency", "## kube-reelection"} {
+		assert.Contains(t, string(md), name)
+	}
+	assert.NotContains(t, string(md), "report failed")
+}
