@@ -66,7 +66,20 @@ type Candidate struct {
 	leader  string
 	leading bool
 	ranking []Follower
+	// Read ahead for the balance gate (see ElectorConfig.Prefetch): the
+	// record as of this try, and the worker nodes, which change rarely.
+	ahead   *Snapshot
+	aheadAt time.Time
+	nodes   []string
+	nodesAt time.Time
+	// Live candidate Pods of this election, listed at most every retry
+	// period.
+	pods   []v1.Pod
+	podsAt time.Time
 }
+
+// nodesTTL is how long the list of worker nodes is trusted.
+const nodesTTL = 30 * time.Second
 
 // Follower is a ranked follower with its median RTT to the leader.
 type Follower struct {
@@ -185,7 +198,8 @@ func (c *Candidate) Run(ctx context.Context) error {
 		OnStartedLeading: started, OnStoppedLeading: stopped, OnNewLeader: c.setLeader, Kick: c.kick, Log: c.cfg.Log,
 	}
 	if Balanced(c.cfg.Algorithm) {
-		cfg.Gate, cfg.AfterAttempt = c.balanceGate, c.afterBalanced
+		cfg.Gate, cfg.AfterAttempt, cfg.Prefetch = c.balanceGate, c.afterBalanced, c.readAhead
+		cfg.GateRetry = c.cfg.RetryPeriod / 40
 	}
 	if c.cfg.Algorithm == Ranked {
 		cfg.Gate, cfg.Handover = c.rankGate, c.handover
@@ -215,29 +229,65 @@ func (c *Candidate) publish(ctx context.Context) error {
 	return nil
 }
 
-// workerNodes are the schedulable nodes that are not control planes.
+// workerNodes are the schedulable nodes that are not control planes,
+// listed at most every nodesTTL.
 func (c *Candidate) workerNodes(ctx context.Context) ([]string, error) {
+	c.mu.Lock()
+	nodes, at := c.nodes, c.nodesAt
+	c.mu.Unlock()
+	if nodes != nil && time.Since(at) < nodesTTL {
+		return nodes, nil
+	}
 	list, err := c.cfg.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
-	var out []string
+	out := []string{}
 	for _, n := range list.Items {
 		if _, cp := n.Labels["node-role.kubernetes.io/control-plane"]; cp || n.Spec.Unschedulable {
 			continue
 		}
 		out = append(out, n.Name)
 	}
+	c.mu.Lock()
+	c.nodes, c.nodesAt = out, time.Now()
+	c.mu.Unlock()
 	return out, nil
 }
 
-// peers are the live candidate Pods of this election.
+// readAhead reads the record and (when stale) the nodes while the elector
+// reads the lock, so a free lease costs BLD one round trip more than the
+// default election (the reservation), not three.
+func (c *Candidate) readAhead(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); c.workerNodes(ctx) }()
+	go func() { defer wg.Done(); c.peers(ctx) }()
+	snap := c.record.Read(ctx)
+	wg.Wait()
+	c.mu.Lock()
+	c.ahead, c.aheadAt = &snap, time.Now()
+	c.mu.Unlock()
+}
+
+// peers are the live candidate Pods of this election, listed at most
+// every retry period.
 func (c *Candidate) peers(ctx context.Context) ([]v1.Pod, error) {
+	c.mu.Lock()
+	pods, at := c.pods, c.podsAt
+	c.mu.Unlock()
+	if pods != nil && time.Since(at) < c.cfg.RetryPeriod {
+		return pods, nil
+	}
 	list, err := c.cfg.Client.CoreV1().Pods(c.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: ElectionLabel + "=" + c.cfg.Election})
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(list.Items, func(p v1.Pod) bool { return p.DeletionTimestamp != nil }), nil
+	pods = slices.DeleteFunc(list.Items, func(p v1.Pod) bool { return p.DeletionTimestamp != nil })
+	c.mu.Lock()
+	c.pods, c.podsAt = pods, time.Now()
+	c.mu.Unlock()
+	return pods, nil
 }
 
 func (c *Candidate) balanceGate(ctx context.Context, observed *resourcelock.LeaderElectionRecord, _ time.Duration) (bool, error) {
@@ -245,25 +295,77 @@ func (c *Candidate) balanceGate(ctx context.Context, observed *resourcelock.Lead
 	if err != nil {
 		return false, err
 	}
+	pods, err := c.peers(ctx)
+	if err != nil {
+		return false, err
+	}
 	var cands []string
-	if c.cfg.Algorithm == BLDPlus {
-		pods, err := c.peers(ctx)
-		if err != nil {
-			return false, err
-		}
-		for _, p := range pods {
-			if p.Spec.NodeName != "" && !slices.Contains(cands, p.Spec.NodeName) {
-				cands = append(cands, p.Spec.NodeName)
-			}
+	for _, p := range pods {
+		if p.Spec.NodeName != "" && !slices.Contains(cands, p.Spec.NodeName) {
+			cands = append(cands, p.Spec.NodeName)
 		}
 	}
 	previous := ""
 	if observed != nil {
 		previous = observed.HolderIdentity
 	}
-	return c.record.Reserve(ctx, c.cfg.Election, c.cfg.Identity, c.cfg.Node, previous, c.cfg.LeaseDuration, func(p Placement) bool {
+	c.mu.Lock()
+	ahead := c.ahead
+	if time.Since(c.aheadAt) > time.Second {
+		ahead = nil // read for an earlier try: a wasted compare-and-swap
+	}
+	c.ahead = nil // one use: a retry must read afresh
+	c.mu.Unlock()
+	if ahead != nil {
+		if k := stagger(c.cfg.Algorithm, c.cfg.Election, c.cfg.Identity, ahead.Placement(), nodes, cands, pods); k > 0 {
+			select {
+			case <-time.After(time.Duration(k) * staggerStep):
+			case <-ctx.Done():
+				return false, ctx.Err()
+			}
+			ahead = nil // stale now
+		}
+	}
+	return c.record.Reserve(ctx, ahead, c.cfg.Election, c.cfg.Identity, c.cfg.Node, previous, c.cfg.LeaseDuration, func(p Placement) bool {
 		return Qualifies(c.cfg.Algorithm, c.cfg.Election, c.cfg.Node, p, nodes, cands)
 	})
+}
+
+// staggerStep is about one write round trip to a busy API server.
+const staggerStep = 10 * time.Millisecond
+
+// stagger is this candidate's place among its application's qualified
+// candidates on placement p: the least crowded node first, Pod names
+// breaking ties. Every qualified candidate may still take the lease, as
+// BLD says; waiting k steps lets the first one's reservation land, so the
+// others read it and stand down instead of all racing for the record,
+// which every application shares — each compare-and-swap round then
+// carries about one writer per application, not one per replica. A
+// candidate that does not qualify on p goes at once: the record decides.
+func stagger(alg, app, self string, p Placement, nodes, cands []string, pods []v1.Pod) int {
+	counts := p.Counts(app)
+	type cand struct {
+		name  string
+		count int
+	}
+	var qs []cand
+	for _, pod := range pods {
+		if n := pod.Spec.NodeName; n != "" && Qualifies(alg, app, n, p, nodes, cands) {
+			qs = append(qs, cand{pod.Name, counts[n]})
+		}
+	}
+	sort.Slice(qs, func(i, j int) bool {
+		if qs[i].count != qs[j].count {
+			return qs[i].count < qs[j].count
+		}
+		return qs[i].name < qs[j].name
+	})
+	for k, q := range qs {
+		if q.name == self {
+			return k
+		}
+	}
+	return 0
 }
 
 func (c *Candidate) afterBalanced(ctx context.Context, won bool) {

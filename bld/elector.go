@@ -28,6 +28,15 @@ type ElectorConfig struct {
 	Gate Gate
 	// AfterAttempt learns whether an acquisition the gate allowed won.
 	AfterAttempt func(ctx context.Context, won bool)
+	// Prefetch, when set, runs beside the read of the lock whenever the
+	// lease may be free, so a gate that needs more API reads (BLD's
+	// record) does not add their round trips to the election's.
+	Prefetch func(ctx context.Context)
+	// GateRetry is the first wait after the gate refused a free lease
+	// (default RetryPeriod), doubling up to RetryPeriod while refusals go
+	// on: the balance can change as soon as another application's
+	// reservation settles, long before a retry period.
+	GateRetry time.Duration
 	// Handover, when set, names who gets the lease when this leader stops
 	// (graceful shutdown); "" releases it for anyone. done, if not nil,
 	// runs once the record names the successor.
@@ -52,6 +61,8 @@ type Elector struct {
 	observedRaw  []byte
 	observedTime time.Time
 	reported     string
+	refused      bool          // the last try found the lease free but the gate said no
+	gateWait     time.Duration // current wait after refusals, doubling
 }
 
 // NewElector returns an elector; Run drives it.
@@ -90,7 +101,18 @@ func (e *Elector) acquire(ctx context.Context) bool {
 		if e.try(ctx) {
 			return true
 		}
-		t := time.NewTimer(wait.Jitter(e.cfg.RetryPeriod, 0.2))
+		d := e.cfg.RetryPeriod
+		switch {
+		case !e.refused || e.cfg.GateRetry <= 0:
+			e.gateWait = 0
+		case e.gateWait == 0:
+			e.gateWait = e.cfg.GateRetry
+			d = e.gateWait
+		default: // refused again: back off towards the retry period
+			e.gateWait = min(2*e.gateWait, e.cfg.RetryPeriod)
+			d = e.gateWait
+		}
+		t := time.NewTimer(wait.Jitter(d, 0.2))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -157,7 +179,16 @@ func (e *Elector) try(ctx context.Context) bool {
 		RenewTime:            metav1.NewTime(now),
 		AcquireTime:          metav1.NewTime(now),
 	}
+	e.refused = false
+	var prefetched chan struct{}
+	if e.cfg.Prefetch != nil && e.mayBeFree(now) {
+		prefetched = make(chan struct{})
+		go func() { defer close(prefetched); e.cfg.Prefetch(ctx) }()
+	}
 	old, raw, err := e.cfg.Lock.Get(ctx)
+	if prefetched != nil {
+		<-prefetched
+	}
 	if err != nil {
 		if !apierrors.IsNotFound(err) {
 			e.cfg.Log.Debug("reading the lock failed", "err", err)
@@ -214,7 +245,20 @@ func (e *Elector) gate(ctx context.Context, old *resourcelock.LeaderElectionReco
 	if err != nil {
 		e.cfg.Log.Debug("acquisition gate failed", "err", err)
 	}
+	e.refused = !ok || err != nil
 	return ok && err == nil
+}
+
+// mayBeFree reports whether, as far as this candidate knows, the lease
+// could be taken now: never seen, released, or expired.
+func (e *Elector) mayBeFree(now time.Time) bool {
+	if e.observed == nil || e.observed.HolderIdentity == "" {
+		return true
+	}
+	if e.observed.HolderIdentity == e.cfg.Lock.Identity() {
+		return false
+	}
+	return !e.observedTime.Add(time.Duration(e.observed.LeaseDurationSeconds) * time.Second).After(now)
 }
 
 func (e *Elector) attempted(ctx context.Context, won bool) {

@@ -193,7 +193,7 @@ func TestBLDPrefersTheEmptyNode(t *testing.T) {
 	rec := &Record{Client: cs.CoreV1(), Namespace: ns}
 	ctx := context.Background()
 	for app, node := range map[string]string{"a": "w1", "b": "w2"} {
-		ok, err := rec.Reserve(ctx, app, app+"-0", node, "", 0, func(Placement) bool { return true })
+		ok, err := rec.Reserve(ctx, nil, app, app+"-0", node, "", 0, func(Placement) bool { return true })
 		require.NoError(t, err)
 		require.True(t, ok)
 	}
@@ -210,7 +210,7 @@ func TestLiteralBLDAllowsACrowdedNode(t *testing.T) {
 	ns, l := namespace(t), newLeaders()
 	rec := &Record{Client: cs.CoreV1(), Namespace: ns}
 	for app, node := range map[string]string{"a": "w1", "b": "w2"} {
-		_, err := rec.Reserve(context.Background(), app, app+"-0", node, "", 0, func(Placement) bool { return true })
+		_, err := rec.Reserve(context.Background(), nil, app, app+"-0", node, "", 0, func(Placement) bool { return true })
 		require.NoError(t, err)
 	}
 	campaign(t, l, BLDLiteral, LockLease, ns, "c", "c-0", "w1")
@@ -223,7 +223,7 @@ func TestConstrainedPlacement(t *testing.T) {
 		ns, l := namespace(t), newLeaders()
 		rec := &Record{Client: cs.CoreV1(), Namespace: ns}
 		for app, node := range map[string]string{"a": "w1", "b": "w2", "x": "w1", "y": "w2"} {
-			_, err := rec.Reserve(context.Background(), app, app+"-0", node, "", 0, func(Placement) bool { return true })
+			_, err := rec.Reserve(context.Background(), nil, app, app+"-0", node, "", 0, func(Placement) bool { return true })
 			require.NoError(t, err)
 		}
 		for i, node := range []string{"w1", "w2"} {

@@ -63,13 +63,49 @@ func (r *Record) Placement(ctx context.Context) (Placement, error) {
 	return p, nil
 }
 
+// Snapshot is the record's ConfigMap as read at some moment (Err holds
+// the read's error; NotFound means there is no record yet).
+type Snapshot struct {
+	cm  *v1.ConfigMap
+	err error
+}
+
+// Read takes a snapshot, for a caller that reads the record ahead of time.
+func (r *Record) Read(ctx context.Context) Snapshot {
+	cm, err := r.Client.ConfigMaps(r.Namespace).Get(ctx, RecordName, metav1.GetOptions{})
+	return Snapshot{cm: cm, err: err}
+}
+
+// Placement reads a snapshot as application → leader node; an absent or
+// unreadable record reads as empty (the compare-and-swap has the last word).
+func (s Snapshot) Placement() Placement {
+	p := Placement{}
+	if s.err != nil || s.cm == nil {
+		return p
+	}
+	entries, err := decodeEntries(s.cm)
+	if err != nil {
+		return p
+	}
+	for app, e := range entries {
+		p[app] = e.Node
+	}
+	return p
+}
+
 // modify applies f to the record's entries and writes them back with a
 // compare-and-swap, retrying on conflicts. f returns false to leave the
-// record unchanged.
-func (r *Record) modify(ctx context.Context, f func(map[string]Entry) bool) (bool, error) {
+// record unchanged. A non-nil first serves as the first read.
+func (r *Record) modify(ctx context.Context, first *Snapshot, f func(map[string]Entry) bool) (bool, error) {
 	cms := r.Client.ConfigMaps(r.Namespace)
 	for attempt := 0; ; attempt++ {
-		cm, err := cms.Get(ctx, RecordName, metav1.GetOptions{})
+		var snap Snapshot
+		if attempt == 0 && first != nil {
+			snap = *first
+		} else {
+			snap = r.Read(ctx)
+		}
+		cm, err := snap.cm, snap.err
 		create := apierrors.IsNotFound(err)
 		if create {
 			cm = &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: RecordName, Namespace: r.Namespace}}
@@ -111,8 +147,8 @@ func (r *Record) modify(ctx context.Context, f func(map[string]Entry) bool) (boo
 // stands, unless it belongs to previous, the holder whose lease ran out.
 // Without that, a losing candidate dropping its reservation would leave
 // the winner's node looking empty to the other applications.
-func (r *Record) Reserve(ctx context.Context, app, holder, node, previous string, fresh time.Duration, qualifies func(Placement) bool) (bool, error) {
-	return r.modify(ctx, func(m map[string]Entry) bool {
+func (r *Record) Reserve(ctx context.Context, first *Snapshot, app, holder, node, previous string, fresh time.Duration, qualifies func(Placement) bool) (bool, error) {
+	return r.modify(ctx, first, func(m map[string]Entry) bool {
 		if e, ok := m[app]; ok && e.Holder != holder && e.Holder != previous && time.Since(e.Time) < fresh {
 			return false
 		}
@@ -130,7 +166,7 @@ func (r *Record) Reserve(ctx context.Context, app, holder, node, previous string
 
 // Release removes app's entry if holder still owns it.
 func (r *Record) Release(ctx context.Context, app, holder string) error {
-	_, err := r.modify(ctx, func(m map[string]Entry) bool {
+	_, err := r.modify(ctx, nil, func(m map[string]Entry) bool {
 		if e, ok := m[app]; !ok || e.Holder != holder {
 			return false
 		}
@@ -143,7 +179,7 @@ func (r *Record) Release(ctx context.Context, app, holder string) error {
 // Confirm (re)writes app's entry for its new leader: a losing candidate
 // of the same application may have released the reservation meanwhile.
 func (r *Record) Confirm(ctx context.Context, app, holder, node string) error {
-	_, err := r.modify(ctx, func(m map[string]Entry) bool {
+	_, err := r.modify(ctx, nil, func(m map[string]Entry) bool {
 		if e, ok := m[app]; ok && e.Holder == holder && e.Node == node {
 			return false
 		}
