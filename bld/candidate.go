@@ -255,7 +255,7 @@ func (c *Candidate) workerNodes(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// readAhead reads the record and (when stale) the nodes while the elector
+// readAhead reads the record (and, when stale, the nodes and peers) while the elector
 // reads the lock, so a free lease costs BLD one round trip more than the
 // default election (the reservation), not three.
 func (c *Candidate) readAhead(ctx context.Context) {
