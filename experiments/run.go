@@ -1,6 +1,7 @@
 package experiments
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -230,4 +231,24 @@ func ForEach(ctx context.Context, env *Env, n int, task func(i int) ([]Row, erro
 		return fmt.Errorf("interrupted after %d of %d tasks: %w", emitted, n, context.Cause(ctx))
 	}
 	return nil
+}
+
+// RunArgs parses args as e's own flags, runs e with o, and returns the CSV
+// it wrote, raw and parsed: one call for scripts and tests that drive an
+// experiment the way `ringside run` does.
+func RunArgs(ctx context.Context, e Experiment, args []string, o RunOptions) (*Table, []byte, error) {
+	fs := e.Flags()
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, fmt.Errorf("%s flags: %w", e.Name(), err)
+	}
+	if _, err := Run(ctx, e, fs, o); err != nil {
+		return nil, nil, err
+	}
+	raw, err := os.ReadFile(filepath.Join(o.Out, e.Name()+".csv"))
+	if err != nil {
+		return nil, nil, err
+	}
+	t, err := ReadTable(bytes.NewReader(raw))
+	return t, raw, err
 }

@@ -14,14 +14,7 @@ import (
 
 func runKube(t *testing.T, e experiments.Experiment, dir string, reps int, args ...string) *experiments.Table {
 	t.Helper()
-	fs := e.Flags()
-	require.NoError(t, fs.Parse(args))
-	_, err := experiments.Run(context.Background(), e, fs, experiments.RunOptions{Seed: 1, Reps: reps, Out: dir})
-	require.NoError(t, err)
-	f, err := os.Open(filepath.Join(dir, e.Name()+".csv"))
-	require.NoError(t, err)
-	defer f.Close()
-	tab, err := experiments.ReadTable(f)
+	tab, _, err := experiments.RunArgs(context.Background(), e, args, experiments.RunOptions{Seed: 1, Reps: reps, Out: dir})
 	require.NoError(t, err)
 	return tab
 }

@@ -16,13 +16,9 @@ import (
 
 func run(t *testing.T, e experiments.Experiment, dir string, seed uint64, reps int, args ...string) []byte {
 	t.Helper()
-	fs := e.Flags()
-	require.NoError(t, fs.Parse(args))
-	_, err := experiments.Run(context.Background(), e, fs, experiments.RunOptions{Seed: seed, Reps: reps, Out: dir})
+	_, raw, err := experiments.RunArgs(context.Background(), e, args, experiments.RunOptions{Seed: seed, Reps: reps, Out: dir})
 	require.NoError(t, err)
-	b, err := os.ReadFile(filepath.Join(dir, e.Name()+".csv"))
-	require.NoError(t, err)
-	return b
+	return raw
 }
 
 func TestEfficiencyDeterministic(t *testing.T) {
@@ -92,15 +88,7 @@ func registry() *experiments.Registry {
 
 func runBackend(t *testing.T, e experiments.Experiment, dir, backend string, args ...string) *experiments.Table {
 	t.Helper()
-	fs := e.Flags()
-	require.NoError(t, fs.Parse(args))
-	meta, err := experiments.Run(context.Background(), e, fs, experiments.RunOptions{Seed: 1, Backend: backend, Out: dir})
-	require.NoError(t, err)
-	assert.Equal(t, backend, meta.Backend)
-	f, err := os.Open(filepath.Join(dir, e.Name()+".csv"))
-	require.NoError(t, err)
-	defer f.Close()
-	tab, err := experiments.ReadTable(f)
+	tab, _, err := experiments.RunArgs(context.Background(), e, args, experiments.RunOptions{Seed: 1, Backend: backend, Out: dir})
 	require.NoError(t, err)
 	return tab
 }

@@ -15,13 +15,9 @@ import (
 
 func run(t *testing.T, e experiments.Experiment, dir string, seed uint64, reps int, args ...string) []byte {
 	t.Helper()
-	fs := e.Flags()
-	require.NoError(t, fs.Parse(args))
-	_, err := experiments.Run(context.Background(), e, fs, experiments.RunOptions{Seed: seed, Reps: reps, Out: dir})
+	_, raw, err := experiments.RunArgs(context.Background(), e, args, experiments.RunOptions{Seed: seed, Reps: reps, Out: dir})
 	require.NoError(t, err)
-	b, err := os.ReadFile(filepath.Join(dir, e.Name()+".csv"))
-	require.NoError(t, err)
-	return b
+	return raw
 }
 
 func TestSameSeedSameCSVBytes(t *testing.T) {

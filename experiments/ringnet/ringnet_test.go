@@ -1,10 +1,8 @@
 package ringnet
 
 import (
-	"bytes"
 	"context"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -16,13 +14,7 @@ import (
 func runExp(t *testing.T, e experiments.Experiment, backend string, reps int, args ...string) (*experiments.Table, string) {
 	t.Helper()
 	dir := t.TempDir()
-	fs := e.Flags()
-	require.NoError(t, fs.Parse(args))
-	_, err := experiments.Run(context.Background(), e, fs, experiments.RunOptions{Seed: 1, Reps: reps, Backend: backend, Out: dir})
-	require.NoError(t, err)
-	b, err := os.ReadFile(filepath.Join(dir, e.Name()+".csv"))
-	require.NoError(t, err)
-	tab, err := experiments.ReadTable(bytes.NewReader(b))
+	tab, _, err := experiments.RunArgs(context.Background(), e, args, experiments.RunOptions{Seed: 1, Reps: reps, Backend: backend, Out: dir})
 	require.NoError(t, err)
 	reg := &experiments.Registry{}
 	reg.Register(e)
