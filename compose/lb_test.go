@@ -19,14 +19,8 @@ import (
 	"github.com/ringside/ringside/agent"
 	"github.com/ringside/ringside/compose"
 	"github.com/ringside/ringside/internal/imagebuild"
+	"github.com/ringside/ringside/internal/ringcluster"
 )
-
-func composeCmd(args ...string) *exec.Cmd {
-	if p, err := exec.LookPath("docker-compose"); err == nil {
-		return exec.Command(p, args...)
-	}
-	return exec.Command("docker", append([]string{"compose"}, args...)...)
-}
 
 // compose/lb.yml brought up as a user would: Redis, agent, balancer and the
 // two default workers; requests through the balancer reach both workers,
@@ -50,7 +44,7 @@ func TestLBStackUp(t *testing.T) {
 		"BALANCER_IMAGE=ringside/balancer:test", "WORKER_IMAGE=ringside/worker:test", "LB_POOL="+id, "LB_NETWORK="+id,
 		"AGENT_PORT=0", "BALANCER_PORT=0", "AGENT_TOKEN=t0ken")
 	dc := func(args ...string) (string, error) {
-		cmd := composeCmd(append([]string{"-p", id, "-f", file}, args...)...)
+		cmd := ringcluster.ComposeCommand(append([]string{"-p", id, "-f", file}, args...)...)
 		cmd.Env = env
 		b, err := cmd.CombinedOutput()
 		return string(b), err

@@ -39,9 +39,9 @@ type Compose struct {
 	nodes              int
 }
 
-// composeCmd returns docker-compose v1, or the v2 plugin when that is all
+// ComposeCommand returns docker-compose v1, or the v2 plugin when that is all
 // there is.
-func composeCmd(args ...string) *exec.Cmd {
+func ComposeCommand(args ...string) *exec.Cmd {
 	if p, err := exec.LookPath("docker-compose"); err == nil {
 		return exec.Command(p, args...)
 	}
@@ -112,7 +112,7 @@ func StartCompose(ctx context.Context, n int, o ComposeOptions) (*Compose, error
 }
 
 func (c *Compose) compose(ctx context.Context, args ...string) (string, error) {
-	cmd := composeCmd(append([]string{"-p", c.project, "-f", c.file}, args...)...)
+	cmd := ComposeCommand(append([]string{"-p", c.project, "-f", c.file}, args...)...)
 	cmd.Env = c.env
 	return run(ctx, cmd)
 }
