@@ -6,12 +6,14 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -48,6 +50,7 @@ type Config struct {
 // Event is something the agent did or saw, for the dashboard and
 // experiments.
 type Event struct {
+	Seq    uint64    `json:"seq"` // numbers events from 1, so a reader of View can take only new ones
 	At     time.Time `json:"at"`
 	Kind   string    `json:"kind"`             // scale-up, refill, sundown, revive, shutdown, lost, start-failed
 	Worker string    `json:"worker,omitempty"` // name
@@ -69,6 +72,7 @@ type Agent struct {
 	lastReqs map[string]uint64      // requests per worker at the previous step
 	view     View
 	events   []Event
+	eventSeq uint64
 	seq      uint64
 	restored map[string]WorkerState
 	names    map[string]string // worker ID → name, for events
@@ -391,7 +395,8 @@ const maxEvents = 200
 func (a *Agent) eventLocked(at time.Time, kind, id, detail string) {
 	name := a.names[id]
 	a.cfg.Log.Info("agent event", "kind", kind, "worker", name, "id", id, "detail", detail)
-	a.events = append(a.events, Event{At: at, Kind: kind, Worker: name, ID: id, Detail: detail})
+	a.eventSeq++
+	a.events = append(a.events, Event{Seq: a.eventSeq, At: at, Kind: kind, Worker: name, ID: id, Detail: detail})
 	if len(a.events) > maxEvents {
 		a.events = slices.Clone(a.events[len(a.events)-maxEvents:])
 	}
@@ -414,15 +419,14 @@ func weight(w WorkerState) float64 {
 	return max(w.Score, 1)
 }
 
+// category is the worker's utilisation category: its lifecycle state,
+// or for a draining worker what the same thresholds say of its load.
 func category(w WorkerState, c lifecycle.Config) string {
-	u := 100 - w.Score
-	switch {
-	case u >= c.High:
-		return weightfeed.CategoryHigh
-	case u < c.Low:
-		return weightfeed.CategoryLow
+	st := lifecycle.State(w.State)
+	if st == lifecycle.Sundown {
+		st = c.Category(lifecycle.Medium, 100-w.Score)
 	}
-	return weightfeed.CategoryMedium
+	return string(st)
 }
 
 // queue is seed 004's ordered queue: workers by descending score.
@@ -441,16 +445,6 @@ func queue(seq uint64, states []WorkerState, c lifecycle.Config) weightfeed.Weig
 
 func sortWorkers(ws []WorkerState) {
 	slices.SortStableFunc(ws, func(x, y WorkerState) int {
-		switch {
-		case x.Score > y.Score:
-			return -1
-		case x.Score < y.Score:
-			return 1
-		case x.ID < y.ID:
-			return -1
-		case x.ID > y.ID:
-			return 1
-		}
-		return 0
+		return cmp.Or(cmp.Compare(y.Score, x.Score), strings.Compare(x.ID, y.ID))
 	})
 }

@@ -125,8 +125,9 @@ func TestSundownDrainsThenShutsDownButNeverADefault(t *testing.T) {
 		return len(insts) == 1 && insts[0].Name == "keep"
 	}, 15*time.Second, 50*time.Millisecond, "the idle non-default worker is shut down")
 	var kinds []string
-	for _, e := range s.a.View().Events {
+	for i, e := range s.a.View().Events {
 		kinds = append(kinds, e.Kind)
+		assert.Equal(t, uint64(i+1), e.Seq, "events are numbered in order, even within one step")
 	}
 	assert.Subset(t, kinds, []string{"sundown", "shutdown"})
 	// The balancer has stopped sending to it before it went: no failure.

@@ -130,15 +130,15 @@ func TestAgentKilledWhileBalancerServes(t *testing.T) {
 		_, err := rt.Start(ctx, runtime.Spec{Name: name, CPULimit: 1, Default: true})
 		require.NoError(t, err)
 	}
-	newAgent := func() (*agent.Agent, context.CancelFunc, *httptest.Server) {
+	newAgent := func() (*agent.Agent, *httptest.Server) {
 		a, err := agent.New(agent.Config{Runtime: rt, Store: store, Pool: lifecycle.Config{Min: 2}, Interval: 100 * time.Millisecond, Token: token, Log: quiet})
 		require.NoError(t, err)
 		require.NoError(t, a.Resume(ctx))
-		actx, cancel := context.WithCancel(ctx)
-		go a.Run(actx)
-		return a, cancel, httptest.NewUnstartedServer(a.Handler(prometheus.NewRegistry()))
+		return a, httptest.NewUnstartedServer(a.Handler(prometheus.NewRegistry()))
 	}
-	_, stop1, srv := newAgent()
+	a1, srv := newAgent()
+	actx, stop1 := context.WithCancel(ctx)
+	go a1.Run(actx)
 	srv.Start()
 	addr := srv.Listener.Addr().String()
 	b, err := balancer.New(balancer.Options{Log: quiet})
@@ -161,19 +161,21 @@ func TestAgentKilledWhileBalancerServes(t *testing.T) {
 	served := l.ok.Load()
 	assert.Greater(t, served, atDeath, "requests were served while the agent was away")
 
-	// A new agent on the same address resumes from Redis.
-	a2, stop2, srv2 := newAgent()
-	defer stop2()
+	// A new agent on the same address resumes from Redis. It is stepped by
+	// hand, so its queue numbers stay far below the old agent's.
+	seqBefore := b.Seq()
+	require.Greater(t, seqBefore, uint64(2))
+	a2, srv2 := newAgent()
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
 	require.NoError(t, err)
 	srv2.Listener = ln
 	srv2.Start()
 	defer srv2.Close()
-	seqBefore := b.Seq()
-	require.Eventually(t, func() bool { return a2.View().Balancers == 1 }, 10*time.Second, 50*time.Millisecond, "the balancer reconnected")
-	require.Eventually(t, func() bool { return b.Seq() < seqBefore }, 5*time.Second, 20*time.Millisecond,
-		"the new agent's queue (counting from 1 again) is taken, not ignored as stale")
+	require.NoError(t, a2.Step(ctx)) // queue 1
+	require.Eventually(t, func() bool { return b.Seq() == 1 }, 10*time.Second, 20*time.Millisecond,
+		"the balancer reconnected and took the new agent's queue 1, not ignoring it as older than %d", seqBefore)
+	require.NoError(t, a2.Step(ctx))
+	assert.Equal(t, 1, a2.View().Balancers, "the new agent sees the balancer")
 	l.end()
 	assert.Zero(t, l.failed.Load())
-
 }

@@ -113,3 +113,15 @@ func (b *Balancer) followOnce(ctx context.Context, o FeedOptions) (connected boo
 		b.feedAccepted.Add(1)
 	}
 }
+
+// waitCtx sleeps d or until ctx ends, reporting whether ctx is still live.
+func waitCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,7 +1,6 @@
 package balancer
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -187,15 +187,7 @@ func (b *Balancer) Report(name string) weightfeed.Report {
 			ID: id, Active: c.active.Load(), Requests: c.requests.Load(), Failures: c.failures.Load(),
 		})
 	}
-	slices.SortFunc(r.Workers, func(x, y weightfeed.WorkerReport) int {
-		if x.ID < y.ID {
-			return -1
-		}
-		if x.ID > y.ID {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(r.Workers, func(x, y weightfeed.WorkerReport) int { return strings.Compare(x.ID, y.ID) })
 	return r
 }
 
@@ -304,18 +296,6 @@ func Static(addrs []string, weights []float64) weightfeed.Weights {
 		})
 	}
 	return m
-}
-
-// waitCtx sleeps d or until ctx ends, reporting whether ctx is still live.
-func waitCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}

@@ -317,13 +317,16 @@ func (c *Candidate) balanceGate(ctx context.Context, observed *resourcelock.Lead
 	c.ahead = nil // one use: a retry must read afresh
 	c.mu.Unlock()
 	if ahead != nil {
-		if k := stagger(c.cfg.Algorithm, c.cfg.Election, c.cfg.Identity, ahead.Placement(), nodes, cands, pods); k > 0 {
-			select {
-			case <-time.After(time.Duration(k) * staggerStep):
-			case <-ctx.Done():
-				return false, ctx.Err()
+		// An unreadable snapshot skips the stagger: the record decides.
+		if placed, err := ahead.Placement(); err == nil {
+			if k := stagger(c.cfg.Algorithm, c.cfg.Election, c.cfg.Identity, placed, nodes, cands, pods); k > 0 {
+				select {
+				case <-time.After(time.Duration(k) * staggerStep):
+				case <-ctx.Done():
+					return false, ctx.Err()
+				}
+				ahead = nil // stale now
 			}
-			ahead = nil // stale now
 		}
 	}
 	return c.record.Reserve(ctx, ahead, c.cfg.Election, c.cfg.Identity, c.cfg.Node, previous, c.cfg.LeaseDuration, func(p Placement) bool {

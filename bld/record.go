@@ -45,22 +45,7 @@ func decodeEntries(cm *v1.ConfigMap) (map[string]Entry, error) {
 
 // Placement reads the record as application → leader node.
 func (r *Record) Placement(ctx context.Context) (Placement, error) {
-	cm, err := r.Client.ConfigMaps(r.Namespace).Get(ctx, RecordName, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return Placement{}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	entries, err := decodeEntries(cm)
-	if err != nil {
-		return nil, err
-	}
-	p := Placement{}
-	for app, e := range entries {
-		p[app] = e.Node
-	}
-	return p, nil
+	return r.Read(ctx).Placement()
 }
 
 // Snapshot is the record's ConfigMap as read at some moment (Err holds
@@ -76,21 +61,24 @@ func (r *Record) Read(ctx context.Context) Snapshot {
 	return Snapshot{cm: cm, err: err}
 }
 
-// Placement reads a snapshot as application → leader node; an absent or
-// unreadable record reads as empty (the compare-and-swap has the last word).
-func (s Snapshot) Placement() Placement {
+// Placement reads a snapshot as application → leader node; no record
+// yet is an empty placement.
+func (s Snapshot) Placement() (Placement, error) {
 	p := Placement{}
-	if s.err != nil || s.cm == nil {
-		return p
+	if apierrors.IsNotFound(s.err) {
+		return p, nil
+	}
+	if s.err != nil {
+		return nil, s.err
 	}
 	entries, err := decodeEntries(s.cm)
 	if err != nil {
-		return p
+		return nil, err
 	}
 	for app, e := range entries {
 		p[app] = e.Node
 	}
-	return p
+	return p, nil
 }
 
 // modify applies f to the record's entries and writes them back with a

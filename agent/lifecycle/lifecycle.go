@@ -188,10 +188,10 @@ func (p *Pool) Serving() int {
 	return n
 }
 
-// category applies the thresholds with hysteresis: a worker enters Low
+// Category applies the thresholds with hysteresis: a worker enters Low
 // below low and leaves it only above low+h; enters High above high and
 // leaves it only below high−h.
-func (c Config) category(cur State, u float64) State {
+func (c Config) Category(cur State, u float64) State {
 	switch {
 	case u >= c.High:
 		return High
@@ -227,7 +227,7 @@ func (p *Pool) Step(now time.Time, obs []Observation) []Action {
 		}
 		sum += o.Utilisation
 		n++
-		if next := p.cfg.category(w.State, o.Utilisation); next != w.State {
+		if next := p.cfg.Category(w.State, o.Utilisation); next != w.State {
 			w.State, w.Since = next, now
 		}
 	}

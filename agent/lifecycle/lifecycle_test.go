@@ -29,7 +29,7 @@ func TestCategoriesWithHysteresis(t *testing.T) {
 		{Medium, 75, High}, {High, 71, High}, {High, 69, Medium}, {High, 10, Low}, {Low, 90, High},
 	}
 	for _, k := range cases {
-		assert.Equal(t, k.want, c.category(k.cur, k.u), "%s at %v", k.cur, k.u)
+		assert.Equal(t, k.want, c.Category(k.cur, k.u), "%s at %v", k.cur, k.u)
 	}
 }
 

@@ -158,12 +158,12 @@ func dockerRuntime(ctx context.Context) (*runtime.Docker, func(), error) {
 
 // phase labels samples with the cell that was running.
 type phase struct {
-	mu                sync.Mutex
-	target, workload  string
-	clients           int
-	t0                time.Time
-	samples, events   [][]string
-	lastEventSnapshot time.Time
+	mu               sync.Mutex
+	target, workload string
+	clients          int
+	t0               time.Time
+	samples, events  [][]string
+	lastEvent        uint64 // Seq of the last event recorded
 }
 
 func (p *phase) set(target, workload string, clients int) {
@@ -182,11 +182,12 @@ func (p *phase) record(v agent.View) {
 			experiments.Format(w.Avail), w.State, experiments.Format(w.Weight), strconv.FormatInt(w.Active, 10)})
 	}
 	for _, e := range v.Events {
-		if !e.At.After(p.lastEventSnapshot) {
+		// Events of one agent step share a timestamp: their numbers tell them apart.
+		if e.Seq <= p.lastEvent {
 			continue
 		}
 		p.events = append(p.events, []string{experiments.Format(e.At.Sub(p.t0)), e.Kind, e.Worker, e.Detail})
-		p.lastEventSnapshot = e.At
+		p.lastEvent = e.Seq
 	}
 }
 
@@ -233,7 +234,9 @@ func (l *Live) Run(ctx context.Context, env *experiments.Env) error {
 	actx, stopAgent := context.WithCancel(ctx)
 	defer stopAgent()
 	ph := &phase{t0: time.Now()}
+	stepping := make(chan struct{})
 	go func() {
+		defer close(stepping)
 		t := time.NewTicker(l.interval)
 		defer t.Stop()
 		for {
@@ -294,6 +297,7 @@ func (l *Live) Run(ctx context.Context, env *experiments.Env) error {
 		}
 	}
 	stopAgent()
+	<-stepping // the sampler is done with ph
 	ph.record(a.View())
 	if err := writeCSV(filepath.Join(env.Dir, SamplesFile), sampleCols, ph.samples); err != nil {
 		return err
@@ -361,7 +365,7 @@ func serve(h http.Handler) (*http.Server, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ErrorLog: nil}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	return srv, "http://" + ln.Addr().String(), nil
 }
