@@ -5,8 +5,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 var nodes3 = []string{"w1", "w2", "w3"}
@@ -68,17 +66,16 @@ func TestBLDPlusAlwaysHasAQualifiedCandidate(t *testing.T) {
 	assert.ErrorContains(t, CheckAlgorithm("raft"), `"raft"`)
 }
 
-func TestStaggerOrdersQualifiedCandidates(t *testing.T) {
-	nodes := nodes3
-	pod := func(name, node string) v1.Pod {
-		return v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.PodSpec{NodeName: node}}
+// The candidate lists nodes and peers only for a node that holds another
+// application's leader; that shortcut is sound only if an empty node
+// qualifies under every rule, whatever the nodes and candidates.
+func TestEmptyNodeAlwaysQualifies(t *testing.T) {
+	p := Placement{"x": "w1", "y": "w1", "z": "w2", "a": "w3"}
+	for _, alg := range Algorithms {
+		for _, nodes := range [][]string{nil, nodes3, {"w1", "w2", "w3", "w4", "w5"}} {
+			for _, cands := range [][]string{nil, {"w1"}, {"w1", "w2", "w4"}} {
+				assert.True(t, Qualifies(alg, "a", "w4", p, nodes, cands), "%s, nodes %v, candidates %v", alg, nodes, cands)
+			}
+		}
 	}
-	pods := []v1.Pod{pod("a-0", "w1"), pod("a-1", "w2"), pod("a-2", "w3"), pod("a-3", "w3")}
-	// Other applications' leaders: two on w1, one on w2, none on w3.
-	p := Placement{"x": "w1", "y": "w1", "z": "w2"}
-	// BLD (3·c ≤ 3): w1 does not qualify; w3 (0) before w2 (1), names break the tie on w3.
-	assert.Equal(t, 0, stagger(BLD, "a", "a-2", p, nodes, nil, pods))
-	assert.Equal(t, 1, stagger(BLD, "a", "a-3", p, nodes, nil, pods))
-	assert.Equal(t, 2, stagger(BLD, "a", "a-1", p, nodes, nil, pods))
-	assert.Equal(t, 0, stagger(BLD, "a", "a-0", p, nodes, nil, pods), "not qualified: goes at once, the record decides")
 }

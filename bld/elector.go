@@ -3,6 +3,7 @@ package bld
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -35,7 +36,9 @@ type ElectorConfig struct {
 	// GateRetry is the first wait after the gate refused a free lease
 	// (default RetryPeriod), doubling up to RetryPeriod while refusals go
 	// on: the balance can change as soon as another application's
-	// reservation settles, long before a retry period.
+	// reservation settles, long before a retry period. A gate that
+	// refuses with ErrReserved (another candidate is taking the lease)
+	// waits a retry period, like a follower.
 	GateRetry time.Duration
 	// Handover, when set, names who gets the lease when this leader stops
 	// (graceful shutdown); "" releases it for anyone. done, if not nil,
@@ -189,15 +192,19 @@ func (e *Elector) try(ctx context.Context) bool {
 	if prefetched != nil {
 		<-prefetched
 	}
+	read := time.Now()
 	if err != nil {
 		if !apierrors.IsNotFound(err) {
 			e.cfg.Log.Debug("reading the lock failed", "err", err)
 			return false
 		}
 		if !e.gate(ctx, nil, 0) {
+			e.logAttempt(now, read, time.Now(), errRefused)
 			return false
 		}
+		gated := time.Now()
 		err := e.cfg.Lock.Create(ctx, rec)
+		e.logAttempt(now, read, gated, err)
 		e.attempted(ctx, err == nil)
 		if err != nil {
 			return false
@@ -223,11 +230,14 @@ func (e *Elector) try(ctx context.Context) bool {
 			expired = now.Sub(expires)
 		}
 		if !e.gate(ctx, old, expired) {
+			e.logAttempt(now, read, time.Now(), errRefused)
 			return false
 		}
 	}
+	gated := time.Now()
 	err = e.cfg.Lock.Update(ctx, rec)
 	if holder != id {
+		e.logAttempt(now, read, gated, err)
 		e.attempted(ctx, err == nil)
 	}
 	if err != nil {
@@ -242,6 +252,9 @@ func (e *Elector) gate(ctx context.Context, old *resourcelock.LeaderElectionReco
 		return true
 	}
 	ok, err := e.cfg.Gate(ctx, old, expired)
+	if errors.Is(err, ErrReserved) {
+		return false
+	}
 	if err != nil {
 		e.cfg.Log.Debug("acquisition gate failed", "err", err)
 	}
@@ -259,6 +272,15 @@ func (e *Elector) mayBeFree(now time.Time) bool {
 		return false
 	}
 	return !e.observedTime.Add(time.Duration(e.observed.LeaseDurationSeconds) * time.Second).After(now)
+}
+
+var errRefused = errors.New("refused by the gate")
+
+// logAttempt times an acquisition attempt's phases for the debug log:
+// reading the lock (with the read-ahead), the gate, and the write.
+func (e *Elector) logAttempt(start, read, gated time.Time, err error) {
+	e.cfg.Log.Debug("acquisition attempt", "won", err == nil, "err", err,
+		"read", read.Sub(start), "gate", gated.Sub(read), "write", time.Since(gated))
 }
 
 func (e *Elector) attempted(ctx context.Context, won bool) {

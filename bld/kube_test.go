@@ -193,7 +193,7 @@ func TestBLDPrefersTheEmptyNode(t *testing.T) {
 	rec := &Record{Client: cs.CoreV1(), Namespace: ns}
 	ctx := context.Background()
 	for app, node := range map[string]string{"a": "w1", "b": "w2"} {
-		ok, err := rec.Reserve(ctx, nil, app, app+"-0", node, "", 0, func(Placement) bool { return true })
+		ok, err := rec.Reserve(ctx, nil, app, app+"-0", node, "", 0, func(Placement) (bool, error) { return true, nil })
 		require.NoError(t, err)
 		require.True(t, ok)
 	}
@@ -210,7 +210,7 @@ func TestLiteralBLDAllowsACrowdedNode(t *testing.T) {
 	ns, l := namespace(t), newLeaders()
 	rec := &Record{Client: cs.CoreV1(), Namespace: ns}
 	for app, node := range map[string]string{"a": "w1", "b": "w2"} {
-		_, err := rec.Reserve(context.Background(), nil, app, app+"-0", node, "", 0, func(Placement) bool { return true })
+		_, err := rec.Reserve(context.Background(), nil, app, app+"-0", node, "", 0, func(Placement) (bool, error) { return true, nil })
 		require.NoError(t, err)
 	}
 	campaign(t, l, BLDLiteral, LockLease, ns, "c", "c-0", "w1")
@@ -223,7 +223,7 @@ func TestConstrainedPlacement(t *testing.T) {
 		ns, l := namespace(t), newLeaders()
 		rec := &Record{Client: cs.CoreV1(), Namespace: ns}
 		for app, node := range map[string]string{"a": "w1", "b": "w2", "x": "w1", "y": "w2"} {
-			_, err := rec.Reserve(context.Background(), nil, app, app+"-0", node, "", 0, func(Placement) bool { return true })
+			_, err := rec.Reserve(context.Background(), nil, app, app+"-0", node, "", 0, func(Placement) (bool, error) { return true, nil })
 			require.NoError(t, err)
 		}
 		for i, node := range []string{"w1", "w2"} {
@@ -286,4 +286,42 @@ func TestRankedHandsOverWithoutWaitingOutTheLease(t *testing.T) {
 	took := l.started[next].Sub(t0)
 	l.mu.Unlock()
 	assert.Less(t, took, time.Second, "hand-over, not a 3 s lease expiry")
+}
+
+func TestOneReservationPerApplication(t *testing.T) {
+	rec := &Record{Client: cs.CoreV1(), Namespace: namespace(t)}
+	ctx := context.Background()
+	any := func(Placement) (bool, error) { return true, nil }
+	ok, err := rec.Reserve(ctx, nil, "x", "x-0", "w1", "", time.Minute, any)
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, err = rec.Reserve(ctx, nil, "x", "x-1", "w2", "", time.Minute, any)
+	require.ErrorIs(t, err, ErrReserved, "a fresh reservation by another candidate stands")
+	ok, err = rec.Reserve(ctx, nil, "x", "x-1", "w2", "x-0", time.Minute, any)
+	require.NoError(t, err)
+	assert.True(t, ok, "unless it belongs to the holder whose lease ran out")
+	ok, err = rec.Reserve(ctx, nil, "x", "x-2", "w3", "", 0, any)
+	require.NoError(t, err)
+	assert.True(t, ok, "or it is no longer fresh")
+	_, err = rec.Reserve(ctx, nil, "y", "y-0", "w1", "", time.Minute, func(Placement) (bool, error) { return false, io.ErrUnexpectedEOF })
+	require.ErrorIs(t, err, io.ErrUnexpectedEOF, "the balance condition's own error comes through")
+	p, err := rec.Placement(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, Placement{"x": "w3"}, p)
+}
+
+func TestLeaderRestoresItsRecordEntry(t *testing.T) {
+	ns, l := namespace(t), newLeaders()
+	rec := &Record{Client: cs.CoreV1(), Namespace: ns}
+	campaign(t, l, BLD, LockLease, ns, "a", "a-0", "w2")
+	leader := waitLeader(t, l, "a", 10*time.Second)
+	// A candidate that reserved for an expired lease and then lost it
+	// to the leader's renewal drops the application's entry.
+	_, err := rec.Reserve(context.Background(), nil, "a", "a-9", "w1", leader, time.Minute, func(Placement) (bool, error) { return true, nil })
+	require.NoError(t, err)
+	require.NoError(t, rec.Release(context.Background(), "a", "a-9"))
+	require.Eventually(t, func() bool {
+		p, err := rec.Placement(context.Background())
+		return err == nil && p["a"] == "w2"
+	}, 5*time.Second, 50*time.Millisecond, "the leader writes its entry back within a retry period")
 }

@@ -3,6 +3,7 @@ package bld
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -45,7 +46,7 @@ func decodeEntries(cm *v1.ConfigMap) (map[string]Entry, error) {
 
 // Placement reads the record as application → leader node.
 func (r *Record) Placement(ctx context.Context) (Placement, error) {
-	return r.Read(ctx).Placement()
+	return r.read(ctx, "").Placement()
 }
 
 // Snapshot is the record's ConfigMap as read at some moment (Err holds
@@ -55,9 +56,16 @@ type Snapshot struct {
 	err error
 }
 
-// Read takes a snapshot, for a caller that reads the record ahead of time.
+// Read takes a snapshot, for a caller that reads the record ahead of
+// time. It comes from the API server's watch cache (resourceVersion 0),
+// which spares etcd a read but may lag the latest write by a moment: a
+// compare-and-swap on a stale snapshot fails and reads again, from etcd.
 func (r *Record) Read(ctx context.Context) Snapshot {
-	cm, err := r.Client.ConfigMaps(r.Namespace).Get(ctx, RecordName, metav1.GetOptions{})
+	return r.read(ctx, "0")
+}
+
+func (r *Record) read(ctx context.Context, rv string) Snapshot {
+	cm, err := r.Client.ConfigMaps(r.Namespace).Get(ctx, RecordName, metav1.GetOptions{ResourceVersion: rv})
 	return Snapshot{cm: cm, err: err}
 }
 
@@ -91,7 +99,7 @@ func (r *Record) modify(ctx context.Context, first *Snapshot, f func(map[string]
 		if attempt == 0 && first != nil {
 			snap = *first
 		} else {
-			snap = r.Read(ctx)
+			snap = r.read(ctx, "")
 		}
 		cm, err := snap.cm, snap.err
 		create := apierrors.IsNotFound(err)
@@ -135,22 +143,42 @@ func (r *Record) modify(ctx context.Context, first *Snapshot, f func(map[string]
 // stands, unless it belongs to previous, the holder whose lease ran out.
 // Without that, a losing candidate dropping its reservation would leave
 // the winner's node looking empty to the other applications.
-func (r *Record) Reserve(ctx context.Context, first *Snapshot, app, holder, node, previous string, fresh time.Duration, qualifies func(Placement) bool) (bool, error) {
-	return r.modify(ctx, first, func(m map[string]Entry) bool {
-		if e, ok := m[app]; ok && e.Holder != holder && e.Holder != previous && time.Since(e.Time) < fresh {
+//
+// It returns ErrReserved when another candidate's reservation stands.
+func (r *Record) Reserve(ctx context.Context, first *Snapshot, app, holder, node, previous string, fresh time.Duration, qualifies func(Placement) (bool, error)) (bool, error) {
+	taken := false
+	var qerr error
+	ok, err := r.modify(ctx, first, func(m map[string]Entry) bool {
+		e, ok := m[app]
+		taken = ok && e.Holder != holder && e.Holder != previous && time.Since(e.Time) < fresh
+		if taken {
 			return false
 		}
 		p := Placement{}
 		for a, e := range m {
 			p[a] = e.Node
 		}
-		if !qualifies(p) {
+		var q bool
+		if q, qerr = qualifies(p); !q {
 			return false
 		}
 		m[app] = Entry{Node: node, Holder: holder, Time: time.Now().UTC()}
 		return true
 	})
+	switch {
+	case err != nil:
+		return false, err
+	case qerr != nil:
+		return false, fmt.Errorf("leader record: %w", qerr)
+	case taken:
+		return false, ErrReserved
+	}
+	return ok, nil
 }
+
+// ErrReserved: another candidate of the application holds a fresh
+// reservation and is taking the lease, so this one waits like a follower.
+var ErrReserved = errors.New("another candidate of this election holds the reservation")
 
 // Release removes app's entry if holder still owns it.
 func (r *Record) Release(ctx context.Context, app, holder string) error {
@@ -164,8 +192,8 @@ func (r *Record) Release(ctx context.Context, app, holder string) error {
 	return err
 }
 
-// Confirm (re)writes app's entry for its new leader: a losing candidate
-// of the same application may have released the reservation meanwhile.
+// Confirm (re)writes app's entry for its leader, if it is missing or
+// names another holder or node.
 func (r *Record) Confirm(ctx context.Context, app, holder, node string) error {
 	_, err := r.modify(ctx, nil, func(m map[string]Entry) bool {
 		if e, ok := m[app]; ok && e.Holder == holder && e.Node == node {

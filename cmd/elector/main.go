@@ -82,6 +82,10 @@ func run(args []string) error {
 	if err != nil {
 		return fmt.Errorf("kubernetes client config: %w", err)
 	}
+	// Protobuf, as the control-plane components use: cheaper to encode
+	// and decode than JSON on both ends, and every object the electors
+	// touch is a built-in type.
+	rc.ContentType = "application/vnd.kubernetes.protobuf"
 	cfg.Client, err = kubernetes.NewForConfig(rc)
 	if err != nil {
 		return err

@@ -52,7 +52,7 @@ func (d *Distribution) Flags() *flag.FlagSet {
 	fs.IntVar(&d.replicas, "replicas", 5, "replicas per application")
 	fs.DurationVar(&d.settle, "settle", 20*time.Second, "give up waiting for leaders after this long")
 	timingFlags(fs, &d.timing, 10*time.Second, 8*time.Second, 2*time.Second)
-	d.k.define(fs)
+	d.k.define(fs, true)
 	return fs
 }
 

@@ -23,10 +23,15 @@ type kubeFlags struct {
 	parallel   int
 }
 
-func (k *kubeFlags) define(fs *flag.FlagSet) {
+// define adds the flags; parallel is false for an experiment that times
+// elections, which runs one election set at a time so that repetitions
+// do not compete for the CPU.
+func (k *kubeFlags) define(fs *flag.FlagSet, parallel bool) {
 	fs.StringVar(&k.kubeconfig, "kubeconfig", "", "API server to use (default: start a local control plane with three worker nodes)")
 	fs.StringVar(&k.lock, "lock", "lease", "lock object: lease or endpoints")
-	fs.IntVar(&k.parallel, "parallel", 40, "elector processes to run at once across repetitions (each repetition has its own namespace)")
+	if parallel {
+		fs.IntVar(&k.parallel, "parallel", 40, "elector processes to run at once across repetitions (each repetition has its own namespace)")
+	}
 }
 
 // parallelReps runs reps concurrently, at most limit at a time, and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -45,7 +46,7 @@ func (l *Latency) Flags() *flag.FlagSet {
 	fs.IntVar(&l.replicas, "replicas", 5, "replicas per application")
 	fs.DurationVar(&l.settle, "settle", 20*time.Second, "give up waiting for leaders after this long")
 	timingFlags(fs, &l.timing, 10*time.Second, 8*time.Second, 2*time.Second)
-	l.k.define(fs)
+	l.k.define(fs, false)
 	return fs
 }
 
@@ -60,23 +61,20 @@ func (l *Latency) Run(ctx context.Context, env *experiments.Env) error {
 	}
 	defer c.Close()
 	env.Progress.SetTotal(len(l.algs.Vals) * len(l.apps) * env.Reps)
-	for _, alg := range l.algs.Vals {
+	// One election set at a time, the algorithms side by side within each
+	// repetition and in a rotated order, so that neither the machine's
+	// drift (etcd and the API server's caches grow with every namespace)
+	// nor a neighbour's CPU load favours one algorithm.
+	algs := l.algs.Vals
+	for rep := range env.Reps {
 		for _, n := range l.apps {
-			results := make([]spreadResult, env.Reps)
-			err := parallelReps(ctx, env.Reps, l.k.parallel/(n*l.replicas), func(rep int) error {
+			for i := range algs {
+				alg := algs[(rep+i)%len(algs)]
 				r, err := spread(ctx, c, alg, l.k.lock, n, l.replicas, l.timing, l.settle)
-				results[rep] = r
-				return err
-			})
-			if err != nil {
-				return fmt.Errorf("%s, %d apps: %w", alg, n, err)
-			}
-			for rep, r := range results {
-				apps := make([]string, 0, len(r.launch))
-				for a := range r.launch {
-					apps = append(apps, a)
+				if err != nil {
+					return fmt.Errorf("%s, %d apps, rep %d: %w", alg, n, rep, err)
 				}
-				slices.Sort(apps)
+				apps := slices.Sorted(maps.Keys(r.launch))
 				for _, a := range apps {
 					if err := env.Emit(experiments.Row{env.Backend, alg, n, rep, a, r.launch[a], r.campaign[a], r.overlaps}); err != nil {
 						return err

@@ -46,7 +46,7 @@ func (r *Reelection) Flags() *flag.FlagSet {
 	fs.Var(&r.kills, "kill", "how the leader is lost: SIGKILL, SIGTERM")
 	fs.Var(&r.profiles, "lease", "lease profiles: 10s (lease 10 s, renew 8 s, retry 2 s), short (2 s, 1.5 s, 0.5 s)")
 	fs.IntVar(&r.replicas, "replicas", 3, "replicas of the application")
-	r.k.define(fs)
+	r.k.define(fs, true)
 	return fs
 }
 

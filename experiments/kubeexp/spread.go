@@ -2,7 +2,9 @@ package kubeexp
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/ringside/ringside/internal/kubecluster"
@@ -30,10 +32,16 @@ func deploy(ctx context.Context, c *kubecluster.Cluster, ns string, apps []kubec
 		for _, pn := range pods {
 			podNode[ns+"/"+pn[0]] = pn[1]
 		}
-		for _, pn := range pods {
-			if err := c.Elect(ns, app.Name, pn[0], pn[1], alg, lock, t); err != nil {
-				return nil, err
-			}
+		// A Deployment's replicas start side by side on their nodes, not
+		// one after another.
+		errs := make([]error, len(pods))
+		var wg sync.WaitGroup
+		for i, pn := range pods {
+			wg.Go(func() { errs[i] = c.Elect(ns, app.Name, pn[0], pn[1], alg, lock, t) })
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return nil, err
 		}
 	}
 	return podNode, nil
