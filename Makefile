@@ -4,7 +4,7 @@ GO      ?= go
 RESULTS ?= results
 KUBE_VERSION ?= v1.32.13
 
-.PHONY: build test experiments lint bench kube-tools ringnode-image compose-ring lb-images compose-lb compose-lb-down clean
+.PHONY: build test experiments lint bench kube-tools ringnode-image compose-ring lb-images compose-lb compose-lb-down elector-image kind-up kind-deploy kind-experiment kind-down clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/...
@@ -64,6 +64,36 @@ compose-lb-down:
 	docker-compose -f compose/lb.yml down
 	docker ps -aq --filter label=ringside.pool=$${LB_POOL:-ringside-lb} | xargs -r docker rm -f
 	docker network rm $${LB_NETWORK:-ringside-lb} 2>/dev/null || true
+
+# The BLD paper's cluster on kind (k8s/kind.yaml: one control plane, three
+# workers), the elector sidecar FROM scratch loaded into it, and one
+# application of five replicas electing with ALGORITHM (k8s/overlays/).
+# kind-experiment runs the kube experiments against that cluster.
+ALGORITHM ?= bld
+KIND_CLUSTER ?= ringside
+KIND_KUBECONFIG ?= .kube/kind.kubeconfig
+elector-image:
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/image-elector/elector ./cmd/elector
+	cp k8s/Dockerfile.elector bin/image-elector/Dockerfile
+	docker build -q -t ringside/elector:dev bin/image-elector
+
+kind-up:
+	kind create cluster --name $(KIND_CLUSTER) --config k8s/kind.yaml
+	mkdir -p $(dir $(KIND_KUBECONFIG))
+	kind get kubeconfig --name $(KIND_CLUSTER) > $(KIND_KUBECONFIG)
+
+kind-deploy: elector-image
+	kind load docker-image ringside/elector:dev --name $(KIND_CLUSTER)
+	kubectl --kubeconfig $(KIND_KUBECONFIG) apply -k k8s/overlays/$(ALGORITHM)
+
+kind-experiment:
+	for e in kube-distribution kube-election-latency kube-reelection; do \
+		$(GO) run ./cmd/ringside run $$e --kubeconfig $(KIND_KUBECONFIG) --out $(RESULTS) || exit 1; \
+	done
+	$(GO) run ./cmd/ringside report $(RESULTS)
+
+kind-down:
+	kind delete cluster --name $(KIND_CLUSTER)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -64,7 +64,6 @@ type Candidate struct {
 
 	mu      sync.Mutex
 	leader  string
-	leading bool
 	ranking []Follower
 	// The record as read ahead for this try (see ElectorConfig.Prefetch).
 	ahead   *Snapshot
@@ -152,9 +151,13 @@ func (c *Candidate) Run(ctx context.Context) error {
 		return err
 	}
 	c.cfg.OnEvent("campaign", "")
+	// Leadership ends when the leader context does: both electors cancel
+	// it before they release the lease, and call OnStoppedLeading only
+	// after, so a "stopped" sent from there could follow the successor's
+	// "started" and look like two leaders at once.
 	started := func(lctx context.Context) {
 		c.mu.Lock()
-		c.leading, c.leader = true, c.cfg.Identity
+		c.leader = c.cfg.Identity
 		c.mu.Unlock()
 		c.cfg.OnEvent("started", c.cfg.Identity)
 		if Balanced(c.cfg.Algorithm) {
@@ -163,12 +166,10 @@ func (c *Candidate) Run(ctx context.Context) error {
 		if c.cfg.Algorithm == Ranked {
 			c.rankLoop(lctx)
 		}
+		<-lctx.Done()
+		c.cfg.OnEvent("stopped", "")
 	}
 	stopped := func() {
-		c.mu.Lock()
-		c.leading = false
-		c.mu.Unlock()
-		c.cfg.OnEvent("stopped", "")
 		if Balanced(c.cfg.Algorithm) {
 			rctx, cancel := context.WithTimeout(context.Background(), c.cfg.RenewDeadline)
 			defer cancel()
@@ -227,8 +228,19 @@ func (c *Candidate) publish(ctx context.Context) error {
 	return nil
 }
 
-// workerNodes are the schedulable nodes that are not control planes,
-// listed at most every nodesTTL.
+// Workers names the nodes BLD counts (N): the schedulable ones that are
+// not control planes.
+func Workers(nodes []v1.Node) []string {
+	out := []string{}
+	for _, n := range nodes {
+		if _, cp := n.Labels["node-role.kubernetes.io/control-plane"]; !cp && !n.Spec.Unschedulable {
+			out = append(out, n.Name)
+		}
+	}
+	return out
+}
+
+// workerNodes are the Workers, listed at most every nodesTTL.
 func (c *Candidate) workerNodes(ctx context.Context) ([]string, error) {
 	c.mu.Lock()
 	nodes, at := c.nodes, c.nodesAt
@@ -246,13 +258,7 @@ func (c *Candidate) workerNodes(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := []string{}
-	for _, n := range list.Items {
-		if _, cp := n.Labels["node-role.kubernetes.io/control-plane"]; cp || n.Spec.Unschedulable {
-			continue
-		}
-		out = append(out, n.Name)
-	}
+	out := Workers(list.Items)
 	c.mu.Lock()
 	c.nodes, c.nodesAt = out, time.Now()
 	c.mu.Unlock()

@@ -256,7 +256,7 @@ func (e *Elector) gate(ctx context.Context, old *resourcelock.LeaderElectionReco
 		return false
 	}
 	if err != nil {
-		e.cfg.Log.Debug("acquisition gate failed", "err", err)
+		e.cfg.Log.Warn("acquisition gate failed", "err", err)
 	}
 	e.refused = !ok || err != nil
 	return ok && err == nil

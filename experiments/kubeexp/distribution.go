@@ -72,7 +72,7 @@ func (d *Distribution) Run(ctx context.Context, env *experiments.Env) error {
 	env.Progress.SetTotal(len(d.algs.Vals) * (len(d.apps) + 1) * env.Reps)
 	emit := func(alg, scenario string, apps int, results []spreadResult) error {
 		for rep, r := range results {
-			for _, node := range kubecluster.Workers {
+			for _, node := range c.Workers {
 				if err := env.Emit(experiments.Row{env.Backend, alg, scenario, apps, rep, node, r.perNode[node], r.elected, r.overlaps}); err != nil {
 					return err
 				}

@@ -9,7 +9,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/ringside/ringside/experiments"
+	"github.com/ringside/ringside/internal/kubelocal"
 )
 
 func runKube(t *testing.T, e experiments.Experiment, dir string, reps int, args ...string) *experiments.Table {
@@ -61,4 +65,35 @@ func TestKubeExperimentsWriteCSVAndReport(t *testing.T) {
 		assert.Contains(t, string(md), name)
 	}
 	assert.NotContains(t, string(md), "report failed")
+}
+
+// With --kubeconfig the experiments use the cluster's own worker nodes,
+// whatever their names (kind's here), and leave its control plane out.
+func TestExternalClusterWorkers(t *testing.T) {
+	ctx := context.Background()
+	cp, err := kubelocal.Start(ctx, t.TempDir())
+	require.NoError(t, err)
+	defer cp.Stop()
+	cs, err := cp.Clientset()
+	require.NoError(t, err)
+	nodes := []*v1.Node{
+		{ObjectMeta: metav1.ObjectMeta{Name: "ringside-control-plane", Labels: map[string]string{"node-role.kubernetes.io/control-plane": ""}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "ringside-worker"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "ringside-worker2"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "ringside-worker3"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "cordoned"}, Spec: v1.NodeSpec{Unschedulable: true}},
+	}
+	for _, n := range nodes {
+		_, err := cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	d := runKube(t, &Distribution{}, t.TempDir(), 1, "--kubeconfig", cp.Kubeconfig, "--algorithms", "bld-plus", "--apps", "3")
+	got := map[string]bool{}
+	for i := range d.Rows {
+		got[d.Str(i, "node")] = true
+		if d.Str(i, "scenario") == "spread" {
+			assert.Equal(t, "1", d.Str(i, "leaders"), "one leader per worker")
+		}
+	}
+	assert.Equal(t, map[string]bool{"ringside-worker": true, "ringside-worker2": true, "ringside-worker3": true}, got)
 }

@@ -66,7 +66,7 @@ func (r *Reelection) once(ctx context.Context, c *kubecluster.Cluster, alg, kill
 		return reelected{}, err
 	}
 	defer c.StopNamespace(ns)
-	app := kubecluster.App{Name: "app", Replicas: r.replicas, Nodes: kubecluster.Workers}
+	app := kubecluster.App{Name: "app", Replicas: r.replicas, Nodes: c.Workers}
 	if _, err := deploy(ctx, c, ns, []kubecluster.App{app}, 0, alg, r.k.lock, t); err != nil {
 		return reelected{}, err
 	}

@@ -59,7 +59,7 @@ func spread(ctx context.Context, c *kubecluster.Cluster, alg, lock string, n, re
 	var names []string
 	for i := range n {
 		name := fmt.Sprintf("app-%d", i)
-		apps = append(apps, kubecluster.App{Name: name, Replicas: replicas, Nodes: kubecluster.Workers})
+		apps = append(apps, kubecluster.App{Name: name, Replicas: replicas, Nodes: c.Workers})
 		names = append(names, name)
 	}
 	podNode, err := deploy(ctx, c, ns, apps, 0, alg, lock, t)
@@ -98,12 +98,15 @@ func spread(ctx context.Context, c *kubecluster.Cluster, alg, lock string, n, re
 // whose replicas sit on worker-1 and worker-2 only. BLD has no qualifying
 // candidate for it (N·c = 6 > L = 5); BLD-plus does.
 func constrained(ctx context.Context, c *kubecluster.Cluster, alg, lock string, replicas int, t kubecluster.Timing, settle time.Duration) (spreadResult, error) {
+	w := c.Workers
+	if len(w) != 3 {
+		return spreadResult{}, fmt.Errorf("the constrained placement is built for the paper's three worker nodes, the cluster has %d", len(w))
+	}
 	ns, err := c.Namespace(ctx, "constrained")
 	if err != nil {
 		return spreadResult{}, err
 	}
 	defer c.StopNamespace(ns)
-	w := kubecluster.Workers
 	res := spreadResult{perNode: map[string]int{}}
 	pin := []string{w[0], w[1], w[2], w[0], w[1]}
 	podNode := map[string]string{}

@@ -10,6 +10,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -30,9 +31,9 @@ import (
 	"github.com/ringside/ringside/internal/kubelocal"
 )
 
-// Workers are the worker nodes created on a local control plane, three
-// as in the BLD paper.
-var Workers = []string{"worker-1", "worker-2", "worker-3"}
+// LocalWorkers are the worker nodes created on a local control plane,
+// three as in the BLD paper.
+var LocalWorkers = []string{"worker-1", "worker-2", "worker-3"}
 
 // Event is one line an elector printed.
 type Event struct {
@@ -54,7 +55,11 @@ type Cluster struct {
 	dir        string
 	kubeconfig string
 	CS         *kubernetes.Clientset
-	bin        string
+	// Workers are the schedulable worker nodes the Pods are spread over:
+	// LocalWorkers, or those of the cluster behind the kubeconfig (kind's
+	// are named after the cluster).
+	Workers []string
+	bin     string
 
 	mu     sync.Mutex
 	procs  map[string]*proc // by elector id (namespace/pod)
@@ -99,14 +104,32 @@ func Start(ctx context.Context, kubeconfig string) (*Cluster, error) {
 		return nil, err
 	}
 	if c.cp != nil {
-		for _, n := range Workers {
+		for _, n := range LocalWorkers {
 			if _, err := c.CS.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
 				c.Close()
 				return nil, fmt.Errorf("create node %s: %w", n, err)
 			}
 		}
 	}
+	if c.Workers, err = workers(ctx, c.CS); err != nil {
+		c.Close()
+		return nil, err
+	}
 	return c, nil
+}
+
+// workers lists the nodes the BLD candidates count, sorted.
+func workers(ctx context.Context, cs kubernetes.Interface) ([]string, error) {
+	list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list worker nodes: %w", err)
+	}
+	out := bld.Workers(list.Items)
+	if len(out) == 0 {
+		return nil, errors.New("the cluster has no schedulable worker node")
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // Namespace creates a fresh namespace (they never finish deleting without
