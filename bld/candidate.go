@@ -252,8 +252,7 @@ func (c *Candidate) workerNodes(ctx context.Context) ([]string, error) {
 	// A consistent list (the default since Kubernetes 1.31) waits for the
 	// cache to catch up with etcd, which on a quiet server takes up to the
 	// cache's 100 ms progress-notify tick: that wait, not the request, was
-	// most of BLD's extra election latency. Nodes and the Pods of an
-	// election change rarely, and both lists are refreshed.
+	// most of BLD's extra election latency. Nodes change rarely.
 	list, err := c.cfg.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 	if err != nil {
 		return nil, err
@@ -289,7 +288,10 @@ func (c *Candidate) peers(ctx context.Context) ([]v1.Pod, error) {
 	if pods != nil && time.Since(at) < c.cfg.RetryPeriod {
 		return pods, nil
 	}
-	list, err := c.cfg.Client.CoreV1().Pods(c.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: ElectionLabel + "=" + c.cfg.Election, ResourceVersion: "0"})
+	// A consistent list, unlike the nodes': candidates start moments after
+	// their Pods are created, and a peer missing from a lagging cache
+	// would let bld-plus pass over the least-loaded candidate node.
+	list, err := c.cfg.Client.CoreV1().Pods(c.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: ElectionLabel + "=" + c.cfg.Election})
 	if err != nil {
 		return nil, err
 	}

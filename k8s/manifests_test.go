@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -62,6 +64,9 @@ func TestOverlaysRender(t *testing.T) {
 	for _, alg := range overlays {
 		t.Run(alg, func(t *testing.T) {
 			objs := render(t, alg)
+			ns := find(objs, "Namespace")
+			require.NotNil(t, ns)
+			assert.Equal(t, "ringside", ns.GetName())
 			dep := find(objs, "Deployment")
 			require.NotNil(t, dep)
 			containers, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
@@ -197,4 +202,48 @@ func apply(ctx context.Context, t *testing.T, cfg *rest.Config, objs []*unstruct
 		_, err = ri.Create(ctx, o, metav1.CreateOptions{FieldValidation: "Strict"})
 		require.NoError(t, err, "create %s %s", o.GetKind(), o.GetName())
 	}
+}
+
+// A user's overlay that moves everything to another namespace the way
+// k8s/base/kustomization.yaml says keeps the nodes ClusterRoleBinding
+// pointing at the moved ServiceAccount.
+func TestOverlayInAnotherNamespace(t *testing.T) {
+	base, err := filepath.Abs("base")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	rel, err := filepath.Rel(dir, base) // kustomize takes no absolute base
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(`resources:
+  - `+rel+`
+transformers:
+  - |-
+    apiVersion: builtin
+    kind: NamespaceTransformer
+    metadata:
+      name: namespace
+      namespace: lab
+    setRoleBindingSubjects: allServiceAccounts
+`), 0o644))
+	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	require.NoError(t, err)
+	var checked int
+	for _, r := range res.Resources() {
+		switch r.GetKind() {
+		case "Namespace":
+			t.Errorf("the base brings a Namespace %s", r.GetName())
+		case "ClusterRole", "ClusterRoleBinding":
+		default:
+			assert.Equal(t, "lab", r.GetNamespace(), "%s %s", r.GetKind(), r.GetName())
+		}
+		if r.GetKind() != "ClusterRoleBinding" && r.GetKind() != "RoleBinding" {
+			continue
+		}
+		subjects, err := r.GetFieldValue("subjects")
+		require.NoError(t, err)
+		for _, s := range subjects.([]any) {
+			assert.Equal(t, "lab", s.(map[string]any)["namespace"], "%s %s", r.GetKind(), r.GetName())
+			checked++
+		}
+	}
+	assert.Equal(t, 2, checked)
 }

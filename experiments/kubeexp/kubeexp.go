@@ -62,10 +62,14 @@ func parallelReps(ctx context.Context, reps, limit int, f func(rep int) error) e
 }
 
 // waitLeaders waits until every app in ns has a leader, or limit passes;
-// it returns the leaders found.
-func waitLeaders(ctx context.Context, c *kubecluster.Cluster, ns string, apps []string, limit time.Duration) map[string]string {
+// it returns the leaders found, or an error when an elector of ns
+// crashed, which would leave its application short of a candidate.
+func waitLeaders(ctx context.Context, c *kubecluster.Cluster, ns string, apps []string, limit time.Duration) (map[string]string, error) {
 	deadline := time.Now().Add(limit)
 	for {
+		if err := c.Crashed(ns); err != nil {
+			return nil, err
+		}
 		out := map[string]string{}
 		for _, a := range apps {
 			if id, _ := c.Leader(ns, a); id != "" {
@@ -73,7 +77,7 @@ func waitLeaders(ctx context.Context, c *kubecluster.Cluster, ns string, apps []
 			}
 		}
 		if len(out) == len(apps) || time.Now().After(deadline) || ctx.Err() != nil {
-			return out
+			return out, nil
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

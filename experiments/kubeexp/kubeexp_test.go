@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ringside/ringside/experiments"
+	"github.com/ringside/ringside/internal/kubecluster"
 	"github.com/ringside/ringside/internal/kubelocal"
 )
 
@@ -92,8 +94,18 @@ func TestExternalClusterWorkers(t *testing.T) {
 	for i := range d.Rows {
 		got[d.Str(i, "node")] = true
 		if d.Str(i, "scenario") == "spread" {
-			assert.Equal(t, "1", d.Str(i, "leaders"), "one leader per worker")
+			assert.Equal(t, "1", d.Str(i, "leaders"), "one leader per worker: %s has %s, %s of 3 applications elected",
+				d.Str(i, "node"), d.Str(i, "leaders"), d.Str(i, "apps_elected"))
 		}
 	}
 	assert.Equal(t, map[string]bool{"ringside-worker": true, "ringside-worker2": true, "ringside-worker3": true}, got)
+
+	// An elector that dies on its own is reported, with its last words.
+	c, err := kubecluster.Start(ctx, cp.Kubeconfig)
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.Elect("default", "x", "x-0", "ringside-worker", "default", "bogus", kubecluster.Timing{Lease: 10 * time.Second, Renew: 8 * time.Second, Retry: 2 * time.Second}))
+	require.Eventually(t, func() bool { return c.Crashed("default") != nil }, 10*time.Second, 20*time.Millisecond)
+	assert.ErrorContains(t, c.Crashed("default"), `lock "bogus": want lease or endpoints`)
+	assert.NoError(t, c.Crashed("elsewhere"))
 }

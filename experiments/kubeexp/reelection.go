@@ -2,6 +2,7 @@ package kubeexp
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"strconv"
@@ -70,7 +71,11 @@ func (r *Reelection) once(ctx context.Context, c *kubecluster.Cluster, alg, kill
 	if _, err := deploy(ctx, c, ns, []kubecluster.App{app}, 0, alg, r.k.lock, t); err != nil {
 		return reelected{}, err
 	}
-	if len(waitLeaders(ctx, c, ns, []string{app.Name}, 30*time.Second)) != 1 {
+	first, err := waitLeaders(ctx, c, ns, []string{app.Name}, 30*time.Second)
+	if err != nil {
+		return reelected{}, err
+	}
+	if len(first) != 1 {
 		return reelected{}, fmt.Errorf("no first leader")
 	}
 	if alg == bld.Ranked {
@@ -94,7 +99,7 @@ func (r *Reelection) once(ctx context.Context, c *kubecluster.Cluster, alg, kill
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	return reelected{}, fmt.Errorf("no new leader after %s", kill)
+	return reelected{}, errors.Join(fmt.Errorf("no new leader after %s", kill), c.Crashed(ns))
 }
 
 func (r *Reelection) Run(ctx context.Context, env *experiments.Env) error {

@@ -66,7 +66,10 @@ func spread(ctx context.Context, c *kubecluster.Cluster, alg, lock string, n, re
 	if err != nil {
 		return spreadResult{}, err
 	}
-	leaders := waitLeaders(ctx, c, ns, names, settle)
+	leaders, err := waitLeaders(ctx, c, ns, names, settle)
+	if err != nil {
+		return spreadResult{}, err
+	}
 	res := spreadResult{perNode: map[string]int{}, elected: len(leaders), launch: map[string]time.Duration{}, campaign: map[string]time.Duration{}}
 	for _, id := range leaders {
 		res.perNode[podNode[id]]++
@@ -119,7 +122,11 @@ func constrained(ctx context.Context, c *kubecluster.Cluster, alg, lock string, 
 		for k, v := range pn {
 			podNode[k] = v
 		}
-		if got := waitLeaders(ctx, c, ns, []string{app.Name}, settle); len(got) != 1 {
+		got, err := waitLeaders(ctx, c, ns, []string{app.Name}, settle)
+		if err != nil {
+			return res, err
+		}
+		if len(got) != 1 {
 			return res, fmt.Errorf("%s: pinned application %s elected no leader", alg, app.Name)
 		}
 	}
@@ -135,7 +142,10 @@ func constrained(ctx context.Context, c *kubecluster.Cluster, alg, lock string, 
 	for i := range pin {
 		names = append(names, fmt.Sprintf("pinned-%d", i))
 	}
-	leaders := waitLeaders(ctx, c, ns, names, settle)
+	leaders, err := waitLeaders(ctx, c, ns, names, settle)
+	if err != nil {
+		return res, err
+	}
 	res.elected = len(leaders)
 	for _, id := range leaders {
 		res.perNode[podNode[id]]++

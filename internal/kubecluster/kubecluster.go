@@ -12,12 +12,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -61,17 +63,19 @@ type Cluster struct {
 	Workers []string
 	bin     string
 
-	mu     sync.Mutex
-	procs  map[string]*proc // by elector id (namespace/pod)
-	events []Event
+	mu      sync.Mutex
+	procs   map[string]*proc // by elector id (namespace/pod)
+	events  []Event
+	crashed []crash
 }
 
 type proc struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	ns   string
-	app  string
-	addr string
+	cmd       *exec.Cmd
+	done      chan struct{}
+	ns        string
+	app       string
+	stderr    tail
+	signalled atomic.Bool // exits after this are ours, not crashes
 }
 
 // Start connects to kubeconfig, or starts a local control plane when it
@@ -169,32 +173,23 @@ func (c *Cluster) Pods(ctx context.Context, ns string, app App, offset int) ([][
 	return out, nil
 }
 
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
 // Elect starts one elector process for a replica.
 func (c *Cluster) Elect(ns, app, pod, node, alg, lock string, t Timing) error {
-	addr, err := freeAddr()
-	if err != nil {
-		return err
-	}
+	// Port 0: the elector binds a free port itself (it advertises what it
+	// bound), where picking one here could race other processes for it.
 	cmd := exec.Command(c.bin, "--kubeconfig", c.kubeconfig, "--algorithm", alg, "--lock", lock,
-		"--election", app, "--namespace", ns, "--id", pod, "--node", node, "--http", addr, "--events",
+		"--election", app, "--namespace", ns, "--id", pod, "--node", node, "--http", "127.0.0.1:0", "--events",
 		"--lease-duration", t.Lease.String(), "--renew-deadline", t.Renew.String(), "--retry-period", t.Retry.String(),
 		"--log-level", "error")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return err
 	}
+	p := &proc{cmd: cmd, done: make(chan struct{}), ns: ns, app: app}
+	cmd.Stderr = &p.stderr
 	if c.dir != "" {
 		if f, err := os.OpenFile(filepath.Join(c.dir, "electors.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err == nil {
-			cmd.Stderr = f
+			cmd.Stderr = io.MultiWriter(f, &p.stderr)
 			defer f.Close()
 		}
 	}
@@ -203,7 +198,6 @@ func (c *Cluster) Elect(ns, app, pod, node, alg, lock string, t Timing) error {
 		return fmt.Errorf("start elector %s/%s: %w", ns, pod, err)
 	}
 	c.record(Event{TS: launched, Event: "launched", ID: ns + "/" + pod, Election: ns + "/" + app})
-	p := &proc{cmd: cmd, done: make(chan struct{}), ns: ns, app: app, addr: addr}
 	c.mu.Lock()
 	c.procs[ns+"/"+pod] = p
 	c.mu.Unlock()
@@ -219,10 +213,57 @@ func (c *Cluster) Elect(ns, app, pod, node, alg, lock string, t Timing) error {
 			}
 			c.record(Event{TS: time.Unix(0, raw.TS), Event: raw.Event, ID: ns + "/" + raw.ID, Election: ns + "/" + raw.Election, Leader: raw.Leader})
 		}
-		cmd.Wait()
+		if err := cmd.Wait(); err != nil && !p.signalled.Load() {
+			c.mu.Lock()
+			c.crashed = append(c.crashed, crash{ns: ns, err: fmt.Errorf("elector %s/%s exited: %w: %s", ns, pod, err, p.stderr.String())})
+			c.mu.Unlock()
+		}
 		close(p.done)
 	}()
 	return nil
+}
+
+// Crashed returns an error naming every elector of ns that exited
+// without being signalled, with the end of what it wrote on stderr.
+func (c *Cluster) Crashed(ns string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	for _, cr := range c.crashed {
+		if cr.ns == ns {
+			errs = append(errs, cr.err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+type crash struct {
+	ns  string
+	err error
+}
+
+// tail keeps the last tailMax bytes written to it.
+type tail struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+const tailMax = 2048
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > tailMax {
+		t.b = t.b[len(t.b)-tailMax:]
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.b))
 }
 
 func (c *Cluster) record(e Event) {
@@ -277,6 +318,7 @@ func (c *Cluster) Signal(ctx context.Context, ns, pod string, sig syscall.Signal
 		return time.Time{}, fmt.Errorf("no elector %s/%s", ns, pod)
 	}
 	at := time.Now()
+	p.signalled.Store(true)
 	p.cmd.Process.Signal(sig)
 	if sig == syscall.SIGKILL {
 		c.record(Event{TS: at, Event: "killed", ID: ns + "/" + pod, Election: ns + "/" + p.app})
@@ -301,6 +343,7 @@ func (c *Cluster) StopNamespace(ns string) {
 	}
 	c.mu.Unlock()
 	for _, p := range ps {
+		p.signalled.Store(true)
 		p.cmd.Process.Signal(syscall.SIGKILL)
 		<-p.done
 	}
