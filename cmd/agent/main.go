@@ -24,6 +24,7 @@ import (
 	"github.com/ringside/ringside/agent/lifecycle"
 	"github.com/ringside/ringside/agent/runtime"
 	"github.com/ringside/ringside/internal/envflag"
+	"github.com/ringside/ringside/internal/serve"
 )
 
 func main() {
@@ -117,16 +118,7 @@ func run(log *slog.Logger, args []string) error {
 		}
 	}
 	srv := &http.Server{Addr: *httpAddr, Handler: a.Handler(prometheus.NewRegistry()), ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		srv.Shutdown(sctx)
-	}()
 	go a.Run(ctx)
 	log.Info("agent listening", "http", *httpAddr, "runtime", *rt)
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return serve.Until(ctx, 3*time.Second, srv)
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/ringside/ringside/balancer"
 	"github.com/ringside/ringside/internal/envflag"
+	"github.com/ringside/ringside/internal/serve"
 	"github.com/ringside/ringside/internal/weightfeed"
 )
 
@@ -81,19 +82,8 @@ func run(log *slog.Logger, args []string) error {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	adminSrv := &http.Server{Addr: *admin, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	srv := &http.Server{Addr: *addr, Handler: b, ReadHeaderTimeout: 5 * time.Second}
-	go adminSrv.ListenAndServe()
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		adminSrv.Shutdown(sctx)
-		srv.Shutdown(sctx)
-	}()
 	log.Info("balancer listening", "addr", *addr, "picker", *picker)
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return serve.Until(ctx, 5*time.Second, srv, adminSrv)
 }
 
 func parseWorkers(s string) (weightfeed.Weights, error) {

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ringside/ringside/bld"
+	"github.com/ringside/ringside/internal/envflag"
 )
 
 func main() {
@@ -35,34 +36,30 @@ func main() {
 	}
 }
 
-func env(key, def string) string {
-	if v, ok := os.LookupEnv(key); ok {
-		return v
-	}
-	return def
-}
-
 func run(args []string) error {
-	fs := flag.NewFlagSet("elector", flag.ContinueOnError)
+	fs := envflag.New(flag.NewFlagSet("elector", flag.ContinueOnError))
 	var cfg bld.CandidateConfig
 	var httpAddr, advertise, kubeconfig, level string
 	var events bool
-	fs.StringVar(&cfg.Algorithm, "algorithm", env("ELECTOR_ALGORITHM", bld.Default), "default, bld, bld-literal, bld-plus or ranked")
-	fs.StringVar(&cfg.Lock, "lock", env("ELECTOR_LOCK", bld.LockLease), "lease or endpoints")
-	fs.StringVar(&cfg.Election, "election", env("ELECTOR_ELECTION", ""), "election (lock object) name; the application's name")
-	fs.StringVar(&cfg.Namespace, "namespace", env("POD_NAMESPACE", "default"), "namespace of the lock")
-	fs.StringVar(&cfg.Identity, "id", env("POD_NAME", ""), "this candidate's identity: its Pod name")
-	fs.StringVar(&cfg.Node, "node", env("NODE_NAME", ""), "this candidate's node (default: read from its Pod)")
-	fs.StringVar(&httpAddr, "http", env("ELECTOR_HTTP", ":4040"), "sidecar HTTP address")
-	fs.StringVar(&advertise, "advertise", env("ELECTOR_ADVERTISE", ""), "address followers are probed and kicked at (default: POD_IP and the --http port)")
+	fs.StringVar(&cfg.Algorithm, "algorithm", "ELECTOR_ALGORITHM", bld.Default, "default, bld, bld-literal, bld-plus or ranked")
+	fs.StringVar(&cfg.Lock, "lock", "ELECTOR_LOCK", bld.LockLease, "lease or endpoints")
+	fs.StringVar(&cfg.Election, "election", "ELECTOR_ELECTION", "", "election (lock object) name; the application's name")
+	fs.StringVar(&cfg.Namespace, "namespace", "POD_NAMESPACE", "default", "namespace of the lock")
+	fs.StringVar(&cfg.Identity, "id", "POD_NAME", "", "this candidate's identity: its Pod name")
+	fs.StringVar(&cfg.Node, "node", "NODE_NAME", "", "this candidate's node (default: read from its Pod)")
+	fs.StringVar(&httpAddr, "http", "ELECTOR_HTTP", ":4040", "sidecar HTTP address")
+	fs.StringVar(&advertise, "advertise", "ELECTOR_ADVERTISE", "", "address followers are probed and kicked at (default: POD_IP and the --http port)")
 	fs.DurationVar(&cfg.LeaseDuration, "lease-duration", 10*time.Second, "lease duration")
 	fs.DurationVar(&cfg.RenewDeadline, "renew-deadline", 8*time.Second, "a leader that cannot renew for this long steps down")
 	fs.DurationVar(&cfg.RetryPeriod, "retry-period", 2*time.Second, "interval between acquisition attempts and renewals")
 	fs.DurationVar(&cfg.RankInterval, "rank-interval", time.Second, "ranked: how often the leader re-measures follower RTTs")
-	fs.StringVar(&kubeconfig, "kubeconfig", env("KUBECONFIG", ""), "kubeconfig (default: in-cluster)")
+	fs.StringVar(&kubeconfig, "kubeconfig", "KUBECONFIG", "", "kubeconfig (default: in-cluster)")
 	fs.BoolVar(&events, "events", false, "print leadership events as JSON lines on stdout (for experiments)")
-	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error")
+	fs.FlagSet.StringVar(&level, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := fs.Err(); err != nil {
 		return err
 	}
 	var lv slog.Level

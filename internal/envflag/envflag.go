@@ -42,6 +42,12 @@ func (s *Set) String(name, key, def, usage string) *string {
 	return s.FlagSet.String(name, def, help(usage, key))
 }
 
+// StringVar is String into p.
+func (s *Set) StringVar(p *string, name, key, def, usage string) {
+	s.env(key, func(v string) error { def = v; return nil })
+	s.FlagSet.StringVar(p, name, def, help(usage, key))
+}
+
 func (s *Set) Int(name, key string, def int, usage string) *int {
 	s.env(key, func(v string) (err error) { def, err = strconv.Atoi(v); return })
 	return s.FlagSet.Int(name, def, help(usage, key))

@@ -12,10 +12,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -186,18 +184,9 @@ func (c *Cluster) Elect(ns, app, pod, node, alg, lock string, t Timing) error {
 		return err
 	}
 	p := &proc{cmd: cmd, done: make(chan struct{}), ns: ns, app: app}
-	cmd.Stderr = &p.stderr
-	var logFile *os.File // open until the elector exits: a failed write would close its stderr
-	if c.dir != "" {
-		if f, err := os.OpenFile(filepath.Join(c.dir, "electors.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err == nil {
-			cmd.Stderr, logFile = io.MultiWriter(f, &p.stderr), f
-		}
-	}
+	cmd.Stderr = &p.stderr // kept for Crashed; electors log errors only
 	launched := time.Now()
 	if err := cmd.Start(); err != nil {
-		if logFile != nil {
-			logFile.Close()
-		}
 		return fmt.Errorf("start elector %s/%s: %w", ns, pod, err)
 	}
 	c.record(Event{TS: launched, Event: "launched", ID: ns + "/" + pod, Election: ns + "/" + app})
@@ -216,11 +205,7 @@ func (c *Cluster) Elect(ns, app, pod, node, alg, lock string, t Timing) error {
 			}
 			c.record(Event{TS: time.Unix(0, raw.TS), Event: raw.Event, ID: ns + "/" + raw.ID, Election: ns + "/" + raw.Election, Leader: raw.Leader})
 		}
-		err := cmd.Wait()
-		if logFile != nil {
-			logFile.Close()
-		}
-		if err != nil && !p.signalled.Load() {
+		if err := cmd.Wait(); err != nil && !p.signalled.Load() {
 			c.mu.Lock()
 			c.crashed = append(c.crashed, crash{ns: ns, err: fmt.Errorf("elector %s/%s exited: %w: %s", ns, pod, err, p.stderr.String())})
 			c.mu.Unlock()

@@ -1,0 +1,35 @@
+// Package serve runs a command's HTTP servers until it is told to stop,
+// then shuts them down gracefully: the tail every ringside daemon shares.
+package serve
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+)
+
+// Until serves every server until ctx ends, then gives in-flight requests
+// grace to finish. A server that cannot serve (its address taken) ends
+// them all and its error is returned.
+func Until(ctx context.Context, grace time.Duration, srvs ...*http.Server) error {
+	errc := make(chan error, len(srvs))
+	for _, srv := range srvs {
+		go func() {
+			if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+			}
+		}()
+	}
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	for _, srv := range srvs {
+		srv.Shutdown(sctx)
+	}
+	return err
+}
