@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http/httptrace"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -184,11 +186,19 @@ func (e *Elector) try(ctx context.Context) bool {
 	}
 	e.refused = false
 	var prefetched chan struct{}
+	getCtx, gotten := ctx, func() {}
 	if e.cfg.Prefetch != nil && e.mayBeFree(now) {
 		prefetched = make(chan struct{})
-		go func() { defer close(prefetched); e.cfg.Prefetch(ctx) }()
+		var connected <-chan struct{}
+		getCtx, connected, gotten = onConnection(ctx)
+		go func() {
+			defer close(prefetched)
+			<-connected
+			e.cfg.Prefetch(ctx)
+		}()
 	}
-	old, raw, err := e.cfg.Lock.Get(ctx)
+	old, raw, err := e.cfg.Lock.Get(getCtx)
+	gotten()
 	if prefetched != nil {
 		<-prefetched
 	}
@@ -272,6 +282,20 @@ func (e *Elector) mayBeFree(now time.Time) bool {
 		return false
 	}
 	return !e.observedTime.Add(time.Duration(e.observed.LeaseDurationSeconds) * time.Second).After(now)
+}
+
+// onConnection returns a context for a request and a channel closed once
+// that request has its connection to the API server, or when ended is
+// called after the request. A request sent beside it only after that
+// shares the connection: on a cold client the read-ahead and the lock
+// read would otherwise each dial and handshake TLS, and a candidate's
+// first try (an election's start) always has a cold client.
+func onConnection(ctx context.Context) (_ context.Context, connected <-chan struct{}, ended func()) {
+	ch := make(chan struct{})
+	var once sync.Once
+	done := func() { once.Do(func() { close(ch) }) }
+	trace := &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { done() }}
+	return httptrace.WithClientTrace(ctx, trace), ch, done
 }
 
 var errRefused = errors.New("refused by the gate")

@@ -18,7 +18,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"github.com/ringside/ringside/internal/kubelocal"
@@ -26,6 +26,7 @@ import (
 
 var (
 	cs    *kubernetes.Clientset
+	rc    *rest.Config
 	nsSeq atomic.Int64
 )
 
@@ -47,6 +48,10 @@ func TestMain(m *testing.M) {
 			return 1
 		}
 		defer cp.Stop()
+		if rc, err = cp.RestConfig(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 		if cs, err = cp.Clientset(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -163,6 +168,36 @@ func waitLeader(t *testing.T, l *leaders, election string, within time.Duration)
 	var got []string
 	require.Eventually(t, func() bool { got = l.of(election); return len(got) == 1 }, within, 20*time.Millisecond, "one leader for %s", election)
 	return got[0]
+}
+
+// TestFirstTryDialsOnce: a BLD candidate's first try reads the lock and,
+// beside it, the record, on a client that has no connection yet. Sent at
+// once, the two reads would each dial and handshake TLS, at the moment a
+// burst of candidates loads the API server most.
+func TestFirstTryDialsOnce(t *testing.T) {
+	ns := namespace(t)
+	cfg := rest.CopyConfig(rc)
+	var dials atomic.Int32
+	var d net.Dialer
+	cfg.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		return d.DialContext(ctx, network, addr)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	l := newLeaders()
+	c, err := NewCandidate(CandidateConfig{
+		Algorithm: BLD, Election: "app", Namespace: ns, Identity: "app-0", Node: "w1", Client: client,
+		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
+		OnEvent: l.hook("app", "app-0"), Log: slog.New(slog.DiscardHandler),
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitLeader(t, l, "app", 10*time.Second)
+	assert.EqualValues(t, 1, dials.Load(), "connections dialled to the API server")
 }
 
 func TestDefaultElectsOneAndFailsOver(t *testing.T) {
