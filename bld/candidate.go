@@ -197,7 +197,7 @@ func (c *Candidate) Run(ctx context.Context) error {
 		OnStartedLeading: started, OnStoppedLeading: stopped, OnNewLeader: c.setLeader, Kick: c.kick, Log: c.cfg.Log,
 	}
 	if Balanced(c.cfg.Algorithm) {
-		cfg.Gate, cfg.AfterAttempt, cfg.Prefetch = c.balanceGate, c.afterBalanced, c.readAhead
+		cfg.Gate, cfg.AfterAttempt, cfg.Prefetch, cfg.Unclaimed = c.balanceGate, c.afterBalanced, c.readAhead, c.unclaimed
 		cfg.GateRetry = c.cfg.RetryPeriod / 40
 	}
 	if c.cfg.Algorithm == Ranked {
@@ -264,19 +264,37 @@ func (c *Candidate) workerNodes(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// readAhead reads the record while the elector reads the lock, so a free
-// lease costs BLD one round trip more than the default election (the
-// reservation), not two. The nodes and peers the balance condition may
-// also need are listed only when it does (see qualifies): reading them
-// ahead for every candidate loads the API server at the busiest moment
-// of a burst of elections, and measured no faster (`ringside run
-// kube-election-latency`, 30–40 repetitions: BLD at 1.42 times the
-// default's latency with them read ahead, 1.34 without).
+// readAhead reads the record while the elector reads the lock (on a
+// candidate's first try, before: see unclaimed), so a free lease costs
+// BLD one round trip more than the default election (the reservation),
+// not two. When the record shows that this candidate's node already
+// holds another application's leader, it also lists what the balance
+// condition then needs (the worker nodes, or the election's candidates);
+// listing them for every candidate instead loads the API server at the
+// busiest moment of a burst of elections.
 func (c *Candidate) readAhead(ctx context.Context) {
 	snap := c.record.Read(ctx)
 	c.mu.Lock()
 	c.ahead, c.aheadAt = &snap, time.Now()
 	c.mu.Unlock()
+	if p, err := snap.Placement(); err == nil && c.crowded(p) {
+		c.balanceInputs(ctx) // an error shows again, and is reported, in qualifies
+	}
+}
+
+// unclaimed reports whether the record, as read ahead, holds no entry
+// for this election: nobody leads it or is reserving it, so its lock is
+// most likely absent.
+func (c *Candidate) unclaimed() bool {
+	c.mu.Lock()
+	ahead := c.ahead
+	c.mu.Unlock()
+	if ahead == nil {
+		return false
+	}
+	p, err := ahead.Placement()
+	_, claimed := p[c.cfg.Election]
+	return err == nil && !claimed
 }
 
 // peers are the live candidate Pods of this election, listed at most
@@ -322,23 +340,35 @@ func (c *Candidate) balanceGate(ctx context.Context, observed *resourcelock.Lead
 // qualifies evaluates the balance condition on p. A node that holds no
 // other application's leader qualifies under every rule, whatever the
 // worker nodes (bld, bld-literal) or the election's candidate nodes
-// (bld-plus), so those are needed only when this node holds some.
+// (bld-plus), so those are needed only when this node is crowded.
 func (c *Candidate) qualifies(ctx context.Context, p Placement) (bool, error) {
-	if p.Counts(c.cfg.Election)[c.cfg.Node] == 0 {
+	if !c.crowded(p) {
 		return true, nil
 	}
-	var nodes, cands []string
-	var err error
+	nodes, cands, err := c.balanceInputs(ctx)
+	if err != nil {
+		return false, err
+	}
+	return Qualifies(c.cfg.Algorithm, c.cfg.Election, c.cfg.Node, p, nodes, cands), nil
+}
+
+// crowded reports whether this candidate's node holds another
+// application's leader in p.
+func (c *Candidate) crowded(p Placement) bool {
+	return p.Counts(c.cfg.Election)[c.cfg.Node] > 0
+}
+
+// balanceInputs lists what the balance condition needs beside the
+// record: the worker nodes (bld, bld-literal) or the nodes hosting a
+// candidate of this election (bld-plus). Both are cached.
+func (c *Candidate) balanceInputs(ctx context.Context) (nodes, cands []string, err error) {
 	switch c.cfg.Algorithm {
 	case BLD, BLDLiteral:
 		nodes, err = c.workerNodes(ctx)
 	case BLDPlus:
 		cands, err = c.candidateNodes(ctx)
 	}
-	if err != nil {
-		return false, err
-	}
-	return Qualifies(c.cfg.Algorithm, c.cfg.Election, c.cfg.Node, p, nodes, cands), nil
+	return nodes, cands, err
 }
 
 // candidateNodes are the nodes that host a live candidate of this

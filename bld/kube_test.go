@@ -2,12 +2,15 @@ package bld
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
 	"github.com/ringside/ringside/internal/kubelocal"
@@ -144,11 +148,17 @@ func (r running) stop() {
 // endpoint, its candidate.
 func campaign(t *testing.T, l *leaders, alg, lock, ns, election, id, node string) running {
 	t.Helper()
+	return campaignWith(t, cs, l, alg, lock, ns, election, id, node)
+}
+
+// campaignWith is campaign with a client of the test's own.
+func campaignWith(t *testing.T, client kubernetes.Interface, l *leaders, alg, lock, ns, election, id, node string) running {
+	t.Helper()
 	pod(t, ns, id, election, node)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	c, err := NewCandidate(CandidateConfig{
-		Algorithm: alg, Lock: lock, Election: election, Namespace: ns, Identity: id, Node: node, Client: cs,
+		Algorithm: alg, Lock: lock, Election: election, Namespace: ns, Identity: id, Node: node, Client: client,
 		ProbeAddr:     ln.Addr().String(),
 		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond,
 		OnEvent: l.hook(election, id), Log: slog.New(slog.DiscardHandler),
@@ -170,34 +180,83 @@ func waitLeader(t *testing.T, l *leaders, election string, within time.Duration)
 	return got[0]
 }
 
-// TestFirstTryDialsOnce: a BLD candidate's first try reads the lock and,
-// beside it, the record, on a client that has no connection yet. Sent at
-// once, the two reads would each dial and handshake TLS, at the moment a
-// burst of candidates loads the API server most.
-func TestFirstTryDialsOnce(t *testing.T) {
-	ns := namespace(t)
+// tracedClient is a client that counts its connections to the API server
+// and logs its requests as "VERB resource".
+func tracedClient(t *testing.T) (client *kubernetes.Clientset, dials *atomic.Int32, requests func() []string) {
+	t.Helper()
 	cfg := rest.CopyConfig(rc)
-	var dials atomic.Int32
+	dials = &atomic.Int32{}
 	var d net.Dialer
 	cfg.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		dials.Add(1)
 		return d.DialContext(ctx, network, addr)
 	}
+	var mu sync.Mutex
+	var log []string
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			parts := strings.Split(r.URL.Path, "/") // …/<resource>[/<name>]
+			resource := parts[len(parts)-1]
+			if r.Method != http.MethodPost {
+				resource = parts[len(parts)-2]
+			}
+			mu.Lock()
+			log = append(log, r.Method+" "+resource)
+			mu.Unlock()
+			return rt.RoundTrip(r)
+		})
+	}
 	client, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
-	l := newLeaders()
-	c, err := NewCandidate(CandidateConfig{
-		Algorithm: BLD, Election: "app", Namespace: ns, Identity: "app-0", Node: "w1", Client: client,
-		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
-		OnEvent: l.hook("app", "app-0"), Log: slog.New(slog.DiscardHandler),
-	})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	return client, dials, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(log)
+	}
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestFirstTryOfANewElection: a BLD candidate of an election nobody has
+// claimed in the record creates the lease without reading it first, and
+// dials the API server once (reads sent side by side on a cold client
+// would each dial and handshake TLS).
+func TestFirstTryOfANewElection(t *testing.T) {
+	ns, l := namespace(t), newLeaders()
+	client, dials, requests := tracedClient(t)
+	campaignWith(t, client, l, BLD, LockLease, ns, "app", "app-0", "w1")
 	waitLeader(t, l, "app", 10*time.Second)
+	got := requests()
+	require.GreaterOrEqual(t, len(got), 3)
+	assert.Equal(t, []string{"GET configmaps", "POST configmaps", "POST leases"}, got[:3])
 	assert.EqualValues(t, 1, dials.Load(), "connections dialled to the API server")
+}
+
+// TestFirstTryLeavesALeadersEntryAlone: a candidate that finds its
+// election claimed in the record reads the lock before anything else, so
+// it neither takes a held lease nor touches the leader's entry, however
+// old.
+func TestFirstTryLeavesALeadersEntryAlone(t *testing.T) {
+	ns, l := namespace(t), newLeaders()
+	ctx := context.Background()
+	lock := &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Name: "app", Namespace: ns}, Client: cs.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: "app-0"}}
+	now := metav1.Now()
+	require.NoError(t, lock.Create(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "app-0", LeaseDurationSeconds: 60, AcquireTime: now, RenewTime: now}))
+	entry, _ := json.Marshal(Entry{Node: "w2", Holder: "app-0", Time: time.Now().Add(-time.Hour)})
+	_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: RecordName}, Data: map[string]string{"app": string(entry)}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	client, _, requests := tracedClient(t)
+	r := campaignWith(t, client, l, BLD, LockLease, ns, "app", "app-1", "w1")
+	require.Eventually(t, func() bool { return r.c.Leader() == "app-0" }, 5*time.Second, 20*time.Millisecond, "the candidate sees the leader")
+	got := requests()
+	assert.Equal(t, []string{"GET configmaps", "GET leases"}, got[:2])
+	assert.NotContains(t, got, "PUT configmaps")
+	cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, RecordName, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, string(entry), cm.Data["app"], "the leader's entry is untouched")
 }
 
 func TestDefaultElectsOneAndFailsOver(t *testing.T) {
