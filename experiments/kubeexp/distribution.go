@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ringside/ringside/bld"
@@ -197,7 +198,9 @@ func (d *Distribution) Report(in *experiments.ReportInput) (string, error) {
 			verdicts = append(verdicts, fmt.Sprintf("%s worst max − min = %d (target ≤ 1: %s)", alg, w, verdict))
 		}
 	}
-	out += fmt.Sprintf("Targets: %v.\n\n", verdicts)
+	if len(verdicts) > 0 {
+		out += "Targets: " + strings.Join(verdicts, "; ") + ".\n\n"
+	}
 	out += "**Constrained placement** — five applications pinned to single nodes (leaders 2:2:1, worker-3 least loaded), then one whose replicas sit on worker-1 and worker-2 only:\n\n"
 	out += experiments.MarkdownTable([]string{"algorithm", "reps", "every application elected", "leaders per node (h/m/l)", "overlaps"}, crows)
 	out += "\nBLD's rule N·c ≤ L refuses both of that application's nodes (6 > 5), so it never gets a leader; BLD-plus lets the least-loaded node among its candidates' take it. " +

@@ -67,6 +67,7 @@ func TestKubeExperimentsWriteCSVAndReport(t *testing.T) {
 		assert.Contains(t, string(md), name)
 	}
 	assert.NotContains(t, string(md), "report failed")
+	assert.Contains(t, string(md), "Targets: bld worst max − min = ")
 }
 
 // With --kubeconfig the experiments use the cluster's own worker nodes,
