@@ -175,3 +175,12 @@ func MarkdownTable(header []string, rows [][]string) string {
 	}
 	return b.String()
 }
+
+// Verdict is how a report states whether a target was met: missed ones
+// stand out in bold.
+func Verdict(met bool) string {
+	if met {
+		return "met"
+	}
+	return "**missed**"
+}

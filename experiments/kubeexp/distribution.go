@@ -191,11 +191,7 @@ func (d *Distribution) Report(in *experiments.ReportInput) (string, error) {
 	var verdicts []string
 	for _, alg := range []string{bld.BLD, bld.BLDPlus} {
 		if w, ok := worst[alg]; ok {
-			verdict := "met"
-			if w > 1 {
-				verdict = "**missed**"
-			}
-			verdicts = append(verdicts, fmt.Sprintf("%s worst max − min = %d (target ≤ 1: %s)", alg, w, verdict))
+			verdicts = append(verdicts, fmt.Sprintf("%s worst max − min = %d (target ≤ 1: %s)", alg, w, experiments.Verdict(w <= 1)))
 		}
 	}
 	if len(verdicts) > 0 {

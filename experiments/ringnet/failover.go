@@ -127,15 +127,9 @@ func (f *Failover) Report(in *experiments.ReportInput) (string, error) {
 // under 5 ms at n = 16, and every server knowing the new coordinator within
 // the heartbeat timeout + 100 ms at p99.
 func targets(n int, propP50, knowP99, suspect float64) string {
-	verdict := func(ok bool) string {
-		if ok {
-			return "met"
-		}
-		return "**missed**"
-	}
-	out := "all know ≤ suspect+100 ms: " + verdict(knowP99 <= suspect+100)
+	out := "all know ≤ suspect+100 ms: " + experiments.Verdict(knowP99 <= suspect+100)
 	if n == 16 {
-		out = "propagation < 5 ms: " + verdict(propP50 < 5) + "; " + out
+		out = "propagation < 5 ms: " + experiments.Verdict(propP50 < 5) + "; " + out
 	}
 	return out
 }
