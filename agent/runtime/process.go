@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ringside/ringside/agent/score"
+	"github.com/ringside/ringside/internal/proc"
 )
 
 // Process runs workers as local processes on 127.0.0.1, for machines
@@ -26,20 +27,19 @@ type Process struct {
 	args []string
 
 	mu    sync.Mutex
-	procs map[string]*proc
+	procs map[string]*worker
 	seq   int
 }
 
-type proc struct {
+type worker struct {
+	*proc.Proc
 	inst  Instance
-	cmd   *exec.Cmd
 	memMB int
-	done  chan struct{}
 }
 
 // NewProcess runs the worker binary bin with extra args.
 func NewProcess(bin string, args ...string) *Process {
-	return &Process{bin: bin, args: args, procs: map[string]*proc{}}
+	return &Process{bin: bin, args: args, procs: map[string]*worker{}}
 }
 
 // List returns the live workers.
@@ -48,12 +48,9 @@ func (p *Process) List(context.Context) ([]Instance, error) {
 	defer p.mu.Unlock()
 	var out []Instance
 	for _, pr := range p.procs {
-		select {
-		case <-pr.done:
-			continue
-		default:
+		if !pr.Exited() {
+			out = append(out, pr.inst)
 		}
-		out = append(out, pr.inst)
 	}
 	return out, nil
 }
@@ -79,18 +76,17 @@ func (p *Process) Start(ctx context.Context, sp Spec) (Instance, error) {
 	// GOMAXPROCS matches the limit so the Go runtime does not spin up
 	// threads the worker may not use.
 	cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(max(1, int(sp.CPULimit+0.999))))
-	if err := cmd.Start(); err != nil {
-		return Instance{}, fmt.Errorf("start worker: %w", err)
+	started, err := proc.Start(cmd, nil)
+	if err != nil {
+		return Instance{}, fmt.Errorf("worker %s: %w", name, err)
 	}
-	pr := &proc{cmd: cmd, done: make(chan struct{}), memMB: sp.MemoryMB}
+	pr := &worker{Proc: started, memMB: sp.MemoryMB}
 	if pr.memMB == 0 {
 		pr.memMB = 512
 	}
-	pr.inst = Instance{ID: strconv.Itoa(cmd.Process.Pid), Name: name, Addr: addr, Default: sp.Default, CPULimit: sp.CPULimit}
-	go func() { cmd.Wait(); close(pr.done) }()
-	if err := waitHealthy(ctx, addr, pr.done); err != nil {
-		cmd.Process.Kill()
-		<-pr.done
+	pr.inst = Instance{ID: strconv.Itoa(pr.Pid()), Name: name, Addr: addr, Default: sp.Default, CPULimit: sp.CPULimit}
+	if err := waitHealthy(ctx, addr, pr.Done()); err != nil {
+		pr.Kill()
 		return Instance{}, fmt.Errorf("worker %s: %w: %s", name, err, strings.TrimSpace(stderr.String()))
 	}
 	p.mu.Lock()
@@ -179,13 +175,7 @@ func (p *Process) Stop(_ context.Context, id string) error {
 	if pr == nil {
 		return nil
 	}
-	pr.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-pr.done:
-	case <-time.After(2 * time.Second):
-		pr.cmd.Process.Kill()
-		<-pr.done
-	}
+	pr.Stop(syscall.SIGTERM, 2*time.Second)
 	return nil
 }
 
@@ -194,10 +184,8 @@ func (p *Process) RemoveAll(ctx context.Context) error {
 	list, _ := p.List(ctx)
 	p.mu.Lock()
 	for id, pr := range p.procs {
-		select {
-		case <-pr.done:
+		if pr.Exited() {
 			delete(p.procs, id)
-		default:
 		}
 	}
 	p.mu.Unlock()

@@ -12,14 +12,15 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/ringside/ringside/internal/proc"
 )
 
 // nginx is Debian's nginx as a reverse proxy in front of the same workers,
 // the baseline the balancer's throughput is measured against.
 type nginx struct {
-	cmd  *exec.Cmd
+	*proc.Proc
 	addr string
-	done chan struct{}
 	errb bytes.Buffer
 }
 
@@ -75,13 +76,12 @@ http {
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 		return nil, err
 	}
-	n := &nginx{addr: addr, done: make(chan struct{})}
-	n.cmd = exec.Command(bin, "-p", dir, "-c", path)
-	n.cmd.Stderr = &n.errb
-	if err := n.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start nginx: %w", err)
+	n := &nginx{addr: addr}
+	cmd := exec.Command(bin, "-p", dir, "-c", path)
+	cmd.Stderr = &n.errb
+	if n.Proc, err = proc.Start(cmd, nil); err != nil {
+		return nil, err
 	}
-	go func() { n.cmd.Wait(); close(n.done) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
@@ -89,7 +89,7 @@ http {
 			return n, nil
 		}
 		select {
-		case <-n.done:
+		case <-n.Done():
 			return nil, fmt.Errorf("nginx exited: %s", strings.TrimSpace(n.errb.String()))
 		case <-ctx.Done():
 			n.stop()
@@ -115,11 +115,5 @@ func nginxBinary() string {
 }
 
 func (n *nginx) stop() {
-	n.cmd.Process.Signal(os.Interrupt) // fast shutdown (SIGINT) of master and workers
-	select {
-	case <-n.done:
-	case <-time.After(3 * time.Second):
-		n.cmd.Process.Kill()
-		<-n.done
-	}
+	n.Stop(os.Interrupt, 3*time.Second) // fast shutdown (SIGINT) of master and workers
 }

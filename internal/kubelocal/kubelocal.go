@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ringside/ringside/internal/proc"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -34,7 +35,7 @@ type ControlPlane struct {
 	Dir        string // state: PKI, etcd data, logs, kubeconfig
 	Kubeconfig string
 	URL        string
-	procs      []*exec.Cmd
+	procs      []*proc.Proc
 }
 
 // BinDir finds the directory holding kube-apiserver and etcd:
@@ -158,12 +159,12 @@ func (cp *ControlPlane) spawn(bin, log string, args ...string) error {
 	cmd.Stdout, cmd.Stderr = f, f
 	// Its own process group, so a test's Ctrl-C does not race our Stop.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	p, err := proc.Start(cmd, func() { f.Close() })
+	if err != nil {
 		f.Close()
-		return fmt.Errorf("start %s: %w", filepath.Base(bin), err)
+		return err
 	}
-	go func() { cmd.Wait(); f.Close() }()
-	cp.procs = append(cp.procs, cmd)
+	cp.procs = append(cp.procs, p)
 	return nil
 }
 
@@ -203,8 +204,8 @@ func (cp *ControlPlane) waitReady(ctx context.Context, caCert string) error {
 	var last string
 	for time.Now().Before(deadline) {
 		for _, p := range cp.procs {
-			if p.ProcessState != nil {
-				return fmt.Errorf("%s exited: see %s", filepath.Base(p.Path), cp.Dir)
+			if p.Exited() {
+				return fmt.Errorf("%s exited (%v): see %s", p.Name(), p.Err(), cp.Dir)
 			}
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, cp.URL+"/readyz", nil)
@@ -247,15 +248,7 @@ func (cp *ControlPlane) Clientset() (*kubernetes.Clientset, error) {
 // Stop ends the API server, then etcd.
 func (cp *ControlPlane) Stop() {
 	for i := len(cp.procs) - 1; i >= 0; i-- {
-		p := cp.procs[i]
-		p.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { p.Process.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			p.Process.Kill()
-		}
+		cp.procs[i].Stop(syscall.SIGTERM, 10*time.Second)
 	}
 	cp.procs = nil
 }
@@ -269,7 +262,7 @@ const pidFile = "pids"
 func (cp *ControlPlane) Detach() error {
 	var b strings.Builder
 	for _, p := range cp.procs {
-		fmt.Fprintln(&b, p.Process.Pid)
+		fmt.Fprintln(&b, p.Pid())
 	}
 	if err := os.WriteFile(filepath.Join(cp.Dir, pidFile), []byte(b.String()), 0o644); err != nil {
 		return fmt.Errorf("record control plane pids: %w", err)

@@ -13,14 +13,14 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/ringside/ringside/internal/proc"
 )
 
 // Server is one redis-server process.
 type Server struct {
 	Addr string
 	t    testing.TB
-	cmd  *exec.Cmd
-	done chan struct{}
+	proc *proc.Proc
 }
 
 // Start runs redis-server and waits until it answers PING.
@@ -45,12 +45,12 @@ func (s *Server) start() {
 		s.t.Fatalf("redis-server not found (apt-get install redis-server): %v", err)
 	}
 	_, port, _ := net.SplitHostPort(s.Addr)
-	s.cmd = exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", s.t.TempDir())
-	if err := s.cmd.Start(); err != nil {
-		s.t.Fatalf("start redis-server: %v", err)
+	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", s.t.TempDir())
+	p, err := proc.Start(cmd, nil)
+	if err != nil {
+		s.t.Fatal(err)
 	}
-	s.done = make(chan struct{})
-	go func() { s.cmd.Wait(); close(s.done) }()
+	s.proc = p
 	rdb := redis.NewClient(&redis.Options{Addr: s.Addr})
 	defer rdb.Close()
 	deadline := time.Now().Add(10 * time.Second)
@@ -70,12 +70,11 @@ func (s *Server) start() {
 
 // Stop kills the server (its data is gone: no persistence).
 func (s *Server) Stop() {
-	if s.cmd == nil {
+	if s.proc == nil {
 		return
 	}
-	s.cmd.Process.Kill()
-	<-s.done
-	s.cmd = nil
+	s.proc.Kill()
+	s.proc = nil
 }
 
 // Restart stops and starts the server on the same port.

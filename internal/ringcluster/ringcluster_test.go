@@ -178,10 +178,7 @@ func TestElectionMessageLostWithCrashedServer(t *testing.T) {
 	addr, err := l.Add(ctx)
 	require.NoError(t, err)
 	require.NoError(t, WaitMembers(ctx, l.Addrs(), 5))
-	l.mu.Lock()
-	l.procs[addr].cmd.Process.Kill()
-	<-l.procs[addr].done
-	l.mu.Unlock()
+	require.NoError(t, l.Kill(ctx, addr))
 	require.NoError(t, l.startWith(ctx, addr, "--fault-crash-on-election"))
 	require.NoError(t, WaitMembers(ctx, l.Addrs(), 5))
 
