@@ -19,8 +19,8 @@ import (
 	"github.com/ringside/ringside/agent"
 	"github.com/ringside/ringside/agent/lifecycle"
 	"github.com/ringside/ringside/agent/runtime"
+	"github.com/ringside/ringside/agent/runtime/dockertest"
 	"github.com/ringside/ringside/balancer"
-	"github.com/ringside/ringside/internal/dockertest"
 	"github.com/ringside/ringside/internal/redistest"
 )
 

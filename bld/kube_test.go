@@ -25,7 +25,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
-	"github.com/ringside/ringside/internal/kubelocal"
+	"github.com/ringside/ringside/experiments/backend/kube/controlplane"
 )
 
 var (
@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 			panic(err)
 		}
 		defer os.RemoveAll(dir)
-		cp, err := kubelocal.Start(ctx, dir)
+		cp, err := controlplane.Start(ctx, dir)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "control plane:", err)
 			return 1

@@ -18,8 +18,8 @@ import (
 
 	"github.com/ringside/ringside/agent"
 	"github.com/ringside/ringside/compose"
+	"github.com/ringside/ringside/experiments/backend/ringnodes"
 	"github.com/ringside/ringside/internal/imagebuild"
-	"github.com/ringside/ringside/internal/ringcluster"
 )
 
 // compose/lb.yml brought up as a user would: Redis, agent, balancer and the
@@ -44,7 +44,7 @@ func TestLBStackUp(t *testing.T) {
 		"BALANCER_IMAGE=ringside/balancer:test", "WORKER_IMAGE=ringside/worker:test", "LB_POOL="+id, "LB_NETWORK="+id,
 		"AGENT_PORT=0", "BALANCER_PORT=0", "AGENT_TOKEN=t0ken")
 	dc := func(args ...string) (string, error) {
-		cmd := ringcluster.ComposeCommand(append([]string{"-p", id, "-f", file}, args...)...)
+		cmd := ringnodes.ComposeCommand(append([]string{"-p", id, "-f", file}, args...)...)
 		cmd.Env = env
 		b, err := cmd.CombinedOutput()
 		return string(b), err

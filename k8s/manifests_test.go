@@ -30,7 +30,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/ringside/ringside/bld"
-	"github.com/ringside/ringside/internal/kubelocal"
+	"github.com/ringside/ringside/experiments/backend/kube/controlplane"
 )
 
 var overlays = []string{bld.Default, bld.BLD, bld.BLDPlus, bld.Ranked}
@@ -94,7 +94,7 @@ func TestElectorsRunWithTheManifestsRights(t *testing.T) {
 	klog.LogToStderr(false)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cp, err := kubelocal.Start(ctx, t.TempDir())
+	cp, err := controlplane.Start(ctx, t.TempDir())
 	require.NoError(t, err)
 	defer cp.Stop()
 	admin, err := cp.RestConfig()

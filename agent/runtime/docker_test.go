@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ringside/ringside/agent/runtime"
+	"github.com/ringside/ringside/agent/runtime/dockertest"
 	"github.com/ringside/ringside/agent/score"
-	"github.com/ringside/ringside/internal/dockertest"
 )
 
 func TestDockerRuntimeLifecycleAndStats(t *testing.T) {

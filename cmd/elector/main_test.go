@@ -21,8 +21,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ringside/ringside/bld"
+	"github.com/ringside/ringside/experiments/backend/kube/controlplane"
 	"github.com/ringside/ringside/internal/imagebuild"
-	"github.com/ringside/ringside/internal/kubelocal"
 )
 
 func freeAddr(t *testing.T) string {
@@ -57,7 +57,7 @@ func body(t *testing.T, addr, path string) string {
 // leadership on well before the lease would expire.
 func TestSidecarHTTPContract(t *testing.T) {
 	ctx := context.Background()
-	cp, err := kubelocal.Start(ctx, t.TempDir())
+	cp, err := controlplane.Start(ctx, t.TempDir())
 	require.NoError(t, err)
 	t.Cleanup(cp.Stop)
 	cs, err := cp.Clientset()

@@ -20,8 +20,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/ringside/ringside/experiments"
+	"github.com/ringside/ringside/experiments/backend/kube/controlplane"
 	"github.com/ringside/ringside/experiments/catalog"
-	"github.com/ringside/ringside/internal/kubelocal"
 )
 
 func main() {
@@ -187,7 +187,7 @@ func kubeCmd(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	if args[0] == "down" {
-		if err := kubelocal.StopDir(abs); err != nil {
+		if err := controlplane.StopDir(abs); err != nil {
 			return err
 		}
 		fmt.Fprintln(stdout, "stopped the control plane in", abs)
@@ -196,7 +196,7 @@ func kubeCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	if _, err := os.Stat(filepath.Join(abs, "pids")); err == nil {
 		return fmt.Errorf("a control plane already runs from %s: ringside kube down --dir %s first", abs, *dir)
 	}
-	cp, err := kubelocal.Start(ctx, abs)
+	cp, err := controlplane.Start(ctx, abs)
 	if err != nil {
 		return err
 	}

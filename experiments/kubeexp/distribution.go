@@ -11,7 +11,7 @@ import (
 
 	"github.com/ringside/ringside/bld"
 	"github.com/ringside/ringside/experiments"
-	"github.com/ringside/ringside/internal/kubecluster"
+	"github.com/ringside/ringside/experiments/backend/kube"
 )
 
 // Distribution is kube-distribution: leaders per node for each algorithm
@@ -22,7 +22,7 @@ type Distribution struct {
 	apps     experiments.IntList
 	replicas int
 	settle   time.Duration
-	timing   kubecluster.Timing
+	timing   kube.Timing
 	k        kubeFlags
 }
 
@@ -38,7 +38,7 @@ func (*Distribution) Reps(profile string) int {
 	return 5
 }
 
-func timingFlags(fs *flag.FlagSet, t *kubecluster.Timing, lease, renew, retry time.Duration) {
+func timingFlags(fs *flag.FlagSet, t *kube.Timing, lease, renew, retry time.Duration) {
 	fs.DurationVar(&t.Lease, "lease-duration", lease, "lease duration (whole seconds)")
 	fs.DurationVar(&t.Renew, "renew-deadline", renew, "renew deadline")
 	fs.DurationVar(&t.Retry, "retry-period", retry, "retry period")

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/ringside/ringside/experiments"
-	"github.com/ringside/ringside/internal/kubecluster"
+	"github.com/ringside/ringside/experiments/backend/kube"
 )
 
 var backends = []string{"kube"}
@@ -64,7 +64,7 @@ func parallelReps(ctx context.Context, reps, limit int, f func(rep int) error) e
 // waitLeaders waits until every app in ns has a leader, or limit passes;
 // it returns the leaders found, or an error when an elector of ns
 // crashed, which would leave its application short of a candidate.
-func waitLeaders(ctx context.Context, c *kubecluster.Cluster, ns string, apps []string, limit time.Duration) (map[string]string, error) {
+func waitLeaders(ctx context.Context, c *kube.Cluster, ns string, apps []string, limit time.Duration) (map[string]string, error) {
 	deadline := time.Now().Add(limit)
 	for {
 		if err := c.Crashed(ns); err != nil {
@@ -85,8 +85,8 @@ func waitLeaders(ctx context.Context, c *kubecluster.Cluster, ns string, apps []
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-func start(ctx context.Context, env *experiments.Env, k *kubeFlags) (*kubecluster.Cluster, error) {
-	c, err := kubecluster.Start(ctx, k.kubeconfig)
+func start(ctx context.Context, env *experiments.Env, k *kubeFlags) (*kube.Cluster, error) {
+	c, err := kube.Start(ctx, k.kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("kube backend: %w", err)
 	}

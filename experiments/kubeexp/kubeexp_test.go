@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ringside/ringside/experiments"
-	"github.com/ringside/ringside/internal/kubecluster"
-	"github.com/ringside/ringside/internal/kubelocal"
+	"github.com/ringside/ringside/experiments/backend/kube"
+	"github.com/ringside/ringside/experiments/backend/kube/controlplane"
 )
 
 func runKube(t *testing.T, e experiments.Experiment, dir string, reps int, args ...string) *experiments.Table {
@@ -74,7 +74,7 @@ func TestKubeExperimentsWriteCSVAndReport(t *testing.T) {
 // whatever their names (kind's here), and leave its control plane out.
 func TestExternalClusterWorkers(t *testing.T) {
 	ctx := context.Background()
-	cp, err := kubelocal.Start(ctx, t.TempDir())
+	cp, err := controlplane.Start(ctx, t.TempDir())
 	require.NoError(t, err)
 	defer cp.Stop()
 	cs, err := cp.Clientset()
@@ -102,10 +102,10 @@ func TestExternalClusterWorkers(t *testing.T) {
 	assert.Equal(t, map[string]bool{"ringside-worker": true, "ringside-worker2": true, "ringside-worker3": true}, got)
 
 	// An elector that dies on its own is reported, with its last words.
-	c, err := kubecluster.Start(ctx, cp.Kubeconfig)
+	c, err := kube.Start(ctx, cp.Kubeconfig)
 	require.NoError(t, err)
 	defer c.Close()
-	require.NoError(t, c.Elect("default", "x", "x-0", "ringside-worker", "default", "bogus", kubecluster.Timing{Lease: 10 * time.Second, Renew: 8 * time.Second, Retry: 2 * time.Second}))
+	require.NoError(t, c.Elect("default", "x", "x-0", "ringside-worker", "default", "bogus", kube.Timing{Lease: 10 * time.Second, Renew: 8 * time.Second, Retry: 2 * time.Second}))
 	require.Eventually(t, func() bool { return c.Crashed("default") != nil }, 10*time.Second, 20*time.Millisecond)
 	assert.ErrorContains(t, c.Crashed("default"), `lock "bogus": want lease or endpoints`)
 	assert.NoError(t, c.Crashed("elsewhere"))

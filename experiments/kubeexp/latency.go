@@ -11,7 +11,7 @@ import (
 
 	"github.com/ringside/ringside/bld"
 	"github.com/ringside/ringside/experiments"
-	"github.com/ringside/ringside/internal/kubecluster"
+	"github.com/ringside/ringside/experiments/backend/kube"
 )
 
 // Latency is kube-election-latency: election start to OnStartedLeading,
@@ -21,7 +21,7 @@ type Latency struct {
 	apps     experiments.IntList
 	replicas int
 	settle   time.Duration
-	timing   kubecluster.Timing
+	timing   kube.Timing
 	k        kubeFlags
 }
 

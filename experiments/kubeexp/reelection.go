@@ -12,7 +12,7 @@ import (
 
 	"github.com/ringside/ringside/bld"
 	"github.com/ringside/ringside/experiments"
-	"github.com/ringside/ringside/internal/kubecluster"
+	"github.com/ringside/ringside/experiments/backend/kube"
 )
 
 // Reelection is kube-reelection: the leader is lost by SIGKILL or SIGTERM;
@@ -26,7 +26,7 @@ type Reelection struct {
 }
 
 // Lease profiles: seed 003's 10 s lease, and a short one.
-var profiles = map[string]kubecluster.Timing{
+var profiles = map[string]kube.Timing{
 	"10s":   {Lease: 10 * time.Second, Renew: 8 * time.Second, Retry: 2 * time.Second},
 	"short": {Lease: 2 * time.Second, Renew: 1500 * time.Millisecond, Retry: 500 * time.Millisecond},
 }
@@ -61,14 +61,14 @@ type reelected struct {
 	overlaps int
 }
 
-func (r *Reelection) once(ctx context.Context, c *kubecluster.Cluster, alg, kill string, t kubecluster.Timing) (reelected, error) {
+func (r *Reelection) once(ctx context.Context, c *kube.Cluster, alg, kill string, t kube.Timing) (reelected, error) {
 	ns, err := c.Namespace(ctx, "reelect")
 	if err != nil {
 		return reelected{}, err
 	}
 	defer c.StopNamespace(ns)
-	app := kubecluster.App{Name: "app", Replicas: r.replicas, Nodes: c.Workers}
-	if _, err := deploy(ctx, c, ns, []kubecluster.App{app}, 0, alg, r.k.lock, t); err != nil {
+	app := kube.App{Name: "app", Replicas: r.replicas, Nodes: c.Workers}
+	if _, err := deploy(ctx, c, ns, []kube.App{app}, 0, alg, r.k.lock, t); err != nil {
 		return reelected{}, err
 	}
 	first, err := waitLeaders(ctx, c, ns, []string{app.Name}, 30*time.Second)
@@ -95,7 +95,7 @@ func (r *Reelection) once(ctx context.Context, c *kubecluster.Cluster, alg, kill
 	deadline := time.Now().Add(t.Lease + 10*t.Retry + 10*time.Second)
 	for time.Now().Before(deadline) {
 		if id, since := c.Leader(ns, app.Name); id != "" && id != old {
-			return reelected{old: pod, new: strings.TrimPrefix(id, ns+"/"), took: since.Sub(at), overlaps: kubecluster.Overlaps(c.Events(ns))}, nil
+			return reelected{old: pod, new: strings.TrimPrefix(id, ns+"/"), took: since.Sub(at), overlaps: kube.Overlaps(c.Events(ns))}, nil
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

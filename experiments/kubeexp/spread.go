@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ringside/ringside/internal/kubecluster"
+	"github.com/ringside/ringside/experiments/backend/kube"
 )
 
 // spreadResult is one repetition of applications deployed side by side.
@@ -21,7 +21,7 @@ type spreadResult struct {
 }
 
 // deploy creates the Pods of apps and starts one elector per replica.
-func deploy(ctx context.Context, c *kubecluster.Cluster, ns string, apps []kubecluster.App, offset int, alg, lock string, t kubecluster.Timing) (map[string]string, error) {
+func deploy(ctx context.Context, c *kube.Cluster, ns string, apps []kube.App, offset int, alg, lock string, t kube.Timing) (map[string]string, error) {
 	podNode := map[string]string{}
 	for _, app := range apps {
 		pods, err := c.Pods(ctx, ns, app, offset)
@@ -49,17 +49,17 @@ func deploy(ctx context.Context, c *kubecluster.Cluster, ns string, apps []kubec
 
 // spread deploys n applications of replicas each over the workers, all
 // at once, and waits for their leaders.
-func spread(ctx context.Context, c *kubecluster.Cluster, alg, lock string, n, replicas int, t kubecluster.Timing, settle time.Duration) (spreadResult, error) {
+func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas int, t kube.Timing, settle time.Duration) (spreadResult, error) {
 	ns, err := c.Namespace(ctx, "spread")
 	if err != nil {
 		return spreadResult{}, err
 	}
 	defer c.StopNamespace(ns)
-	var apps []kubecluster.App
+	var apps []kube.App
 	var names []string
 	for i := range n {
 		name := fmt.Sprintf("app-%d", i)
-		apps = append(apps, kubecluster.App{Name: name, Replicas: replicas, Nodes: c.Workers})
+		apps = append(apps, kube.App{Name: name, Replicas: replicas, Nodes: c.Workers})
 		names = append(names, name)
 	}
 	podNode, err := deploy(ctx, c, ns, apps, 0, alg, lock, t)
@@ -75,7 +75,7 @@ func spread(ctx context.Context, c *kubecluster.Cluster, alg, lock string, n, re
 		res.perNode[podNode[id]]++
 	}
 	events := c.Events(ns)
-	res.overlaps = kubecluster.Overlaps(events)
+	res.overlaps = kube.Overlaps(events)
 	for app, id := range leaders {
 		var launched, campaigned, started time.Time
 		for _, e := range events {
@@ -100,7 +100,7 @@ func spread(ctx context.Context, c *kubecluster.Cluster, alg, lock string, n, re
 // stand 2:2:1 with worker-3 the least loaded, then starts an application
 // whose replicas sit on worker-1 and worker-2 only. BLD has no qualifying
 // candidate for it (N·c = 6 > L = 5); BLD-plus does.
-func constrained(ctx context.Context, c *kubecluster.Cluster, alg, lock string, replicas int, t kubecluster.Timing, settle time.Duration) (spreadResult, error) {
+func constrained(ctx context.Context, c *kube.Cluster, alg, lock string, replicas int, t kube.Timing, settle time.Duration) (spreadResult, error) {
 	w := c.Workers
 	if len(w) != 3 {
 		return spreadResult{}, fmt.Errorf("the constrained placement is built for the paper's three worker nodes, the cluster has %d", len(w))
@@ -114,8 +114,8 @@ func constrained(ctx context.Context, c *kubecluster.Cluster, alg, lock string, 
 	pin := []string{w[0], w[1], w[2], w[0], w[1]}
 	podNode := map[string]string{}
 	for i, node := range pin {
-		app := kubecluster.App{Name: fmt.Sprintf("pinned-%d", i), Replicas: replicas, Nodes: []string{node}}
-		pn, err := deploy(ctx, c, ns, []kubecluster.App{app}, 0, alg, lock, t)
+		app := kube.App{Name: fmt.Sprintf("pinned-%d", i), Replicas: replicas, Nodes: []string{node}}
+		pn, err := deploy(ctx, c, ns, []kube.App{app}, 0, alg, lock, t)
 		if err != nil {
 			return res, err
 		}
@@ -130,8 +130,8 @@ func constrained(ctx context.Context, c *kubecluster.Cluster, alg, lock string, 
 			return res, fmt.Errorf("%s: pinned application %s elected no leader", alg, app.Name)
 		}
 	}
-	x := kubecluster.App{Name: "two-nodes", Replicas: replicas, Nodes: w[:2]}
-	pn, err := deploy(ctx, c, ns, []kubecluster.App{x}, 0, alg, lock, t)
+	x := kube.App{Name: "two-nodes", Replicas: replicas, Nodes: w[:2]}
+	pn, err := deploy(ctx, c, ns, []kube.App{x}, 0, alg, lock, t)
 	if err != nil {
 		return res, err
 	}
@@ -150,6 +150,6 @@ func constrained(ctx context.Context, c *kubecluster.Cluster, alg, lock string, 
 	for _, id := range leaders {
 		res.perNode[podNode[id]]++
 	}
-	res.overlaps = kubecluster.Overlaps(c.Events(ns))
+	res.overlaps = kube.Overlaps(c.Events(ns))
 	return res, nil
 }

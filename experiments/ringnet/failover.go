@@ -7,7 +7,7 @@ import (
 	"strconv"
 
 	"github.com/ringside/ringside/experiments"
-	"github.com/ringside/ringside/internal/ringcluster"
+	"github.com/ringside/ringside/experiments/backend/ringnodes"
 )
 
 // Failover is ring-failover: SIGKILL the coordinator, time detection,
@@ -59,7 +59,7 @@ func (f *Failover) size(ctx context.Context, env *experiments.Env, n int) error 
 	}
 	defer r.Close()
 	for rep := range env.Reps {
-		res, err := ringcluster.KillCoordinator(ctx, r)
+		res, err := ringnodes.KillCoordinator(ctx, r)
 		if err != nil {
 			return fmt.Errorf("rep %d: %w", rep, err)
 		}
@@ -72,7 +72,7 @@ func (f *Failover) size(ctx context.Context, env *experiments.Env, n int) error 
 		if err := r.Restart(ctx, res.Killed); err != nil {
 			return fmt.Errorf("rep %d: restart %s: %w", rep, res.Killed, err)
 		}
-		if err := ringcluster.WaitMembers(ctx, r.Addrs(), n); err != nil {
+		if err := ringnodes.WaitMembers(ctx, r.Addrs(), n); err != nil {
 			return fmt.Errorf("rep %d: rejoin: %w", rep, err)
 		}
 		env.Progress.Add(1)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ringside/ringside/experiments"
-	"github.com/ringside/ringside/internal/ringcluster"
+	"github.com/ringside/ringside/experiments/backend/ringnodes"
 )
 
 // Join is ring-join: the time to add a server to a running ring, idle
@@ -88,8 +88,8 @@ func (j *Join) size(ctx context.Context, env *experiments.Env, n int, pool []pai
 	return nil
 }
 
-func (j *Join) once(ctx context.Context, env *experiments.Env, r ringcluster.Ring, n int, load string, rep int, pool []pair) (experiments.Row, error) {
-	before, err := ringcluster.StatusAll(ctx, r.Addrs())
+func (j *Join) once(ctx context.Context, env *experiments.Env, r ringnodes.Ring, n int, load string, rep int, pool []pair) (experiments.Row, error) {
+	before, err := ringnodes.StatusAll(ctx, r.Addrs())
 	if err != nil {
 		return nil, err
 	}
@@ -112,8 +112,8 @@ func (j *Join) once(ctx context.Context, env *experiments.Env, r ringcluster.Rin
 	// finished moving data for it.
 	var meta, rebalanced int64
 	var moved int64
-	err = ringcluster.Poll(ctx, 30*time.Second, func() (bool, error) {
-		sts, err := ringcluster.StatusAll(ctx, all)
+	err = ringnodes.Poll(ctx, 30*time.Second, func() (bool, error) {
+		sts, err := ringnodes.StatusAll(ctx, all)
 		if err != nil {
 			return false, nil
 		}
@@ -133,7 +133,7 @@ func (j *Join) once(ctx context.Context, env *experiments.Env, r ringcluster.Rin
 		writes, errs = bg.finish()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("join of %s did not settle: %w; %s", addr, err, ringcluster.Describe(ctx, all))
+		return nil, fmt.Errorf("join of %s did not settle: %w; %s", addr, err, ringnodes.Describe(ctx, all))
 	}
 	row := experiments.Row{env.Backend, n, load, rep, addr, admitted, time.Duration(meta - start.UnixNano()),
 		time.Duration(rebalanced - start.UnixNano()), moved, writes, errs}
@@ -141,10 +141,10 @@ func (j *Join) once(ctx context.Context, env *experiments.Env, r ringcluster.Rin
 	if err := r.Kill(ctx, addr); err != nil {
 		return nil, err
 	}
-	if err := ringcluster.WaitMembers(ctx, r.Addrs(), n); err != nil {
+	if err := ringnodes.WaitMembers(ctx, r.Addrs(), n); err != nil {
 		return nil, fmt.Errorf("removing %s: %w", addr, err)
 	}
-	return row, ringcluster.WaitQuiet(ctx, r.Addrs())
+	return row, ringnodes.WaitQuiet(ctx, r.Addrs())
 }
 
 func (j *Join) Report(in *experiments.ReportInput) (string, error) {

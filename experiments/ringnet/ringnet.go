@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/ringside/ringside/experiments"
-	"github.com/ringside/ringside/internal/ringcluster"
+	"github.com/ringside/ringside/experiments/backend/ringnodes"
 )
 
 // Backends of the network experiments.
@@ -41,24 +41,24 @@ func (f *serverFlags) env() []string {
 }
 
 // startRing starts n servers on the run's backend; the caller closes it.
-func startRing(ctx context.Context, env *experiments.Env, n int, f *serverFlags) (ringcluster.Ring, error) {
+func startRing(ctx context.Context, env *experiments.Env, n int, f *serverFlags) (ringnodes.Ring, error) {
 	dir, err := os.MkdirTemp("", "ringside-"+env.Backend+"-")
 	if err != nil {
 		return nil, err
 	}
 	switch env.Backend {
 	case "local":
-		bin, err := ringcluster.FindRingnode(ctx)
+		bin, err := ringnodes.FindRingnode(ctx)
 		if err != nil {
 			return nil, err
 		}
-		r, err := ringcluster.StartLocal(ctx, n, ringcluster.Options{Bin: bin, Dir: dir, Args: f.args()})
+		r, err := ringnodes.StartLocal(ctx, n, ringnodes.Options{Bin: bin, Dir: dir, Args: f.args()})
 		if err != nil {
 			return nil, err
 		}
 		return &cleanup{Ring: r, dir: dir}, nil
 	case "compose":
-		r, err := ringcluster.StartCompose(ctx, n, ringcluster.ComposeOptions{Env: f.env(), Log: env.Log})
+		r, err := ringnodes.StartCompose(ctx, n, ringnodes.ComposeOptions{Env: f.env(), Log: env.Log})
 		if err != nil {
 			return nil, err
 		}
@@ -70,7 +70,7 @@ func startRing(ctx context.Context, env *experiments.Env, n int, f *serverFlags)
 
 // cleanup removes the ring's scratch directory when it closes.
 type cleanup struct {
-	ringcluster.Ring
+	ringnodes.Ring
 	dir string
 }
 

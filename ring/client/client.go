@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ringside/ringside/ring/cluster"
+	"github.com/ringside/ringside/ring/membership"
 )
 
 // ErrNotFound is returned by Get for an absent key.
@@ -28,7 +28,7 @@ type Client struct {
 	smart   bool
 
 	mu   sync.RWMutex
-	meta *cluster.Metadata
+	meta *membership.Metadata
 }
 
 // New returns a client. A forwarding client (smart false) uses servers[0]
@@ -58,7 +58,7 @@ func (c *Client) Refresh(ctx context.Context) error {
 			last = fmt.Errorf("%s: %s %v", s, resp.Status, err)
 			continue
 		}
-		m, err := cluster.Decode(b)
+		m, err := membership.Decode(b)
 		if err != nil {
 			last = err
 			continue

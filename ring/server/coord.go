@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/ringside/ringside/ring"
-	"github.com/ringside/ringside/ring/cluster"
+	"github.com/ringside/ringside/ring/membership"
 )
 
 // installMeta makes nm current when it is newer. Loop goroutine only.
-func (s *Server) installMeta(nm *cluster.Metadata) bool {
+func (s *Server) installMeta(nm *membership.Metadata) bool {
 	s.mu.Lock()
 	if !nm.Newer(s.meta) {
 		s.mu.Unlock()
@@ -81,7 +81,7 @@ func (s *Server) installMeta(nm *cluster.Metadata) bool {
 }
 
 // trackServers keeps one failure detector per member while coordinating.
-func (s *Server) trackServers(nm *cluster.Metadata) {
+func (s *Server) trackServers(nm *membership.Metadata) {
 	if s.detectors == nil {
 		s.detectors = map[string]*ring.Detector{}
 	}
@@ -144,7 +144,7 @@ func (s *Server) checkServers() {
 }
 
 // pushMeta sends nm to every other member, in the background.
-func (s *Server) pushMeta(nm *cluster.Metadata) {
+func (s *Server) pushMeta(nm *membership.Metadata) {
 	body := nm.Encode()
 	for _, addr := range nm.Servers {
 		if addr == s.cfg.Addr {
@@ -178,11 +178,11 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 		s.badRequest(w, "join", fmt.Errorf("body: %w", err))
 		return
 	}
-	if err := cluster.CheckAddr(req.Addr); err != nil {
+	if err := membership.CheckAddr(req.Addr); err != nil {
 		s.badRequest(w, "join", fmt.Errorf("addr: %w", err))
 		return
 	}
-	var nm *cluster.Metadata
+	var nm *membership.Metadata
 	var coordinator string
 	var joinErr error
 	err := s.do(r.Context(), func() {
@@ -226,7 +226,7 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 var errUnreachable = errors.New("unreachable")
 
 // tryJoin asks one server to admit us: metadata, or the coordinator to ask.
-func (s *Server) tryJoin(ctx context.Context, addr string) (*cluster.Metadata, string, error) {
+func (s *Server) tryJoin(ctx context.Context, addr string) (*membership.Metadata, string, error) {
 	body, _ := json.Marshal(joinRequest{Addr: s.cfg.Addr})
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/internal/join", bytes.NewReader(body))
 	resp, err := s.hc.Do(req)
@@ -240,7 +240,7 @@ func (s *Server) tryJoin(ctx context.Context, addr string) (*cluster.Metadata, s
 	}
 	switch resp.StatusCode {
 	case http.StatusOK:
-		m, err := cluster.Decode(b)
+		m, err := membership.Decode(b)
 		return m, "", err
 	case http.StatusConflict:
 		var red joinRedirect
@@ -278,7 +278,7 @@ func (s *Server) join(ctx context.Context) error {
 			if len(seeds) > 0 {
 				s.log.Info("no seed reachable; starting a new ring", "seeds", seeds)
 			}
-			m, err := cluster.New(1, 1, s.cfg.Addr, s.cfg.Replicas, []string{s.cfg.Addr})
+			m, err := membership.New(1, 1, s.cfg.Addr, s.cfg.Replicas, []string{s.cfg.Addr})
 			if err != nil {
 				return err
 			}
@@ -296,7 +296,7 @@ func (s *Server) join(ctx context.Context) error {
 }
 
 // rejoin asks the ring this server was removed from to admit it again.
-func (s *Server) rejoin(m *cluster.Metadata) {
+func (s *Server) rejoin(m *membership.Metadata) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.JoinTimeout)
 	defer cancel()
 	for ctx.Err() == nil && !s.stopped.Load() {

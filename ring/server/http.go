@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ringside/ringside/ring"
-	"github.com/ringside/ringside/ring/cluster"
 	"github.com/ringside/ringside/ring/kv"
+	"github.com/ringside/ringside/ring/membership"
 )
 
 // Headers of the internal protocol.
@@ -49,7 +49,7 @@ func (s *Server) routes() http.Handler {
 	return mux
 }
 
-func (s *Server) currentMeta() *cluster.Metadata {
+func (s *Server) currentMeta() *membership.Metadata {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.meta
@@ -298,7 +298,7 @@ func (s *Server) handleMetadata(w http.ResponseWriter, r *http.Request) {
 		s.badRequest(w, "metadata", err)
 		return
 	}
-	nm, err := cluster.Decode(body)
+	nm, err := membership.Decode(body)
 	if err != nil {
 		s.badRequest(w, "metadata", err)
 		return

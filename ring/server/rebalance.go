@@ -9,7 +9,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ringside/ringside/ring/cluster"
+	"github.com/ringside/ringside/ring/membership"
 )
 
 const transferChunk = 4 << 20
@@ -19,7 +19,7 @@ const transferChunk = 4 << 20
 // responsible forgets it once they have it. Replicas of a dead owner both
 // push to the new replica; versions make the duplicate harmless.
 func (s *Server) rebalancer(ctx context.Context) {
-	var done *cluster.Metadata
+	var done *membership.Metadata
 	for {
 		select {
 		case <-ctx.Done():
@@ -44,7 +44,7 @@ func (s *Server) rebalancer(ctx context.Context) {
 	}
 }
 
-func (s *Server) moveData(ctx context.Context, old, cur *cluster.Metadata) (int, error) {
+func (s *Server) moveData(ctx context.Context, old, cur *membership.Metadata) (int, error) {
 	batches := map[string][]byte{}
 	failed := map[string]error{}
 	var forget []string

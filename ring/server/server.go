@@ -23,8 +23,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ringside/ringside/ring"
-	"github.com/ringside/ringside/ring/cluster"
 	"github.com/ringside/ringside/ring/kv"
+	"github.com/ringside/ringside/ring/membership"
 	"github.com/ringside/ringside/ring/transport"
 	"github.com/ringside/ringside/ring/wire"
 )
@@ -61,7 +61,7 @@ func (c *Config) Defaults() {
 		c.Listen = c.Addr
 	}
 	if c.Replicas == 0 {
-		c.Replicas = cluster.DefaultReplicas
+		c.Replicas = membership.DefaultReplicas
 	}
 	if c.SuspectTimeout == 0 {
 		c.SuspectTimeout = ring.DefaultSuspectTimeout
@@ -133,7 +133,7 @@ type Server struct {
 
 	// Shared state, read by handlers.
 	mu      sync.RWMutex
-	meta    *cluster.Metadata
+	meta    *membership.Metadata
 	status  ring.Status
 	events  Events
 	moved   atomic.Int64
@@ -144,7 +144,7 @@ type Server struct {
 // New opens the store and binds the listener; Run starts serving.
 func New(cfg Config) (*Server, error) {
 	cfg.Defaults()
-	if err := cluster.CheckAddr(cfg.Addr); err != nil {
+	if err := membership.CheckAddr(cfg.Addr); err != nil {
 		return nil, fmt.Errorf("addr: %w", err)
 	}
 	if cfg.Dir == "" {

@@ -1,10 +1,10 @@
-// Package kubecluster is the kube backend: it runs elector processes, one
+// Package kube is the kube backend: it runs elector processes, one
 // per application replica, against a Kubernetes API server — the local
 // control plane by default — and collects their leadership events. Pods
 // are created as API objects bound to nodes, spread the way the default
 // scheduler spreads replicas; without a kubelet they stay Pending, and the
 // electors run as local processes so that SIGKILL and SIGTERM are real.
-package kubecluster
+package kube
 
 import (
 	"bufio"
@@ -27,8 +27,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ringside/ringside/bld"
+	"github.com/ringside/ringside/experiments/backend/kube/controlplane"
 	"github.com/ringside/ringside/internal/imagebuild"
-	"github.com/ringside/ringside/internal/kubelocal"
 )
 
 // LocalWorkers are the worker nodes created on a local control plane,
@@ -51,7 +51,7 @@ type Timing struct {
 
 // Cluster is a connection to an API server plus the electors it runs.
 type Cluster struct {
-	cp         *kubelocal.ControlPlane
+	cp         *controlplane.ControlPlane
 	dir        string
 	kubeconfig string
 	CS         *kubernetes.Clientset
@@ -89,7 +89,7 @@ func Start(ctx context.Context, kubeconfig string) (*Cluster, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.cp, err = kubelocal.Start(ctx, c.dir)
+		c.cp, err = controlplane.Start(ctx, c.dir)
 		if err != nil {
 			return nil, err
 		}

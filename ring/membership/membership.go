@@ -1,8 +1,8 @@
-// Package cluster is the ring metadata the coordinator (ECS) keeps and
+// Package membership is the ring metadata the coordinator (ECS) keeps and
 // pushes to every server: the members, who coordinates, the replication
 // factor, and from them which servers are responsible for a key on the
 // consistent-hash ring.
-package cluster
+package membership
 
 import (
 	"crypto/md5"

@@ -1,7 +1,7 @@
-// Package ringcluster starts and faults rings of real ringnode servers for
+// Package ringnodes starts and faults rings of real ringnode servers for
 // experiments and tests: as local processes on 127.0.0.1 ports (SIGKILL is
 // a real crash) or as containers under docker compose.
-package ringcluster
+package ringnodes
 
 import (
 	"context"

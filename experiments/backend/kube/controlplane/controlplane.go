@@ -1,9 +1,9 @@
-// Package kubelocal runs a real Kubernetes control plane — etcd and
+// Package controlplane runs a real Kubernetes control plane — etcd and
 // kube-apiserver built from the Go module proxy (make kube-tools) — on
 // 127.0.0.1 with generated PKI, for tests, experiments and `ringside kube
 // up`. There is no kubelet or scheduler: Pods stay Pending, which is all
 // leader election needs.
-package kubelocal
+package controlplane
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package kubelocal
+package controlplane
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package ringcluster
+package ringnodes
 
 import (
 	"context"
