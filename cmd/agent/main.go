@@ -9,12 +9,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net/http"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,15 +23,9 @@ import (
 	"github.com/ringside/ringside/internal/serve"
 )
 
-func main() {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := run(log, os.Args[1:]); err != nil {
-		log.Error("agent", "err", err)
-		os.Exit(1)
-	}
-}
+func main() { serve.Main("agent", run) }
 
-func run(log *slog.Logger, args []string) error {
+func run(ctx context.Context, args []string) error {
 	fs := envflag.New(flag.NewFlagSet("agent", flag.ContinueOnError))
 	httpAddr := fs.String("http", "AGENT_HTTP", ":8081", "dashboard, weight feed (/feed) and /metrics address")
 	token := fs.String("token", "AGENT_TOKEN", "", "shared token balancers present on the weight feed (required)")
@@ -51,24 +41,24 @@ func run(log *slog.Logger, args []string) error {
 	prefix := fs.String("redis-prefix", "AGENT_REDIS_PREFIX", "ringside:agent", "Redis key prefix")
 	interval := fs.Duration("interval", "AGENT_INTERVAL", time.Second, "sampling and feed period")
 	var pc lifecycle.Config
-	fs.Float64Var(&pc.Low, "low", 30, "utilisation % below which a worker is Low")
-	fs.Float64Var(&pc.High, "high", 75, "utilisation % above which a worker is High")
-	fs.Float64Var(&pc.Hysteresis, "hysteresis", 5, "margin to leave Low or High")
-	fs.DurationVar(&pc.SundownAfter, "t-low", 30*time.Second, "time Low before a non-default worker is sundowned")
-	fs.DurationVar(&pc.ScaleUpAfter, "t-high", 10*time.Second, "time the pool must stay High before scale-up")
-	fs.IntVar(&pc.Min, "min", 1, "minimum serving workers")
-	fs.IntVar(&pc.Max, "max", 8, "maximum serving workers")
+	fs.Float64Var(&pc.Low, "low", "AGENT_LOW", 30, "utilisation % below which a worker is Low")
+	fs.Float64Var(&pc.High, "high", "AGENT_HIGH", 75, "utilisation % above which a worker is High")
+	fs.Float64Var(&pc.Hysteresis, "hysteresis", "AGENT_HYSTERESIS", 5, "margin to leave Low or High")
+	fs.DurationVar(&pc.SundownAfter, "t-low", "AGENT_T_LOW", 30*time.Second, "time Low before a non-default worker is sundowned")
+	fs.DurationVar(&pc.ScaleUpAfter, "t-high", "AGENT_T_HIGH", 10*time.Second, "time the pool must stay High before scale-up")
+	fs.IntVar(&pc.Min, "min", "AGENT_MIN", 1, "minimum serving workers")
+	fs.IntVar(&pc.Max, "max", "AGENT_MAX", 8, "maximum serving workers")
+	level := fs.String("log-level", "AGENT_LOG", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if err := fs.Err(); err != nil {
+	log, err := serve.Logger(*level)
+	if err != nil {
 		return err
 	}
 	if *token == "" {
 		return errors.New("--token (AGENT_TOKEN) is required: the weight feed is never open")
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
 
 	var r agent.Runtime
 	switch *rt {

@@ -8,13 +8,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,15 +23,9 @@ import (
 	"github.com/ringside/ringside/internal/weightfeed"
 )
 
-func main() {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := run(log, os.Args[1:]); err != nil {
-		log.Error("balancer", "err", err)
-		os.Exit(1)
-	}
-}
+func main() { serve.Main("balancer", run) }
 
-func run(log *slog.Logger, args []string) error {
+func run(ctx context.Context, args []string) error {
 	fs := envflag.New(flag.NewFlagSet("balancer", flag.ContinueOnError))
 	addr := fs.String("addr", "BALANCER_ADDR", ":8080", "proxy address")
 	admin := fs.String("admin", "BALANCER_ADMIN", ":9090", "/metrics and /healthz address")
@@ -43,10 +34,12 @@ func run(log *slog.Logger, args []string) error {
 	token := fs.String("token", "AGENT_TOKEN", "", "the agent's feed token")
 	name := fs.String("name", "BALANCER_NAME", "", "name in reports to the agent (default: hostname)")
 	workers := fs.String("workers", "BALANCER_WORKERS", "", "fixed workers instead of a feed: host:port=weight, comma-separated")
+	level := fs.String("log-level", "BALANCER_LOG", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if err := fs.Err(); err != nil {
+	log, err := serve.Logger(*level)
+	if err != nil {
 		return err
 	}
 	if (*feed == "") == (*workers == "") {
@@ -59,8 +52,6 @@ func run(log *slog.Logger, args []string) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
 	if *workers != "" {
 		m, err := parseWorkers(*workers)
 		if err != nil {

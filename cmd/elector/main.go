@@ -7,16 +7,12 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,16 +23,12 @@ import (
 
 	"github.com/ringside/ringside/bld"
 	"github.com/ringside/ringside/internal/envflag"
+	"github.com/ringside/ringside/internal/serve"
 )
 
-func main() {
-	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "elector:", err)
-		os.Exit(2)
-	}
-}
+func main() { serve.Main("elector", run) }
 
-func run(args []string) error {
+func run(ctx context.Context, args []string) error {
 	fs := envflag.New(flag.NewFlagSet("elector", flag.ContinueOnError))
 	var cfg bld.CandidateConfig
 	var httpAddr, advertise, kubeconfig, level string
@@ -49,28 +41,24 @@ func run(args []string) error {
 	fs.StringVar(&cfg.Node, "node", "NODE_NAME", "", "this candidate's node (default: read from its Pod)")
 	fs.StringVar(&httpAddr, "http", "ELECTOR_HTTP", ":4040", "sidecar HTTP address")
 	fs.StringVar(&advertise, "advertise", "ELECTOR_ADVERTISE", "", "address followers are probed and kicked at (default: POD_IP and the --http port)")
-	fs.DurationVar(&cfg.LeaseDuration, "lease-duration", 10*time.Second, "lease duration")
-	fs.DurationVar(&cfg.RenewDeadline, "renew-deadline", 8*time.Second, "a leader that cannot renew for this long steps down")
-	fs.DurationVar(&cfg.RetryPeriod, "retry-period", 2*time.Second, "interval between acquisition attempts and renewals")
-	fs.DurationVar(&cfg.RankInterval, "rank-interval", time.Second, "ranked: how often the leader re-measures follower RTTs")
+	fs.DurationVar(&cfg.LeaseDuration, "lease-duration", "ELECTOR_LEASE_DURATION", 10*time.Second, "lease duration")
+	fs.DurationVar(&cfg.RenewDeadline, "renew-deadline", "ELECTOR_RENEW_DEADLINE", 8*time.Second, "a leader that cannot renew for this long steps down")
+	fs.DurationVar(&cfg.RetryPeriod, "retry-period", "ELECTOR_RETRY_PERIOD", 2*time.Second, "interval between acquisition attempts and renewals")
+	fs.DurationVar(&cfg.RankInterval, "rank-interval", "ELECTOR_RANK_INTERVAL", time.Second, "ranked: how often the leader re-measures follower RTTs")
 	fs.StringVar(&kubeconfig, "kubeconfig", "KUBECONFIG", "", "kubeconfig (default: in-cluster)")
-	fs.BoolVar(&events, "events", false, "print leadership events as JSON lines on stdout (for experiments)")
-	fs.FlagSet.StringVar(&level, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&events, "events", "ELECTOR_EVENTS", false, "print leadership events as JSON lines on stdout (for experiments)")
+	fs.StringVar(&level, "log-level", "ELECTOR_LOG", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if err := fs.Err(); err != nil {
+	log, err := serve.Logger(level)
+	if err != nil {
 		return err
 	}
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return fmt.Errorf("log-level: %w", err)
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv})).With("id", cfg.Identity, "election", cfg.Election)
+	log = log.With("id", cfg.Identity, "election", cfg.Election)
 	cfg.Log = log
 
 	var rc *rest.Config
-	var err error
 	if kubeconfig != "" {
 		rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
 	} else {
@@ -137,15 +125,10 @@ func run(args []string) error {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	log.Info("campaigning", "algorithm", cfg.Algorithm, "lock", cfg.Lock, "http", ln.Addr().String(), "advertise", advertise)
 	err = cand.Run(ctx)
 	shutdown, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	srv.Shutdown(shutdown)
-	if errors.Is(err, context.Canceled) {
-		return nil
-	}
 	return err
 }

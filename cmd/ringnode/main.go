@@ -6,70 +6,41 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net"
-	"os"
-	"os/signal"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/ringside/ringside/internal/envflag"
+	"github.com/ringside/ringside/internal/serve"
 	"github.com/ringside/ringside/ring/server"
 )
 
-func main() {
-	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "ringnode:", err)
-		os.Exit(2)
-	}
-}
+func main() { serve.Main("ringnode", run) }
 
-func env(key, def string) string {
-	if v, ok := os.LookupEnv(key); ok {
-		return v
-	}
-	return def
-}
-
-func envDuration(key string, def time.Duration) time.Duration {
-	if v, err := time.ParseDuration(os.Getenv(key)); err == nil {
-		return v
-	}
-	return def
-}
-
-func envInt(key string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(key)); err == nil {
-		return v
-	}
-	return def
-}
-
-func run(args []string) error {
-	fs := flag.NewFlagSet("ringnode", flag.ContinueOnError)
+func run(ctx context.Context, args []string) error {
+	fs := envflag.New(flag.NewFlagSet("ringnode", flag.ContinueOnError))
 	var cfg server.Config
 	var join, level string
-	fs.StringVar(&cfg.Addr, "addr", env("RINGNODE_ADDR", "127.0.0.1:7000"), "advertised ip:port (identity: UID = MD5 of it); host \"auto\" picks this machine's first non-loopback IPv4")
-	fs.StringVar(&cfg.Listen, "listen", env("RINGNODE_LISTEN", ""), "bind address (default: addr)")
-	fs.StringVar(&join, "join", env("RINGNODE_JOIN", ""), "comma-separated seed servers; none reachable → start a new ring")
-	fs.StringVar(&cfg.Dir, "data", env("RINGNODE_DATA", "data"), "data directory")
-	fs.IntVar(&cfg.Replicas, "replicas", envInt("RINGNODE_REPLICAS", 2), "successors that hold a copy of each key (R)")
-	fs.IntVar(&cfg.CacheEntries, "cache", 10000, "values cached in memory")
-	fs.BoolVar(&cfg.Fsync, "fsync", false, "fsync every write (default: survives a process crash, not a power cut)")
-	fs.DurationVar(&cfg.SuspectTimeout, "suspect", envDuration("RINGNODE_SUSPECT", 700*time.Millisecond), "no heartbeat from the coordinator for this long starts an election")
-	fs.DurationVar(&cfg.SuspectJitter, "suspect-jitter", 0, "random extra suspicion timeout, up to this")
-	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat", envDuration("RINGNODE_HEARTBEAT", 100*time.Millisecond), "coordinator heartbeat interval")
-	fs.DurationVar(&cfg.HopBound, "hop-bound", envDuration("RINGNODE_HOP_BOUND", 10*time.Millisecond), "per-hop bound; an election silent for 2·n·bound restarts")
-	fs.DurationVar(&cfg.JoinTimeout, "join-timeout", 5*time.Second, "give up joining after this long")
-	fs.BoolVar(&cfg.CrashOnElection, "fault-crash-on-election", false, "fault injection: exit as soon as an ELECTION message arrives (it is lost with this server)")
-	fs.StringVar(&level, "log-level", env("RINGNODE_LOG", "info"), "debug, info, warn or error")
+	fs.StringVar(&cfg.Addr, "addr", "RINGNODE_ADDR", "127.0.0.1:7000", "advertised ip:port (identity: UID = MD5 of it); host \"auto\" picks this machine's first non-loopback IPv4")
+	fs.StringVar(&cfg.Listen, "listen", "RINGNODE_LISTEN", "", "bind address (default: addr)")
+	fs.StringVar(&join, "join", "RINGNODE_JOIN", "", "comma-separated seed servers; none reachable → start a new ring")
+	fs.StringVar(&cfg.Dir, "data", "RINGNODE_DATA", "data", "data directory")
+	fs.IntVar(&cfg.Replicas, "replicas", "RINGNODE_REPLICAS", 2, "successors that hold a copy of each key (R)")
+	fs.IntVar(&cfg.CacheEntries, "cache", "RINGNODE_CACHE", 10000, "values cached in memory")
+	fs.BoolVar(&cfg.Fsync, "fsync", "RINGNODE_FSYNC", false, "fsync every write (default: survives a process crash, not a power cut)")
+	fs.DurationVar(&cfg.SuspectTimeout, "suspect", "RINGNODE_SUSPECT", 700*time.Millisecond, "no heartbeat from the coordinator for this long starts an election")
+	fs.DurationVar(&cfg.SuspectJitter, "suspect-jitter", "RINGNODE_SUSPECT_JITTER", 0, "random extra suspicion timeout, up to this")
+	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat", "RINGNODE_HEARTBEAT", 100*time.Millisecond, "coordinator heartbeat interval")
+	fs.DurationVar(&cfg.HopBound, "hop-bound", "RINGNODE_HOP_BOUND", 10*time.Millisecond, "per-hop bound; an election silent for 2·n·bound restarts")
+	fs.DurationVar(&cfg.JoinTimeout, "join-timeout", "RINGNODE_JOIN_TIMEOUT", 5*time.Second, "give up joining after this long")
+	fs.BoolVar(&cfg.CrashOnElection, "fault-crash-on-election", "RINGNODE_FAULT_CRASH_ON_ELECTION", false, "fault injection: exit as soon as an ELECTION message arrives (it is lost with this server)")
+	fs.StringVar(&level, "log-level", "RINGNODE_LOG", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return fmt.Errorf("log-level: %w", err)
+	log, err := serve.Logger(level)
+	if err != nil {
+		return err
 	}
 	if host, port, err := net.SplitHostPort(cfg.Addr); err == nil && host == "auto" {
 		ip, err := firstIPv4()
@@ -84,14 +55,12 @@ func run(args []string) error {
 	if join != "" {
 		cfg.Join = strings.Split(join, ",")
 	}
-	cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
+	cfg.Log = log
 	s, err := server.New(cfg)
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	cfg.Log.Info("ringnode starting", "addr", cfg.Addr, "join", cfg.Join, "data", cfg.Dir)
+	log.Info("ringnode starting", "addr", cfg.Addr, "join", cfg.Join, "data", cfg.Dir)
 	return s.Run(ctx)
 }
 

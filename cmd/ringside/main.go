@@ -15,13 +15,13 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"text/tabwriter"
 
 	"github.com/ringside/ringside/experiments"
 	"github.com/ringside/ringside/experiments/backend/kube/controlplane"
 	"github.com/ringside/ringside/experiments/catalog"
+	"github.com/ringside/ringside/internal/envflag"
 )
 
 func main() {
@@ -88,20 +88,16 @@ type common struct {
 	reps                  int
 }
 
-func (c *common) define(fs *flag.FlagSet) {
-	fs.StringVar(&c.backend, "backend", os.Getenv("RINGSIDE_BACKEND"), "backend (default: the experiment's first)")
-	fs.StringVar(&c.profile, "profile", envOr("RINGSIDE_PROFILE", experiments.ProfileQuick), "quick or paper")
-	fs.StringVar(&c.out, "out", envOr("RINGSIDE_OUT", "results"), "output directory")
-	seed, _ := strconv.ParseUint(envOr("RINGSIDE_SEED", "1"), 10, 64)
-	fs.Uint64Var(&c.seed, "seed", seed, "master seed; every random choice derives from it")
-	fs.IntVar(&c.reps, "reps", 0, "repetitions (default: the profile's)")
-}
-
-func envOr(key, def string) string {
-	if v, ok := os.LookupEnv(key); ok {
-		return v
-	}
-	return def
+// define adds the common flags to fs; parse through the returned Set, so a
+// malformed RINGSIDE_* value is an error naming the variable.
+func (c *common) define(fs *flag.FlagSet) *envflag.Set {
+	s := envflag.New(fs)
+	s.StringVar(&c.backend, "backend", "RINGSIDE_BACKEND", "", "backend (default: the experiment's first)")
+	s.StringVar(&c.profile, "profile", "RINGSIDE_PROFILE", experiments.ProfileQuick, "quick or paper")
+	s.StringVar(&c.out, "out", "RINGSIDE_OUT", "results", "output directory")
+	s.Uint64Var(&c.seed, "seed", "RINGSIDE_SEED", 1, "master seed; every random choice derives from it")
+	s.IntVar(&c.reps, "reps", "RINGSIDE_REPS", 0, "repetitions (default: the profile's)")
+	return s
 }
 
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -114,8 +110,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if name == "all" {
 		fs := flag.NewFlagSet("run all", flag.ContinueOnError)
 		fs.SetOutput(stderr)
-		c.define(fs)
-		if err := fs.Parse(args); err != nil {
+		if err := c.define(fs).Parse(args); err != nil {
 			return err
 		}
 		if c.backend != "" {
@@ -134,8 +129,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	fs := e.Flags()
 	fs.SetOutput(stderr)
-	c.define(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := c.define(fs).Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

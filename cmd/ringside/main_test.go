@@ -66,6 +66,14 @@ func TestClearErrors(t *testing.T) {
 	}
 }
 
+func TestMalformedEnvironmentIsAnError(t *testing.T) {
+	t.Setenv("RINGSIDE_SEED", "abc")
+	_, _, err := cli("run", "ring-messages", "--out", t.TempDir())
+	require.ErrorContains(t, err, `environment RINGSIDE_SEED="abc"`)
+	_, _, err = cli("run", "all", "--out", t.TempDir())
+	require.ErrorContains(t, err, `environment RINGSIDE_SEED="abc"`)
+}
+
 func TestKubeUpDown(t *testing.T) {
 	dir := t.TempDir()
 	out, _, err := cli("kube", "up", "--dir", dir)

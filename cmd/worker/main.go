@@ -5,11 +5,7 @@ package main
 import (
 	"context"
 	"flag"
-	"log/slog"
 	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/ringside/ringside/internal/envflag"
@@ -17,32 +13,26 @@ import (
 	"github.com/ringside/ringside/internal/worker"
 )
 
-func main() {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := run(log, os.Args[1:]); err != nil {
-		log.Error("worker", "err", err)
-		os.Exit(1)
-	}
-}
+func main() { serve.Main("worker", run) }
 
-func run(log *slog.Logger, args []string) error {
+func run(ctx context.Context, args []string) error {
 	fs := envflag.New(flag.NewFlagSet("worker", flag.ContinueOnError))
 	addr := fs.String("addr", "WORKER_ADDR", ":8080", "listen address")
 	name := fs.String("name", "WORKER_NAME", "", "name in responses (default: hostname)")
 	limit := fs.Float("cpu-limit", "WORKER_CPU_LIMIT", 0, "throttle to this many CPUs (0: none; Docker limits containers itself)")
 	cost := fs.Int("cost", "WORKER_COST", 20_000, "hash rounds of a request without ?cost=")
+	level := fs.String("log-level", "WORKER_LOG", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if err := fs.Err(); err != nil {
+	log, err := serve.Logger(*level)
+	if err != nil {
 		return err
 	}
 	h, err := worker.New(worker.Options{Name: *name, CPULimit: *limit, DefaultCost: *cost})
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
 	log.Info("worker listening", "addr", *addr, "cpu_limit", *limit)
 	return serve.Until(ctx, 5*time.Second, &http.Server{Addr: *addr, Handler: h, ReadHeaderTimeout: 5 * time.Second})
 }

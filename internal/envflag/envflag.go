@@ -25,6 +25,15 @@ func New(fs *flag.FlagSet) *Set { return &Set{FlagSet: fs} }
 // Err returns the first bad environment value.
 func (s *Set) Err() error { return s.err }
 
+// Parse parses args and then reports a bad environment value, so a
+// command cannot forget to check it.
+func (s *Set) Parse(args []string) error {
+	if err := s.FlagSet.Parse(args); err != nil {
+		return err
+	}
+	return s.err
+}
+
 func (s *Set) env(key string, parse func(string) error) {
 	v, ok := os.LookupEnv(key)
 	if !ok || v == "" {
@@ -37,6 +46,7 @@ func (s *Set) env(key string, parse func(string) error) {
 
 func help(usage, key string) string { return usage + " (env " + key + ")" }
 
+// String defines a string flag whose default is $key when set.
 func (s *Set) String(name, key, def, usage string) *string {
 	s.env(key, func(v string) error { def = v; return nil })
 	return s.FlagSet.String(name, def, help(usage, key))
@@ -48,17 +58,52 @@ func (s *Set) StringVar(p *string, name, key, def, usage string) {
 	s.FlagSet.StringVar(p, name, def, help(usage, key))
 }
 
+// Int defines an int flag whose default is $key when set.
 func (s *Set) Int(name, key string, def int, usage string) *int {
 	s.env(key, func(v string) (err error) { def, err = strconv.Atoi(v); return })
 	return s.FlagSet.Int(name, def, help(usage, key))
 }
 
+// Float defines a float64 flag whose default is $key when set.
 func (s *Set) Float(name, key string, def float64, usage string) *float64 {
 	s.env(key, func(v string) (err error) { def, err = strconv.ParseFloat(v, 64); return })
 	return s.FlagSet.Float64(name, def, help(usage, key))
 }
 
+// Duration defines a duration flag ("700ms"; a bare number is an error,
+// not a default) whose default is $key when set.
 func (s *Set) Duration(name, key string, def time.Duration, usage string) *time.Duration {
 	s.env(key, func(v string) (err error) { def, err = time.ParseDuration(v); return })
 	return s.FlagSet.Duration(name, def, help(usage, key))
+}
+
+// Float64Var is Float into p.
+func (s *Set) Float64Var(p *float64, name, key string, def float64, usage string) {
+	s.env(key, func(v string) (err error) { def, err = strconv.ParseFloat(v, 64); return })
+	s.FlagSet.Float64Var(p, name, def, help(usage, key))
+}
+
+// IntVar is Int into p.
+func (s *Set) IntVar(p *int, name, key string, def int, usage string) {
+	s.env(key, func(v string) (err error) { def, err = strconv.Atoi(v); return })
+	s.FlagSet.IntVar(p, name, def, help(usage, key))
+}
+
+// Uint64Var defines a uint64 flag into p whose default is $key when set.
+func (s *Set) Uint64Var(p *uint64, name, key string, def uint64, usage string) {
+	s.env(key, func(v string) (err error) { def, err = strconv.ParseUint(v, 10, 64); return })
+	s.FlagSet.Uint64Var(p, name, def, help(usage, key))
+}
+
+// DurationVar is Duration into p.
+func (s *Set) DurationVar(p *time.Duration, name, key string, def time.Duration, usage string) {
+	s.env(key, func(v string) (err error) { def, err = time.ParseDuration(v); return })
+	s.FlagSet.DurationVar(p, name, def, help(usage, key))
+}
+
+// BoolVar defines a bool flag into p whose default is $key when set
+// (1, t, true, 0, f, false, as strconv.ParseBool reads them).
+func (s *Set) BoolVar(p *bool, name, key string, def bool, usage string) {
+	s.env(key, func(v string) (err error) { def, err = strconv.ParseBool(v); return })
+	s.FlagSet.BoolVar(p, name, def, help(usage, key))
 }

@@ -37,3 +37,44 @@ func TestBadEnvIsAnError(t *testing.T) {
 	s.Int("n", "T_N", 1, "")
 	assert.ErrorContains(t, s.Err(), `environment T_N="seven"`)
 }
+
+func TestEveryKindRejectsAMalformedValue(t *testing.T) {
+	for _, tc := range []struct {
+		value  string
+		define func(s *Set)
+	}{
+		{"700", func(s *Set) { s.Duration("d", "T_V", time.Second, "") }}, // a duration without a unit
+		{"700", func(s *Set) { var d time.Duration; s.DurationVar(&d, "d", "T_V", time.Second, "") }},
+		{"abc", func(s *Set) { var u uint64; s.Uint64Var(&u, "u", "T_V", 1, "") }},
+		{"-1", func(s *Set) { var u uint64; s.Uint64Var(&u, "u", "T_V", 1, "") }},
+		{"2.5", func(s *Set) { var n int; s.IntVar(&n, "n", "T_V", 1, "") }},
+		{"yes", func(s *Set) { var b bool; s.BoolVar(&b, "b", "T_V", false, "") }},
+		{"x", func(s *Set) { s.Float("f", "T_V", 1, "") }},
+	} {
+		t.Setenv("T_V", tc.value)
+		s := New(flag.NewFlagSet("t", flag.ContinueOnError))
+		tc.define(s)
+		// Parse reports it even when the flag itself is well formed.
+		require.ErrorContains(t, s.Parse(nil), `environment T_V="`+tc.value+`"`)
+	}
+}
+
+func TestTypedVarsTakeTheEnvironment(t *testing.T) {
+	t.Setenv("T_U", "42")
+	t.Setenv("T_B", "true")
+	t.Setenv("T_D", "250ms")
+	s := New(flag.NewFlagSet("t", flag.ContinueOnError))
+	var u uint64
+	var b bool
+	var d time.Duration
+	var n int
+	s.Uint64Var(&u, "u", "T_U", 1, "")
+	s.BoolVar(&b, "b", "T_B", false, "")
+	s.DurationVar(&d, "d", "T_D", time.Second, "")
+	s.IntVar(&n, "n", "T_UNSET", 5, "")
+	require.NoError(t, s.Parse(nil))
+	assert.Equal(t, uint64(42), u)
+	assert.True(t, b)
+	assert.Equal(t, 250*time.Millisecond, d)
+	assert.Equal(t, 5, n)
+}

@@ -2,8 +2,13 @@ package serve
 
 import (
 	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,4 +45,22 @@ func TestUntilReportsAnAddressInUse(t *testing.T) {
 	ok := &http.Server{Addr: "127.0.0.1:0"}
 	err = Until(context.Background(), time.Second, ok, &http.Server{Addr: ln.Addr().String()})
 	assert.ErrorContains(t, err, "address already in use")
+}
+
+func TestExitCode(t *testing.T) {
+	var b strings.Builder
+	assert.Equal(t, 0, exitCode(&b, "d", nil))
+	assert.Equal(t, 0, exitCode(&b, "d", flag.ErrHelp))
+	assert.Equal(t, 0, exitCode(&b, "d", fmt.Errorf("run: %w", context.Canceled)))
+	assert.Empty(t, b.String())
+	assert.Equal(t, 1, exitCode(&b, "d", errors.New(`environment X="y": bad`)))
+	assert.Equal(t, "d: environment X=\"y\": bad\n", b.String())
+}
+
+func TestLoggerRejectsAnUnknownLevel(t *testing.T) {
+	_, err := Logger("loud")
+	assert.ErrorContains(t, err, `log-level "loud"`)
+	l, err := Logger("warn")
+	require.NoError(t, err)
+	assert.False(t, l.Enabled(context.Background(), slog.LevelInfo))
 }

@@ -1,0 +1,28 @@
+package main
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A value the server cannot use stops it with the variable named, instead
+// of falling back to a default the operator did not choose.
+func TestMalformedEnvironmentIsAnError(t *testing.T) {
+	for key, value := range map[string]string{
+		"RINGNODE_SUSPECT":  "700", // no unit
+		"RINGNODE_REPLICAS": "two",
+		"RINGNODE_FSYNC":    "yes please",
+	} {
+		t.Run(key, func(t *testing.T) {
+			t.Setenv(key, value)
+			err := run(context.Background(), []string{"--data", t.TempDir()})
+			require.ErrorContains(t, err, "environment "+key+`="`+value+`"`)
+		})
+	}
+	t.Run("log level", func(t *testing.T) {
+		t.Setenv("RINGNODE_LOG", "loud")
+		require.ErrorContains(t, run(context.Background(), []string{"--data", t.TempDir()}), `log-level "loud"`)
+	})
+}
