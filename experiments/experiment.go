@@ -16,24 +16,46 @@ const (
 	ProfilePaper = "paper"
 )
 
+// Spec is what the catalogue says about an experiment.
+type Spec struct {
+	Name string
+	// Summary is one line for `ringside list`.
+	Summary string
+	// Backends lists the supported backends; the first is the default.
+	Backends []string
+	// Quick and Paper are the default repetitions of each profile; Paper
+	// 0 means the same as Quick.
+	Quick, Paper int
+}
+
+// Reps is the default number of repetitions for a profile.
+func (s Spec) Reps(profile string) int {
+	if profile == ProfilePaper && s.Paper > 0 {
+		return s.Paper
+	}
+	return s.Quick
+}
+
 // Experiment is one entry of the catalogue.
 type Experiment interface {
-	Name() string
-	// Summary is one line for `ringside list`.
-	Summary() string
-	// Backends lists the supported backends; the first is the default.
-	Backends() []string
-	// Reps is the default number of repetitions for a profile.
-	Reps(profile string) int
-	// Flags returns the experiment's parameters; every flag is recorded
-	// in meta.json. Called once per run.
-	Flags() *flag.FlagSet
+	Spec() Spec
+	// Flags defines the experiment's parameters on fs, with their
+	// defaults; every one is recorded in meta.json.
+	Flags(fs *flag.FlagSet)
 	// Columns is the CSV header, units in the names.
 	Columns() []string
 	// Run emits one row per observation through env.
 	Run(ctx context.Context, env *Env) error
 	// Report summarises the experiment's CSV as a markdown section.
 	Report(in *ReportInput) (string, error)
+}
+
+// NewFlagSet returns a flag set holding e's own parameters at their
+// defaults.
+func NewFlagSet(e Experiment) *flag.FlagSet {
+	fs := flag.NewFlagSet(e.Spec().Name, flag.ContinueOnError)
+	e.Flags(fs)
+	return fs
 }
 
 // Env is what a running experiment gets.
@@ -45,19 +67,40 @@ type Env struct {
 	Dir      string // output directory, for experiments that keep extra files
 	Log      *slog.Logger
 	Progress *Progress
-	sink     *Sink
+	name     string
+	main     *atomicCSV
+	extra    map[string]*atomicCSV
 }
 
 // Emit writes one observation. Values must match Columns() in order.
-func (e *Env) Emit(row Row) error { return e.sink.Write(row) }
+func (e *Env) Emit(row Row) error { return e.main.Write(row) }
+
+// CSV opens a second tidy CSV, OUT/NAME-suffix.csv, for observations of
+// another shape (samples over time, events). Like the main CSV it is
+// written under a temporary name and installed only when the run succeeds.
+// One suffix opens one file; asking again returns the same sink.
+func (e *Env) CSV(suffix string, header []string) (*Sink, error) {
+	if e.extra == nil {
+		e.extra = map[string]*atomicCSV{}
+	}
+	if f := e.extra[suffix]; f != nil {
+		return f.Sink, nil
+	}
+	f, err := createCSV(e.Dir, e.name+"-"+suffix, header)
+	if err != nil {
+		return nil, err
+	}
+	e.extra[suffix] = f
+	return f.Sink, nil
+}
 
 // Registry holds the catalogue in the order experiments were registered.
 type Registry struct{ list []Experiment }
 
 // Register adds e; names must be unique.
 func (r *Registry) Register(e Experiment) {
-	if r.Lookup(e.Name()) != nil {
-		panic("experiments: duplicate experiment " + e.Name()) // a programming error, caught by tests
+	if r.Lookup(e.Spec().Name) != nil {
+		panic("experiments: duplicate experiment " + e.Spec().Name) // a programming error, caught by tests
 	}
 	r.list = append(r.list, e)
 }
@@ -65,7 +108,7 @@ func (r *Registry) Register(e Experiment) {
 // Lookup returns the named experiment or nil.
 func (r *Registry) Lookup(name string) Experiment {
 	for _, e := range r.list {
-		if e.Name() == name {
+		if e.Spec().Name == name {
 			return e
 		}
 	}
@@ -79,15 +122,16 @@ func (r *Registry) All() []Experiment { return slices.Clone(r.list) }
 func (r *Registry) Names() []string {
 	names := make([]string, len(r.list))
 	for i, e := range r.list {
-		names[i] = e.Name()
+		names[i] = e.Spec().Name
 	}
 	return names
 }
 
 // CheckBackend returns an error naming the valid backends when b is not one.
 func CheckBackend(e Experiment, b string) error {
-	if slices.Contains(e.Backends(), b) {
+	sp := e.Spec()
+	if slices.Contains(sp.Backends, b) {
 		return nil
 	}
-	return fmt.Errorf("experiment %s: backend %q not supported (want one of %s)", e.Name(), b, strings.Join(e.Backends(), ", "))
+	return fmt.Errorf("experiment %s: backend %q not supported (want one of %s)", sp.Name, b, strings.Join(sp.Backends, ", "))
 }

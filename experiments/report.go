@@ -99,7 +99,7 @@ func reportOne(metaPath, dir string, reg *Registry) (string, error) {
 		return "", fmt.Errorf("%s: %w", meta.Experiment, err)
 	}
 	head := fmt.Sprintf("## %s\n\n%s\n\n*backend* `%s`, *profile* `%s`, *seed* %d, *reps* %d, %d rows, commit `%s`, %s, took %s.\n\n",
-		meta.Experiment, e.Summary(), meta.Backend, meta.Profile, meta.Seed, meta.Reps, meta.Rows,
+		meta.Experiment, e.Spec().Summary, meta.Backend, meta.Profile, meta.Seed, meta.Reps, meta.Rows,
 		short(meta.GitCommit), meta.GoVersion, meta.End.Sub(meta.Start).Round(1e6))
 	return head + body + "\n", nil
 }

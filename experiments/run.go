@@ -59,8 +59,9 @@ func Run(ctx context.Context, e Experiment, flags *flag.FlagSet, o RunOptions) (
 	if o.Profile != ProfileQuick && o.Profile != ProfilePaper {
 		return Meta{}, fmt.Errorf("profile %q: want %s or %s", o.Profile, ProfileQuick, ProfilePaper)
 	}
+	sp := e.Spec()
 	if o.Backend == "" {
-		o.Backend = e.Backends()[0]
+		o.Backend = sp.Backends[0]
 	}
 	if err := CheckBackend(e, o.Backend); err != nil {
 		return Meta{}, err
@@ -69,7 +70,7 @@ func Run(ctx context.Context, e Experiment, flags *flag.FlagSet, o RunOptions) (
 		return Meta{}, fmt.Errorf("reps %d: must not be negative", o.Reps)
 	}
 	if o.Reps == 0 {
-		o.Reps = e.Reps(o.Profile)
+		o.Reps = sp.Reps(o.Profile)
 	}
 	if o.Status == nil {
 		o.Status = io.Discard
@@ -81,7 +82,7 @@ func Run(ctx context.Context, e Experiment, flags *flag.FlagSet, o RunOptions) (
 		return Meta{}, fmt.Errorf("output directory: %w", err)
 	}
 	meta := Meta{
-		Experiment: e.Name(), Backend: o.Backend, Profile: o.Profile, Seed: o.Seed, Reps: o.Reps,
+		Experiment: sp.Name, Backend: o.Backend, Profile: o.Profile, Seed: o.Seed, Reps: o.Reps,
 		Params: map[string]string{}, Command: o.Command, GitCommit: gitCommit(),
 		GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH, CPUs: runtime.NumCPU(),
 		Start: time.Now().UTC(),
@@ -90,42 +91,33 @@ func Run(ctx context.Context, e Experiment, flags *flag.FlagSet, o RunOptions) (
 		flags.VisitAll(func(f *flag.Flag) { meta.Params[f.Name] = f.Value.String() })
 	}
 
-	csvPath := filepath.Join(o.Out, e.Name()+".csv")
-	tmp, err := os.CreateTemp(o.Out, "."+e.Name()+".csv.*")
+	main, err := createCSV(o.Out, sp.Name, e.Columns())
 	if err != nil {
-		return Meta{}, fmt.Errorf("create csv: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	sink, err := NewSink(tmp, e.Columns())
-	if err != nil {
-		tmp.Close()
 		return Meta{}, err
 	}
-	env := &Env{Seed: o.Seed, Reps: o.Reps, Profile: o.Profile, Backend: o.Backend, Dir: o.Out, Log: o.Log, sink: sink}
-	env.Progress = NewProgress(o.Status, o.TTY, e.Name(), 0)
+	env := &Env{Seed: o.Seed, Reps: o.Reps, Profile: o.Profile, Backend: o.Backend, Dir: o.Out, Log: o.Log, name: sp.Name, main: main}
+	env.Progress = NewProgress(o.Status, o.TTY, sp.Name, 0)
 	runErr := e.Run(ctx, env)
 	env.Progress.Finish()
-	if err := sink.Flush(); err != nil && runErr == nil {
-		runErr = err
+	// The extra CSVs go first, the main one last: a reader that finds the
+	// new main CSV finds the extras of the same run beside it.
+	for _, f := range env.extra {
+		if err := f.close(runErr == nil); err != nil && runErr == nil {
+			runErr = err
+		}
 	}
-	if err := tmp.Chmod(0o644); err != nil && runErr == nil {
-		runErr = err
-	}
-	if err := tmp.Close(); err != nil && runErr == nil {
+	if err := main.close(runErr == nil); err != nil && runErr == nil {
 		runErr = err
 	}
 	if runErr != nil {
-		return Meta{}, fmt.Errorf("run %s: %w", e.Name(), runErr)
+		return Meta{}, fmt.Errorf("run %s: %w", sp.Name, runErr)
 	}
-	if err := os.Rename(tmp.Name(), csvPath); err != nil {
-		return Meta{}, fmt.Errorf("install csv: %w", err)
-	}
-	meta.Rows, meta.End = sink.Rows(), time.Now().UTC()
+	meta.Rows, meta.End = main.Rows(), time.Now().UTC()
 	b, err := json.MarshalIndent(meta, "", "  ")
 	if err != nil {
 		return Meta{}, err
 	}
-	if err := os.WriteFile(filepath.Join(o.Out, e.Name()+".meta.json"), append(b, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(o.Out, sp.Name+".meta.json"), append(b, '\n'), 0o644); err != nil {
 		return Meta{}, fmt.Errorf("write meta: %w", err)
 	}
 	return meta, nil
@@ -237,15 +229,15 @@ func ForEach(ctx context.Context, env *Env, n int, task func(i int) ([]Row, erro
 // it wrote, raw and parsed: one call for scripts and tests that drive an
 // experiment the way `ringside run` does.
 func RunArgs(ctx context.Context, e Experiment, args []string, o RunOptions) (*Table, []byte, error) {
-	fs := e.Flags()
+	fs := NewFlagSet(e)
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
-		return nil, nil, fmt.Errorf("%s flags: %w", e.Name(), err)
+		return nil, nil, fmt.Errorf("%s flags: %w", e.Spec().Name, err)
 	}
 	if _, err := Run(ctx, e, fs, o); err != nil {
 		return nil, nil, err
 	}
-	raw, err := os.ReadFile(filepath.Join(o.Out, e.Name()+".csv"))
+	raw, err := os.ReadFile(filepath.Join(o.Out, e.Spec().Name+".csv"))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 )
@@ -76,4 +78,48 @@ func Format(v any) string {
 		return x.String()
 	}
 	return fmt.Sprint(v)
+}
+
+// atomicCSV is a CSV written under a temporary name in its directory and
+// renamed into place by commit, so a failed run never replaces the last
+// good file.
+type atomicCSV struct {
+	*Sink
+	tmp  *os.File
+	path string
+}
+
+func createCSV(dir, name string, header []string) (*atomicCSV, error) {
+	tmp, err := os.CreateTemp(dir, "."+name+".csv.*")
+	if err != nil {
+		return nil, fmt.Errorf("create %s.csv: %w", name, err)
+	}
+	s, err := NewSink(tmp, header)
+	if err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return nil, err
+	}
+	return &atomicCSV{Sink: s, tmp: tmp, path: filepath.Join(dir, name+".csv")}, nil
+}
+
+// close flushes and closes the temporary file; commit (ok) installs it,
+// otherwise it is removed.
+func (f *atomicCSV) close(ok bool) error {
+	err := f.Flush()
+	if err == nil {
+		err = f.tmp.Chmod(0o644)
+	}
+	if cerr := f.tmp.Close(); err == nil {
+		err = cerr
+	}
+	if ok && err == nil {
+		if err = os.Rename(f.tmp.Name(), f.path); err != nil {
+			err = fmt.Errorf("install %s: %w", f.path, err)
+		}
+	}
+	if !ok || err != nil {
+		os.Remove(f.tmp.Name())
+	}
+	return err
 }

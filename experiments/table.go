@@ -95,6 +95,24 @@ func (t *Table) GroupBy(cols ...string) []Group {
 	return groups
 }
 
+// Split partitions rows (a group's, say) by the value of one column, in
+// order of first appearance: a group's repetitions, for instance.
+func (t *Table) Split(rows []int, col string) [][]int {
+	at := map[string]int{}
+	var out [][]int
+	for _, i := range rows {
+		v := t.Str(i, col)
+		k, ok := at[v]
+		if !ok {
+			k = len(out)
+			at[v] = k
+			out = append(out, nil)
+		}
+		out[k] = append(out[k], i)
+	}
+	return out
+}
+
 // Floats returns column name over rows, skipping values that are not numbers.
 func (t *Table) Floats(rows []int, name string) []float64 {
 	out := make([]float64, 0, len(rows))

@@ -76,7 +76,8 @@ func list(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "EXPERIMENT\tBACKENDS\tQUICK REPS\tPAPER REPS\tWHAT")
 	for _, e := range catalog.New().All() {
-		fmt.Fprintf(tw, "%s\t%v\t%d\t%d\t%s\n", e.Name(), e.Backends(), e.Reps(experiments.ProfileQuick), e.Reps(experiments.ProfilePaper), e.Summary())
+		sp := e.Spec()
+		fmt.Fprintf(tw, "%s\t%v\t%d\t%d\t%s\n", sp.Name, sp.Backends, sp.Reps(experiments.ProfileQuick), sp.Reps(experiments.ProfilePaper), sp.Summary)
 	}
 	return tw.Flush()
 }
@@ -117,7 +118,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return errors.New("run all: --backend applies to one experiment; each runs on its default backend")
 		}
 		for _, e := range reg.All() {
-			if err := runOne(ctx, e, e.Flags(), c, stdout, stderr); err != nil {
+			if err := runOne(ctx, e, experiments.NewFlagSet(e), c, stdout, stderr); err != nil {
 				return err
 			}
 		}
@@ -127,26 +128,23 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if e == nil {
 		return fmt.Errorf("run: unknown experiment %q (known: %v)", name, reg.Names())
 	}
-	fs := e.Flags()
+	// One command line sets both the experiment's own flags and the
+	// common ones: the experiment's set shares its values with the line's.
+	own := experiments.NewFlagSet(e)
+	fs := flag.NewFlagSet("run "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	own.VisitAll(func(f *flag.Flag) { fs.Var(f.Value, f.Name, f.Usage) })
 	if err := c.define(fs).Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("run %s: unexpected argument %q", name, fs.Arg(0))
 	}
-	return runOne(ctx, e, fs, c, stdout, stderr)
+	return runOne(ctx, e, own, c, stdout, stderr)
 }
 
-func runOne(ctx context.Context, e experiments.Experiment, fs *flag.FlagSet, c common, stdout, stderr io.Writer) error {
-	own := flag.NewFlagSet(e.Name(), flag.ContinueOnError)
-	fs.VisitAll(func(f *flag.Flag) {
-		switch f.Name {
-		case "backend", "profile", "out", "seed", "reps":
-		default:
-			own.Var(f.Value, f.Name, f.Usage)
-		}
-	})
+// runOne runs e with its own flags (already parsed) and the common settings.
+func runOne(ctx context.Context, e experiments.Experiment, own *flag.FlagSet, c common, stdout, stderr io.Writer) error {
 	meta, err := experiments.Run(ctx, e, own, experiments.RunOptions{
 		Seed: c.seed, Reps: c.reps, Profile: c.profile, Backend: c.backend, Out: c.out,
 		Command: os.Args, Status: stderr, TTY: isTTY(stderr),
@@ -156,7 +154,7 @@ func runOne(ctx context.Context, e experiments.Experiment, fs *flag.FlagSet, c c
 		return err
 	}
 	fmt.Fprintf(stdout, "%s: %d rows → %s/%s.csv (backend %s, seed %d, %d reps, %s)\n",
-		e.Name(), meta.Rows, c.out, e.Name(), meta.Backend, meta.Seed, meta.Reps, meta.End.Sub(meta.Start).Round(1e6))
+		meta.Experiment, meta.Rows, c.out, meta.Experiment, meta.Backend, meta.Seed, meta.Reps, meta.End.Sub(meta.Start).Round(1e6))
 	return nil
 }
 

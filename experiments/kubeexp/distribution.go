@@ -26,16 +26,9 @@ type Distribution struct {
 	k        kubeFlags
 }
 
-func (*Distribution) Name() string { return "kube-distribution" }
-func (*Distribution) Summary() string {
-	return "leaders per node for default, BLD, literal BLD and BLD-plus with 3/5/7 applications × 5 replicas on 3 workers, and a constrained placement"
-}
-func (*Distribution) Backends() []string { return backends }
-func (*Distribution) Reps(profile string) int {
-	if profile == experiments.ProfilePaper {
-		return 100
-	}
-	return 5
+func (*Distribution) Spec() experiments.Spec {
+	return experiments.Spec{Name: "kube-distribution", Backends: backends, Quick: 5, Paper: 100,
+		Summary: "leaders per node for default, BLD, literal BLD and BLD-plus with 3/5/7 applications × 5 replicas on 3 workers, and a constrained placement"}
 }
 
 func timingFlags(fs *flag.FlagSet, t *kube.Timing, lease, renew, retry time.Duration) {
@@ -44,17 +37,15 @@ func timingFlags(fs *flag.FlagSet, t *kube.Timing, lease, renew, retry time.Dura
 	fs.DurationVar(&t.Retry, "retry-period", retry, "retry period")
 }
 
-func (d *Distribution) Flags() *flag.FlagSet {
+func (d *Distribution) Flags(fs *flag.FlagSet) {
 	d.algs = experiments.ChoiceList{Vals: []string{bld.Default, bld.BLD, bld.BLDLiteral, bld.BLDPlus}, Allowed: bld.Algorithms}
 	d.apps = experiments.IntList{3, 5, 7}
-	fs := flag.NewFlagSet(d.Name(), flag.ContinueOnError)
 	fs.Var(&d.algs, "algorithms", "algorithms to compare")
 	fs.Var(&d.apps, "apps", "application counts")
 	fs.IntVar(&d.replicas, "replicas", 5, "replicas per application")
 	fs.DurationVar(&d.settle, "settle", 20*time.Second, "give up waiting for leaders after this long")
 	timingFlags(fs, &d.timing, 10*time.Second, 8*time.Second, 2*time.Second)
 	d.k.define(fs, true)
-	return fs
 }
 
 func (*Distribution) Columns() []string {
@@ -135,7 +126,7 @@ func (d *Distribution) Report(in *experiments.ReportInput) (string, error) {
 		var hi, mid, lo []float64
 		spreadMax := 0
 		overlaps, reps, elected := 0, 0, 0
-		for _, rg := range groupRows(t, g.Rows, "rep") {
+		for _, rg := range t.Split(g.Rows, "rep") {
 			var c []float64
 			for _, i := range rg {
 				c = append(c, t.Float(i, "leaders"))
@@ -204,19 +195,3 @@ func (d *Distribution) Report(in *experiments.ReportInput) (string, error) {
 	return out, nil
 }
 
-// groupRows splits rows by one column's value, in order of appearance.
-func groupRows(t *experiments.Table, rows []int, col string) [][]int {
-	idx := map[string]int{}
-	var out [][]int
-	for _, i := range rows {
-		v := t.Str(i, col)
-		k, ok := idx[v]
-		if !ok {
-			k = len(out)
-			idx[v] = k
-			out = append(out, nil)
-		}
-		out[k] = append(out[k], i)
-	}
-	return out
-}

@@ -25,29 +25,20 @@ type Latency struct {
 	k        kubeFlags
 }
 
-func (*Latency) Name() string { return "kube-election-latency" }
-func (*Latency) Summary() string {
-	return "election latency (candidates started → OnStartedLeading) per algorithm and application count, beside the BLD paper's Table 2"
-}
-func (*Latency) Backends() []string { return backends }
-func (*Latency) Reps(profile string) int {
-	if profile == experiments.ProfilePaper {
-		return 100
-	}
-	return 5
+func (*Latency) Spec() experiments.Spec {
+	return experiments.Spec{Name: "kube-election-latency", Backends: backends, Quick: 5, Paper: 100,
+		Summary: "election latency (candidates started → OnStartedLeading) per algorithm and application count, beside the BLD paper's Table 2"}
 }
 
-func (l *Latency) Flags() *flag.FlagSet {
+func (l *Latency) Flags(fs *flag.FlagSet) {
 	l.algs = experiments.ChoiceList{Vals: []string{bld.Default, bld.BLD, bld.BLDPlus, bld.Ranked}, Allowed: bld.Algorithms}
 	l.apps = experiments.IntList{3, 5, 7}
-	fs := flag.NewFlagSet(l.Name(), flag.ContinueOnError)
 	fs.Var(&l.algs, "algorithms", "algorithms to compare")
 	fs.Var(&l.apps, "apps", "application counts")
 	fs.IntVar(&l.replicas, "replicas", 5, "replicas per application")
 	fs.DurationVar(&l.settle, "settle", 20*time.Second, "give up waiting for leaders after this long")
 	timingFlags(fs, &l.timing, 10*time.Second, 8*time.Second, 2*time.Second)
 	l.k.define(fs, false)
-	return fs
 }
 
 func (*Latency) Columns() []string {

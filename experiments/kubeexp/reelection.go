@@ -31,24 +31,20 @@ var profiles = map[string]kube.Timing{
 	"short": {Lease: 2 * time.Second, Renew: 1500 * time.Millisecond, Retry: 500 * time.Millisecond},
 }
 
-func (*Reelection) Name() string { return "kube-reelection" }
-func (*Reelection) Summary() string {
-	return "re-election time after the leader is SIGKILLed or SIGTERMed, default vs ranked succession, 10 s and short leases (seed 003)"
+func (*Reelection) Spec() experiments.Spec {
+	return experiments.Spec{Name: "kube-reelection", Backends: backends, Quick: 10,
+		Summary: "re-election time after the leader is SIGKILLed or SIGTERMed, default vs ranked succession, 10 s and short leases (seed 003)"}
 }
-func (*Reelection) Backends() []string { return backends }
-func (*Reelection) Reps(string) int    { return 10 }
 
-func (r *Reelection) Flags() *flag.FlagSet {
+func (r *Reelection) Flags(fs *flag.FlagSet) {
 	r.algs = experiments.ChoiceList{Vals: []string{bld.Default, bld.Ranked}, Allowed: bld.Algorithms}
 	r.kills = experiments.ChoiceList{Vals: []string{"SIGKILL", "SIGTERM"}, Allowed: []string{"SIGKILL", "SIGTERM"}}
 	r.profiles = experiments.ChoiceList{Vals: []string{"10s", "short"}, Allowed: []string{"10s", "short"}}
-	fs := flag.NewFlagSet(r.Name(), flag.ContinueOnError)
 	fs.Var(&r.algs, "algorithms", "algorithms to compare")
 	fs.Var(&r.kills, "kill", "how the leader is lost: SIGKILL, SIGTERM")
 	fs.Var(&r.profiles, "lease", "lease profiles: 10s (lease 10 s, renew 8 s, retry 2 s), short (2 s, 1.5 s, 0.5 s)")
 	fs.IntVar(&r.replicas, "replicas", 3, "replicas of the application")
 	r.k.define(fs, true)
-	return fs
 }
 
 func (*Reelection) Columns() []string {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/ringside/ringside/balancer"
 	"github.com/ringside/ringside/experiments"
-	"github.com/ringside/ringside/ring/sim"
 )
 
 // Efficiency is lb-efficiency: R picks per repetition for each picker and
@@ -32,26 +31,17 @@ var PaperSets = weightSets{{100, 50, 25, 5}, {100, 95, 90, 85}}
 // paperEta is seed 004's η for weighted random on each set (one simulated run each).
 var paperEta = map[string]float64{"100/50/25/5": 0.9, "100/95/90/85": 0.985}
 
-func (*Efficiency) Name() string { return "lb-efficiency" }
-func (*Efficiency) Summary() string {
-	return "η = min(r/w)/max(r/w) of each picker for seed 004's weight sets {100,50,25,5} and {100,95,90,85} at R = 10⁴, over many seeds"
-}
-func (*Efficiency) Backends() []string { return []string{"sim"} }
-func (*Efficiency) Reps(profile string) int {
-	if profile == experiments.ProfilePaper {
-		return 1000
-	}
-	return 200
+func (*Efficiency) Spec() experiments.Spec {
+	return experiments.Spec{Name: "lb-efficiency", Backends: []string{"sim"}, Quick: 200, Paper: 1000,
+		Summary: "η = min(r/w)/max(r/w) of each picker for seed 004's weight sets {100,50,25,5} and {100,95,90,85} at R = 10⁴, over many seeds"}
 }
 
-func (e *Efficiency) Flags() *flag.FlagSet {
+func (e *Efficiency) Flags(fs *flag.FlagSet) {
 	e.pickers = experiments.ChoiceList{Vals: balancer.Algorithms, Allowed: balancer.Algorithms}
 	e.sets = PaperSets
-	fs := flag.NewFlagSet(e.Name(), flag.ContinueOnError)
 	fs.Var(&e.pickers, "pickers", "pickers, comma-separated")
 	fs.Var(&e.sets, "weights", "weight sets: numbers separated by / , sets by commas")
 	fs.IntVar(&e.requests, "requests", 10_000, "R, requests per repetition")
-	return fs
 }
 
 func (*Efficiency) Columns() []string {
@@ -79,7 +69,7 @@ func (e *Efficiency) Run(ctx context.Context, env *experiments.Env) error {
 	}
 	return experiments.ForEach(ctx, env, len(cells)*env.Reps, func(t int) ([]experiments.Row, error) {
 		c, rep := cells[t/env.Reps], t%env.Reps
-		seed := sim.SubSeed(env.Seed, t)
+		seed := experiments.SubSeed(env.Seed, t)
 		counts, err := Simulate(c.picker, c.set, e.requests, seed)
 		if err != nil {
 			return nil, err

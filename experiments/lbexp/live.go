@@ -2,7 +2,6 @@ package lbexp
 
 import (
 	"context"
-	"encoding/csv"
 	"errors"
 	"flag"
 	"fmt"
@@ -56,23 +55,15 @@ const (
 	TargetNginx   = "nginx"
 )
 
-func (*Live) Name() string { return "lb-live" }
-func (*Live) Summary() string {
-	return "agent + balancer + heterogeneous workers under real HTTP load: throughput, latency p50/p99, request share and utilisation over time per picker, beside direct and nginx"
-}
-func (*Live) Backends() []string { return []string{"docker", "process"} }
-func (*Live) Reps(profile string) int {
-	if profile == experiments.ProfilePaper {
-		return 3
-	}
-	return 1
+func (*Live) Spec() experiments.Spec {
+	return experiments.Spec{Name: "lb-live", Backends: []string{"docker", "process"}, Quick: 1, Paper: 3,
+		Summary: "agent + balancer + heterogeneous workers under real HTTP load: throughput, latency p50/p99, request share and utilisation over time per picker, beside direct and nginx"}
 }
 
-func (l *Live) Flags() *flag.FlagSet {
+func (l *Live) Flags(fs *flag.FlagSet) {
 	l.pickers = experiments.ChoiceList{Vals: balancer.Algorithms, Allowed: balancer.Algorithms}
 	l.clients = experiments.IntList{4, 16}
 	l.baselines = experiments.ChoiceList{Vals: []string{TargetDirect, TargetNginx}, Allowed: []string{TargetDirect, TargetNginx}}
-	fs := flag.NewFlagSet(l.Name(), flag.ContinueOnError)
 	fs.StringVar(&l.workers, "workers", "1:default,0.5:default,0.25:default", "workers: CPU limit[:default], comma-separated")
 	fs.Var(&l.pickers, "pickers", "pickers, comma-separated")
 	fs.Var(&l.clients, "clients", "concurrent clients of the cpu workload, comma-separated")
@@ -89,18 +80,19 @@ func (l *Live) Flags() *flag.FlagSet {
 	// pool rarely reaches the agent's production threshold of 75 %.
 	fs.Float64Var(&l.low, "low", 20, "utilisation % below which a worker is Low")
 	fs.Float64Var(&l.high, "high", 50, "utilisation % above which a worker is High")
-	return fs
 }
 
 func (*Live) Columns() []string {
 	return []string{"backend", "target", "workload", "clients", "rep", "client", "seq", "worker", "start_ms", "latency_ms", "status"}
 }
 
-// SamplesFile and EventsFile sit beside lb-live.csv: the agent's view of
+// The run's extra CSVs beside lb-live.csv (Env.CSV): the agent's view of
 // every worker at every step, and its lifecycle events.
 const (
-	SamplesFile = "lb-live-samples.csv"
-	EventsFile  = "lb-live-events.csv"
+	samplesCSV  = "samples"
+	eventsCSV   = "events"
+	SamplesFile = "lb-live-" + samplesCSV + ".csv"
+	EventsFile  = "lb-live-" + eventsCSV + ".csv"
 )
 
 var sampleCols = []string{"t_ms", "target", "workload", "clients", "worker", "cpu_limit", "cpu_pct", "mem_pct", "score", "avail", "state", "weight", "active"}
@@ -299,10 +291,28 @@ func (l *Live) Run(ctx context.Context, env *experiments.Env) error {
 	stopAgent()
 	<-stepping // the sampler is done with ph
 	ph.record(a.View())
-	if err := writeCSV(filepath.Join(env.Dir, SamplesFile), sampleCols, ph.samples); err != nil {
+	if err := emitAll(env, samplesCSV, sampleCols, ph.samples); err != nil {
 		return err
 	}
-	return writeCSV(filepath.Join(env.Dir, EventsFile), []string{"t_ms", "kind", "worker", "detail"}, ph.events)
+	return emitAll(env, eventsCSV, []string{"t_ms", "kind", "worker", "detail"}, ph.events)
+}
+
+// emitAll writes rows to the run's extra CSV of that suffix.
+func emitAll(env *experiments.Env, suffix string, header []string, rows [][]string) error {
+	sink, err := env.CSV(suffix, header)
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		row := make(experiments.Row, len(r))
+		for i, v := range r {
+			row[i] = v
+		}
+		if err := sink.Write(row); err != nil {
+			return fmt.Errorf("%s csv: %w", suffix, err)
+		}
+	}
+	return nil
 }
 
 // cell runs one load level against one target and returns its requests.
@@ -368,21 +378,6 @@ func serve(h http.Handler) (*http.Server, string, error) {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	return srv, "http://" + ln.Addr().String(), nil
-}
-
-func writeCSV(path string, header []string, rows [][]string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w := csv.NewWriter(f)
-	w.Write(header)
-	w.WriteAll(rows)
-	if err := w.Error(); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return f.Close()
 }
 
 // warnOnly passes on warnings and errors only: the agent and balancer log

@@ -17,16 +17,13 @@ import (
 // the max live UID.
 type Chaos struct{ cfg sim.ChaosConfig }
 
-func (*Chaos) Name() string { return "ring-chaos" }
-func (*Chaos) Summary() string {
-	return "coordinator failover under random crashes, message loss and delays: one leader, the max live UID? (simulated)"
+func (*Chaos) Spec() experiments.Spec {
+	return experiments.Spec{Name: "ring-chaos", Backends: []string{"sim"}, Quick: 1000,
+		Summary: "coordinator failover under random crashes, message loss and delays: one leader, the max live UID? (simulated)"}
 }
-func (*Chaos) Backends() []string { return []string{"sim"} }
-func (*Chaos) Reps(string) int    { return 1000 }
 
-func (c *Chaos) Flags() *flag.FlagSet {
+func (c *Chaos) Flags(fs *flag.FlagSet) {
 	c.cfg = sim.DefaultChaos
-	fs := flag.NewFlagSet(c.Name(), flag.ContinueOnError)
 	fs.IntVar(&c.cfg.N, "n", c.cfg.N, "servers in the ring")
 	fs.StringVar(&c.cfg.Order, "order", c.cfg.Order, "ring order: sorted, random, reverse")
 	fs.IntVar(&c.cfg.MaxCrashes, "max-crashes", c.cfg.MaxCrashes, "extra server crashes per run, drawn from [0, max]")
@@ -39,7 +36,6 @@ func (c *Chaos) Flags() *flag.FlagSet {
 	fs.DurationVar(&c.cfg.SuspectJit, "suspect-jitter", c.cfg.SuspectJit, "random extra detector timeout, up to this")
 	fs.DurationVar(&c.cfg.Heartbeat, "heartbeat", c.cfg.Heartbeat, "coordinator heartbeat interval")
 	fs.DurationVar(&c.cfg.Horizon, "horizon", c.cfg.Horizon, "virtual time simulated after the coordinator crash")
-	return fs
 }
 
 func (*Chaos) Columns() []string {
@@ -74,7 +70,7 @@ func (c *Chaos) Run(ctx context.Context, env *experiments.Env) error {
 		return err
 	}
 	return experiments.ForEach(ctx, env, env.Reps, func(rep int) ([]experiments.Row, error) {
-		seed := sim.SubSeed(env.Seed, rep)
+		seed := experiments.SubSeed(env.Seed, rep)
 		r, err := sim.Chaos(c.cfg, seed)
 		if err != nil {
 			return nil, err

@@ -30,29 +30,20 @@ type Messages struct {
 	delayMax   time.Duration
 }
 
-func (*Messages) Name() string { return "ring-messages" }
-func (*Messages) Summary() string {
-	return "Chang–Roberts election messages vs ring size, ring order and initiators, beside the closed forms (simulated)"
-}
-func (*Messages) Backends() []string { return []string{"sim"} }
-func (*Messages) Reps(profile string) int {
-	if profile == experiments.ProfilePaper {
-		return 1000
-	}
-	return 200
+func (*Messages) Spec() experiments.Spec {
+	return experiments.Spec{Name: "ring-messages", Backends: []string{"sim"}, Quick: 200, Paper: 1000,
+		Summary: "Chang–Roberts election messages vs ring size, ring order and initiators, beside the closed forms (simulated)"}
 }
 
-func (m *Messages) Flags() *flag.FlagSet {
+func (m *Messages) Flags(fs *flag.FlagSet) {
 	m.ns = experiments.IntList{4, 8, 16, 32, 64, 128}
 	m.orders = experiments.ChoiceList{Vals: []string{sim.OrderSorted, sim.OrderRandom}, Allowed: sim.Orders}
 	m.initiators = experiments.ChoiceList{Vals: []string{InitOne, InitAll}, Allowed: []string{InitOne, InitAll}}
-	fs := flag.NewFlagSet(m.Name(), flag.ContinueOnError)
 	fs.Var(&m.ns, "n", "ring sizes, comma-separated")
 	fs.Var(&m.orders, "order", "ring orders: sorted (consistent hash), random, reverse")
 	fs.Var(&m.initiators, "initiators", "who starts the election: one (a random server), all")
 	fs.DurationVar(&m.delayMin, "delay-min", time.Millisecond, "minimum one-way delay")
 	fs.DurationVar(&m.delayMax, "delay-max", 3*time.Millisecond, "maximum one-way delay (uniform)")
-	return fs
 }
 
 func (*Messages) Columns() []string {
@@ -79,7 +70,7 @@ func (m *Messages) Run(ctx context.Context, env *experiments.Env) error {
 	delay := sim.Uniform(m.delayMin, m.delayMax)
 	return experiments.ForEach(ctx, env, len(cells)*env.Reps, func(t int) ([]experiments.Row, error) {
 		c, rep := cells[t/env.Reps], t%env.Reps
-		seed := sim.SubSeed(env.Seed, t)
+		seed := experiments.SubSeed(env.Seed, t)
 		rng := rand.New(rand.NewPCG(seed, 1))
 		order, err := sim.Arrange(sim.UIDs(c.n), c.order, rng)
 		if err != nil {

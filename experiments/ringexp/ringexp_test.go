@@ -31,8 +31,8 @@ func TestSameSeedSameCSVBytes(t *testing.T) {
 		a := run(t, tc.e, t.TempDir(), 7, 30, tc.args...)
 		b := run(t, tc.e, t.TempDir(), 7, 30, tc.args...)
 		c := run(t, tc.e, t.TempDir(), 8, 30, tc.args...)
-		assert.Equal(t, a, b, "%s: same seed must give identical bytes", tc.e.Name())
-		assert.NotEqual(t, a, c, "%s: another seed must differ", tc.e.Name())
+		assert.Equal(t, a, b, "%s: same seed must give identical bytes", tc.e.Spec().Name)
+		assert.NotEqual(t, a, c, "%s: another seed must differ", tc.e.Spec().Name)
 	}
 }
 
@@ -101,7 +101,7 @@ func TestBadParametersAreRejected(t *testing.T) {
 		{&Chaos{}, []string{"--n", "1"}, "at least 2"},
 		{&Chaos{}, []string{"--heartbeat", "1s"}, "want 0 < heartbeat < suspect"},
 	} {
-		fs := tc.e.Flags()
+		fs := experiments.NewFlagSet(tc.e)
 		err := fs.Parse(tc.args)
 		if err == nil {
 			_, err = experiments.Run(context.Background(), tc.e, fs, experiments.RunOptions{Reps: 1, Out: t.TempDir()})

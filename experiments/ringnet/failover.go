@@ -17,19 +17,15 @@ type Failover struct {
 	srv serverFlags
 }
 
-func (*Failover) Name() string { return "ring-failover" }
-func (*Failover) Summary() string {
-	return "SIGKILL the coordinator of a ringnode ring: detection, election propagation, all servers know the new coordinator"
+func (*Failover) Spec() experiments.Spec {
+	return experiments.Spec{Name: "ring-failover", Backends: backends, Quick: 20,
+		Summary: "SIGKILL the coordinator of a ringnode ring: detection, election propagation, all servers know the new coordinator"}
 }
-func (*Failover) Backends() []string { return backends }
-func (*Failover) Reps(string) int    { return 20 }
 
-func (f *Failover) Flags() *flag.FlagSet {
+func (f *Failover) Flags(fs *flag.FlagSet) {
 	f.ns = experiments.IntList{3, 5, 8, 12, 16}
-	fs := flag.NewFlagSet(f.Name(), flag.ContinueOnError)
 	fs.Var(&f.ns, "n", "ring sizes, comma-separated")
 	f.srv.define(fs)
-	return fs
 }
 
 func (*Failover) Columns() []string {

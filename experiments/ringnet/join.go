@@ -22,28 +22,19 @@ type Join struct {
 	srv     serverFlags
 }
 
-func (*Join) Name() string { return "ring-join" }
-func (*Join) Summary() string {
-	return "add a server to a running ringnode ring, idle and under client load: admitted, metadata everywhere, data moved"
-}
-func (*Join) Backends() []string { return backends }
-func (*Join) Reps(profile string) int {
-	if profile == experiments.ProfilePaper {
-		return 30
-	}
-	return 10
+func (*Join) Spec() experiments.Spec {
+	return experiments.Spec{Name: "ring-join", Backends: backends, Quick: 10, Paper: 30,
+		Summary: "add a server to a running ringnode ring, idle and under client load: admitted, metadata everywhere, data moved"}
 }
 
-func (j *Join) Flags() *flag.FlagSet {
+func (j *Join) Flags(fs *flag.FlagSet) {
 	j.ns = experiments.IntList{3, 5, 8}
 	j.loads = experiments.ChoiceList{Vals: []string{"idle", "loaded"}, Allowed: []string{"idle", "loaded"}}
-	fs := flag.NewFlagSet(j.Name(), flag.ContinueOnError)
 	fs.Var(&j.ns, "n", "servers before the join, comma-separated")
 	fs.Var(&j.loads, "load", "idle, loaded")
 	fs.IntVar(&j.keys, "keys", 2000, "pairs stored before the joins (from seed 002's pool shape)")
 	fs.IntVar(&j.clients, "clients", 4, "writers during a loaded join")
 	j.srv.define(fs)
-	return fs
 }
 
 func (*Join) Columns() []string {

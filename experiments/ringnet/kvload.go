@@ -24,29 +24,20 @@ type KVLoad struct {
 	srv       serverFlags
 }
 
-func (*KVLoad) Name() string { return "kv-load" }
-func (*KVLoad) Summary() string {
-	return "ringnode write latency (p50, p99) and throughput for clients × servers, forwarding and smart clients, seed 002's 7,885-pair 16.5 MB pool"
-}
-func (*KVLoad) Backends() []string { return backends }
-func (*KVLoad) Reps(profile string) int {
-	if profile == experiments.ProfilePaper {
-		return 3
-	}
-	return 1
+func (*KVLoad) Spec() experiments.Spec {
+	return experiments.Spec{Name: "kv-load", Backends: backends, Quick: 1, Paper: 3,
+		Summary: "ringnode write latency (p50, p99) and throughput for clients × servers, forwarding and smart clients, seed 002's 7,885-pair 16.5 MB pool"}
 }
 
-func (k *KVLoad) Flags() *flag.FlagSet {
+func (k *KVLoad) Flags(fs *flag.FlagSet) {
 	k.servers = experiments.IntList{1, 3, 5}
 	k.clients = experiments.IntList{1, 2, 4, 8, 16}
 	k.kinds = experiments.ChoiceList{Vals: []string{"forwarding", "smart"}, Allowed: []string{"forwarding", "smart"}}
-	fs := flag.NewFlagSet(k.Name(), flag.ContinueOnError)
 	fs.Var(&k.servers, "servers", "ring sizes, comma-separated")
 	fs.Var(&k.clients, "clients", "concurrent clients, comma-separated")
 	fs.Var(&k.kinds, "client", "forwarding (a client talks to one server), smart (straight to the key's owner)")
 	fs.IntVar(&k.perClient, "writes", 0, fmt.Sprintf("writes per client (default: 300 in the quick profile, the whole %d-pair pool in the paper profile)", PaperPairs))
 	k.srv.define(fs)
-	return fs
 }
 
 func (*KVLoad) Columns() []string {
@@ -155,7 +146,7 @@ func (k *KVLoad) Report(in *experiments.ReportInput) (string, error) {
 		lat := experiments.Summarize(t.Floats(g.Rows, "latency_ms"))
 		// Throughput per repetition: writes over the cell's wall time.
 		var tput []float64
-		for _, rg := range groupRows(t, g.Rows, "rep") {
+		for _, rg := range t.Split(g.Rows, "rep") {
 			span := experiments.Summarize(t.Floats(rg, "done_ms")).Max
 			tput = append(tput, float64(len(rg))/(span/1000))
 		}
@@ -184,19 +175,3 @@ func (k *KVLoad) Report(in *experiments.ReportInput) (string, error) {
 	return out, nil
 }
 
-// groupRows splits rows by one column's value.
-func groupRows(t *experiments.Table, rows []int, col string) [][]int {
-	idx := map[string]int{}
-	var out [][]int
-	for _, i := range rows {
-		v := t.Str(i, col)
-		k, ok := idx[v]
-		if !ok {
-			k = len(out)
-			idx[v] = k
-			out = append(out, nil)
-		}
-		out[k] = append(out[k], i)
-	}
-	return out
-}

@@ -48,7 +48,3 @@ func mix(x uint64) uint64 {
 	x = (x ^ x>>27) * 0x94d049bb133111eb
 	return x ^ x>>31
 }
-
-// SubSeed derives the seed of repetition i from a master seed, so each
-// repetition is reproducible on its own.
-func SubSeed(master uint64, i int) uint64 { return mix(master ^ mix(uint64(i)+1)) }
