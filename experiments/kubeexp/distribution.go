@@ -194,4 +194,3 @@ func (d *Distribution) Report(in *experiments.ReportInput) (string, error) {
 		"The paper's Table 1 (100 runs, 3 workers, 5 replicas) and Figure 10 report the default election's skew; *overlaps* counts moments two electors of one election both led (must be 0).\n"
 	return out, nil
 }
-

@@ -174,4 +174,3 @@ func (k *KVLoad) Report(in *experiments.ReportInput) (string, error) {
 		"throughput without tabulating them; its figures show latency growing with clients and the benefit of more servers fading as clients grow.\n"
 	return out, nil
 }
-
