@@ -18,12 +18,8 @@ import (
 // and application count, beside the BLD paper's Table 1 and Figure 10,
 // plus the constrained placement that starves BLD.
 type Distribution struct {
-	algs     experiments.ChoiceList
-	apps     experiments.IntList
-	replicas int
-	settle   time.Duration
-	timing   kube.Timing
-	k        kubeFlags
+	elections
+	k kubeFlags
 }
 
 func (*Distribution) Spec() experiments.Spec {
@@ -37,14 +33,29 @@ func timingFlags(fs *flag.FlagSet, t *kube.Timing, lease, renew, retry time.Dura
 	fs.DurationVar(&t.Retry, "retry-period", retry, "retry period")
 }
 
+// elections are the parameters of experiments that run sets of elections:
+// which algorithms, how many applications of how many replicas, the lease
+// timing, and how long to wait for leaders.
+type elections struct {
+	algs     experiments.ChoiceList
+	apps     experiments.IntList
+	replicas int
+	settle   time.Duration
+	timing   kube.Timing
+}
+
+func (e *elections) define(fs *flag.FlagSet, algs ...string) {
+	e.algs = experiments.ChoiceList{Vals: algs, Allowed: bld.Algorithms}
+	e.apps = experiments.IntList{3, 5, 7}
+	fs.Var(&e.algs, "algorithms", "algorithms to compare")
+	fs.Var(&e.apps, "apps", "application counts")
+	fs.IntVar(&e.replicas, "replicas", 5, "replicas per application")
+	fs.DurationVar(&e.settle, "settle", 20*time.Second, "give up waiting for leaders after this long")
+	timingFlags(fs, &e.timing, 10*time.Second, 8*time.Second, 2*time.Second)
+}
+
 func (d *Distribution) Flags(fs *flag.FlagSet) {
-	d.algs = experiments.ChoiceList{Vals: []string{bld.Default, bld.BLD, bld.BLDLiteral, bld.BLDPlus}, Allowed: bld.Algorithms}
-	d.apps = experiments.IntList{3, 5, 7}
-	fs.Var(&d.algs, "algorithms", "algorithms to compare")
-	fs.Var(&d.apps, "apps", "application counts")
-	fs.IntVar(&d.replicas, "replicas", 5, "replicas per application")
-	fs.DurationVar(&d.settle, "settle", 20*time.Second, "give up waiting for leaders after this long")
-	timingFlags(fs, &d.timing, 10*time.Second, 8*time.Second, 2*time.Second)
+	d.elections.define(fs, bld.Default, bld.BLD, bld.BLDLiteral, bld.BLDPlus)
 	d.k.define(fs, true)
 }
 

@@ -7,22 +7,16 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/ringside/ringside/bld"
 	"github.com/ringside/ringside/experiments"
-	"github.com/ringside/ringside/experiments/backend/kube"
 )
 
 // Latency is kube-election-latency: election start to OnStartedLeading,
 // per algorithm and application count (BLD paper Table 2).
 type Latency struct {
-	algs     experiments.ChoiceList
-	apps     experiments.IntList
-	replicas int
-	settle   time.Duration
-	timing   kube.Timing
-	k        kubeFlags
+	elections
+	k kubeFlags
 }
 
 func (*Latency) Spec() experiments.Spec {
@@ -31,13 +25,7 @@ func (*Latency) Spec() experiments.Spec {
 }
 
 func (l *Latency) Flags(fs *flag.FlagSet) {
-	l.algs = experiments.ChoiceList{Vals: []string{bld.Default, bld.BLD, bld.BLDPlus, bld.Ranked}, Allowed: bld.Algorithms}
-	l.apps = experiments.IntList{3, 5, 7}
-	fs.Var(&l.algs, "algorithms", "algorithms to compare")
-	fs.Var(&l.apps, "apps", "application counts")
-	fs.IntVar(&l.replicas, "replicas", 5, "replicas per application")
-	fs.DurationVar(&l.settle, "settle", 20*time.Second, "give up waiting for leaders after this long")
-	timingFlags(fs, &l.timing, 10*time.Second, 8*time.Second, 2*time.Second)
+	l.elections.define(fs, bld.Default, bld.BLD, bld.BLDPlus, bld.Ranked)
 	l.k.define(fs, false)
 }
 
