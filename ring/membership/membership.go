@@ -8,9 +8,9 @@ import (
 	"crypto/md5"
 	"encoding/json"
 	"fmt"
-	"net"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/ringside/ringside/ring"
 )
@@ -78,16 +78,29 @@ func (m *Metadata) init() error {
 	return nil
 }
 
-// CheckAddr validates a server address: host:port with a port in 1…65535.
+// CheckAddr validates a server address: host:port (an IPv6 host in
+// brackets) with a port in 1…65535. It parses by hand so that the ring's
+// pure cores do not depend on package net.
 func CheckAddr(s string) error {
-	host, port, err := net.SplitHostPort(s)
-	if err != nil {
-		return fmt.Errorf("%q: %w", s, err)
+	i := strings.LastIndexByte(s, ':')
+	if i < 0 {
+		return fmt.Errorf("%q: missing port", s)
+	}
+	host, port := s[:i], s[i+1:]
+	if strings.HasPrefix(host, "[") {
+		if !strings.HasSuffix(host, "]") || len(host) < 3 || strings.ContainsAny(host[1:len(host)-1], "[]") {
+			return fmt.Errorf("%q: bad bracketed host", s)
+		}
+	} else if strings.ContainsAny(host, ":[]") {
+		return fmt.Errorf("%q: too many colons (bracket an IPv6 host)", s)
 	}
 	if host == "" {
 		return fmt.Errorf("%q: empty host", s)
 	}
-	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+	if strings.ContainsAny(host, " /?#@\\") || strings.ContainsFunc(host, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
+		return fmt.Errorf("%q: host has characters no address has", s)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 || port[0] == '+' {
 		return fmt.Errorf("%q: bad port", s)
 	}
 	return nil

@@ -105,3 +105,34 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestCheckAddr(t *testing.T) {
+	for _, ok := range []string{"127.0.0.1:7000", "node-3.ring:1", "[::1]:65535", "ringnode:8080"} {
+		assert.NoError(t, CheckAddr(ok), ok)
+	}
+	for _, bad := range []string{"", "127.0.0.1", ":7000", "127.0.0.1:0", "127.0.0.1:65536", "127.0.0.1:+80",
+		"127.0.0.1:x", "::1:80", "[::1:80", "[]:80", "a b:80", "a/b:80", "a\x00:80", "a?b:80", "é:80"} {
+		assert.Error(t, CheckAddr(bad), "%q", bad)
+	}
+}
+
+func FuzzCheckAddr(f *testing.F) {
+	for _, s := range []string{"127.0.0.1:7000", "[::1]:1", "x:65535", "::", "[a]:b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if CheckAddr(s) != nil {
+			return
+		}
+		// An accepted address names a port in range and round-trips
+		// through metadata unchanged.
+		m, err := New(1, 1, s, 0, []string{s})
+		if err != nil {
+			t.Fatalf("CheckAddr accepted %q but New refused it: %v", s, err)
+		}
+		d, err := Decode(m.Encode())
+		if err != nil || d.Servers[0] != s || d.Owner("k") != s {
+			t.Fatalf("%q does not round-trip: %v", s, err)
+		}
+	})
+}
