@@ -13,16 +13,42 @@ import (
 	"time"
 
 	"github.com/ringside/ringside/ring"
+	"github.com/ringside/ringside/ring/coordinator"
 	"github.com/ringside/ringside/ring/membership"
 )
 
-// installMeta makes nm current when it is newer. Loop goroutine only.
+// installMeta makes metadata received from a peer current when it is
+// newer. Election state locked.
 func (s *Server) installMeta(nm *membership.Metadata) bool {
-	s.mu.Lock()
-	if !nm.Newer(s.meta) {
-		s.mu.Unlock()
+	if !s.role.Install(s.now(), nm) {
 		return false
 	}
+	s.publish(nm)
+	return true
+}
+
+// apply carries out what the coordinator core decided: install its new
+// metadata here and push it to every other member.
+func (s *Server) apply(up coordinator.Update, err error) {
+	if err != nil {
+		s.log.Error("coordinator", "err", err)
+		return
+	}
+	if up.Meta == nil {
+		return
+	}
+	if len(up.Removed) > 0 {
+		s.log.Warn("removing servers", "removed", up.Removed, "round", up.Meta.Round, "version", up.Meta.Version)
+	}
+	s.publish(up.Meta)
+	s.pushMeta(up.Meta)
+}
+
+// publish makes nm, which the coordinator core already holds, this
+// server's metadata: handlers see it, the ring state machine follows it and
+// the rebalancer moves data for it.
+func (s *Server) publish(nm *membership.Metadata) {
+	s.mu.Lock()
 	s.meta = nm
 	s.events.MetaApplied = time.Now().UnixNano()
 	s.mu.Unlock()
@@ -31,7 +57,7 @@ func (s *Server) installMeta(nm *membership.Metadata) bool {
 	if !nm.Has(s.cfg.Addr) {
 		s.log.Warn("this server is not in the ring metadata; rejoining", "version", nm.Version)
 		go s.rejoin(nm)
-		return true
+		return
 	}
 	coord := ring.UIDOf(nm.Coordinator)
 	if s.node == nil {
@@ -46,13 +72,13 @@ func (s *Server) installMeta(nm *membership.Metadata) bool {
 		node, err := ring.NewNode(nc)
 		if err != nil {
 			s.log.Error("cannot start the ring state machine", "err", err)
-			return false
+			return
 		}
 		s.node = node
 	} else {
 		if err := s.node.SetRing(nm.Ring()); err != nil {
 			s.log.Error("ring metadata rejected by the state machine", "err", err)
-			return false
+			return
 		}
 		if coord != s.self {
 			// Metadata from the coordinator is as good as its heartbeat,
@@ -60,87 +86,29 @@ func (s *Server) installMeta(nm *membership.Metadata) bool {
 			s.send(s.node.Step(s.now(), ring.Message{Type: ring.MsgHeartbeat, From: coord, To: s.self, Cand: coord, Round: nm.Round}))
 		}
 	}
-	if nm.Coordinator == s.cfg.Addr {
-		if !s.coord {
-			s.coord, s.coordRound = true, nm.Round
-		}
-		s.trackServers(nm)
-	} else if s.coord {
-		s.coord, s.detectors = false, nil
-	}
-	if s.coord {
-		s.m.coordinator.Set(1)
-	} else {
-		s.m.coordinator.Set(0)
-	}
+	s.setCoordinatorGauge()
 	select {
 	case s.rebal <- struct{}{}:
 	default:
 	}
-	return true
 }
 
-// trackServers keeps one failure detector per member while coordinating.
-func (s *Server) trackServers(nm *membership.Metadata) {
-	if s.detectors == nil {
-		s.detectors = map[string]*ring.Detector{}
-	}
-	for addr := range s.detectors {
-		if !nm.Has(addr) {
-			delete(s.detectors, addr)
-		}
-	}
-	for _, addr := range nm.Servers {
-		if addr != s.cfg.Addr && s.detectors[addr] == nil {
-			s.detectors[addr] = ring.NewDetector(s.now(), s.cfg.SuspectTimeout, 0, nil)
-		}
+func (s *Server) setCoordinatorGauge() {
+	if s.role.Active() {
+		s.m.coordinator.Set(1)
+	} else {
+		s.m.coordinator.Set(0)
 	}
 }
 
 // takeOver makes this server the coordinator after it won round.
 func (s *Server) takeOver(round uint64) {
-	s.mu.RLock()
-	cur := s.meta
-	s.mu.RUnlock()
-	nm, err := cur.TakeOver(s.cfg.Addr, round)
-	if err != nil {
-		s.log.Error("cannot take over the coordinator role", "err", err)
-		return
+	up, err := s.role.Won(s.now(), round)
+	if err == nil && up.Meta != nil {
+		s.log.Info("elected coordinator", "round", round, "replaces", up.Removed, "servers", len(up.Meta.Servers))
+		s.m.won.Inc()
 	}
-	s.log.Info("elected coordinator", "round", round, "replaces", cur.Coordinator, "servers", len(nm.Servers))
-	s.coord, s.coordRound = true, round
-	s.m.won.Inc()
-	s.installMeta(nm)
-	s.pushMeta(nm)
-}
-
-// checkServers removes members whose heartbeat acks stopped. Loop only.
-func (s *Server) checkServers() {
-	if !s.coord {
-		return
-	}
-	now := s.now()
-	var dead []string
-	for addr, d := range s.detectors {
-		if d.Suspect(now) {
-			dead = append(dead, addr)
-		}
-	}
-	if len(dead) == 0 {
-		return
-	}
-	slices.Sort(dead)
-	s.mu.RLock()
-	cur := s.meta
-	s.mu.RUnlock()
-	nm, err := cur.Without(dead...)
-	if err != nil {
-		s.log.Error("cannot remove dead servers", "dead", dead, "err", err)
-		return
-	}
-	s.log.Warn("removing servers that stopped answering heartbeats", "dead", dead, "version", nm.Version)
-	s.installMeta(nm)
-	s.pushMeta(nm)
+	s.apply(up, err)
 }
 
 // pushMeta sends nm to every other member, in the background.
@@ -183,29 +151,12 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var nm *membership.Metadata
-	var coordinator string
+	var redirect string
 	var joinErr error
 	err := s.do(r.Context(), func() {
-		s.mu.RLock()
-		cur := s.meta
-		s.mu.RUnlock()
-		if cur == nil || !s.coord {
-			if cur != nil {
-				coordinator = cur.Coordinator
-			}
-			return
-		}
-		nm, joinErr = cur.With(req.Addr)
-		if joinErr != nil {
-			return
-		}
-		if nm != cur {
-			s.installMeta(nm)
-			s.pushMeta(nm)
-		}
-		if d := s.detectors[req.Addr]; d != nil {
-			d.Heard(s.now()) // a restarted server gets a fresh chance
-		}
+		var up coordinator.Update
+		nm, redirect, up, joinErr = s.role.Join(s.now(), req.Addr)
+		s.apply(up, nil)
 	})
 	switch {
 	case err != nil:
@@ -215,7 +166,7 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 	case nm == nil:
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusConflict)
-		json.NewEncoder(w).Encode(joinRedirect{Coordinator: coordinator})
+		json.NewEncoder(w).Encode(joinRedirect{Coordinator: redirect})
 	default:
 		s.log.Info("admitted server", "addr", req.Addr, "version", nm.Version)
 		w.Header().Set("Content-Type", "application/json")
@@ -278,11 +229,13 @@ func (s *Server) join(ctx context.Context) error {
 			if len(seeds) > 0 {
 				s.log.Info("no seed reachable; starting a new ring", "seeds", seeds)
 			}
-			m, err := membership.New(1, 1, s.cfg.Addr, s.cfg.Replicas, []string{s.cfg.Addr})
-			if err != nil {
-				return err
-			}
-			return s.do(ctx, func() { s.installMeta(m) })
+			var berr error
+			err := s.do(ctx, func() {
+				var up coordinator.Update
+				up, berr = s.role.Bootstrap(s.now(), s.cfg.Replicas)
+				s.apply(up, berr)
+			})
+			return errors.Join(err, berr)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("join: no coordinator admitted %s within %s (seeds %v)", s.cfg.Addr, s.cfg.JoinTimeout, seeds)

@@ -1,9 +1,12 @@
 // Package server is ringnode: a key-value server that is a member of the
 // Chang–Roberts ring and, when elected, the coordinator (the paper's ECS).
-// One goroutine owns the ring.Node state machine — the same one the
-// simulator drives — and feeds it peer messages, undeliverable messages
-// and timer ticks; HTTP handlers and the TCP transport talk to that loop
-// through channels.
+// It is the shell of two pure cores that the simulator drives too: the
+// election (ring.Node) and the coordinator role (ring/coordinator). Every
+// input to them — a peer message, an undeliverable one, a timer, a join,
+// a metadata push — runs to completion under one mutex (lmu) on the
+// goroutine that received it, and what the cores return is sent before
+// the lock is released; handlers read published state (metadata, status,
+// events) under a separate RWMutex (mu).
 package server
 
 import (
@@ -23,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ringside/ringside/ring"
+	"github.com/ringside/ringside/ring/coordinator"
 	"github.com/ringside/ringside/ring/kv"
 	"github.com/ringside/ringside/ring/membership"
 	"github.com/ringside/ringside/ring/transport"
@@ -121,15 +125,13 @@ type Server struct {
 	// timer. Handling a message on the goroutine that read it keeps one
 	// hop to a read, a Step and a write, with no hand-offs.
 	lmu sync.Mutex
-	// Loop-owned state.
-	node       *ring.Node
-	last       ring.Status
-	coord      bool
-	coordRound uint64
-	detectors  map[string]*ring.Detector
-	initiated  int
-	restarts   int
-	sentRound  uint64
+	// State guarded by lmu.
+	node      *ring.Node
+	role      *coordinator.Coordinator // the coordinator (ECS) core
+	last      ring.Status
+	initiated int
+	restarts  int
+	sentRound uint64
 
 	// Shared state, read by handlers.
 	mu      sync.RWMutex
@@ -147,6 +149,10 @@ func New(cfg Config) (*Server, error) {
 	if err := membership.CheckAddr(cfg.Addr); err != nil {
 		return nil, fmt.Errorf("addr: %w", err)
 	}
+	role, err := coordinator.New(cfg.Addr, cfg.SuspectTimeout)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.Dir == "" {
 		return nil, errors.New("data directory: not set")
 	}
@@ -163,7 +169,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
 	s := &Server{
-		cfg: cfg, self: ring.UIDOf(cfg.Addr), log: cfg.Log.With("server", cfg.Addr), store: store, ln: ln,
+		cfg: cfg, self: ring.UIDOf(cfg.Addr), role: role, log: cfg.Log.With("server", cfg.Addr), store: store, ln: ln,
 		hc:    &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64, DialContext: (&net.Dialer{Timeout: time.Second}).DialContext}},
 		rebal: make(chan struct{}, 1),
 		start: time.Now(),
@@ -272,7 +278,7 @@ func (s *Server) tick() {
 	if s.node != nil {
 		s.send(s.node.Tick(s.now()))
 	}
-	s.checkServers()
+	s.apply(s.role.Tick(s.now()))
 }
 
 func (s *Server) onUnreachable(m ring.Message) {
@@ -289,8 +295,8 @@ func (s *Server) nextWake() time.Duration {
 			wake = at - now
 		}
 	}
-	for _, d := range s.detectors {
-		wake = min(wake, d.Deadline()-now)
+	if at, ok := s.role.Deadline(); ok {
+		wake = min(wake, at-now)
 	}
 	return max(wake, 0)
 }
@@ -300,12 +306,8 @@ func (s *Server) onMessage(m ring.Message) {
 		return
 	}
 	if m.Type == wire.MsgHeartbeatAck {
-		if s.coord {
-			if addr, ok := s.addrOf(m.From); ok {
-				if d := s.detectors[addr]; d != nil {
-					d.Heard(s.now())
-				}
-			}
+		if addr, ok := s.addrOf(m.From); ok {
+			s.role.Heard(s.now(), addr)
 		}
 		return
 	}
@@ -384,11 +386,11 @@ func (s *Server) observe() {
 	s.mu.Unlock()
 	s.last = st
 	switch {
-	case st.Leader == s.self && !st.Announcing && (!s.coord || s.coordRound != st.Round):
+	case st.Leader == s.self && !st.Announcing && s.role.Round() < st.Round:
 		s.takeOver(st.Round)
-	case s.coord && st.Leader != s.self:
+	case s.role.Active() && st.Leader != s.self:
 		s.log.Info("stepping down as coordinator", "round", st.Round)
-		s.coord, s.detectors = false, nil
-		s.m.coordinator.Set(0)
+		s.role.StepDown()
+		s.setCoordinatorGauge()
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/ringside/ringside/ring"
+	"github.com/ringside/ringside/ring/membership"
 )
 
 type eventKind uint8
@@ -17,6 +18,8 @@ const (
 	evRestart
 	evPartition
 	evHeal
+	evAck  // a heartbeat ack reaches the coordinator role
+	evMeta // pushed metadata reaches a member
 )
 
 type event struct {
@@ -26,6 +29,7 @@ type event struct {
 	node int32
 	aux  uint32 // tick generation, target incarnation, or partition index
 	msg  ring.Message
+	meta *membership.Metadata // evMeta
 }
 
 // queue is a binary min-heap of events by (at, seq). Written out rather than

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/ringside/ringside/ring"
+	"github.com/ringside/ringside/ring/coordinator"
+	"github.com/ringside/ringside/ring/membership"
 )
 
 // Config describes one simulated ring.
@@ -25,6 +27,15 @@ type Config struct {
 	Seed uint64
 	// Observe, if set, is called whenever a live node's status changes.
 	Observe func(at time.Duration, node int, st ring.Status)
+	// Meta, when set, gives every node the coordinator role
+	// (ring/coordinator) beside its election, as ringnode runs it: every
+	// node starts holding Meta, members ack the coordinator's heartbeats,
+	// and the winner of an election takes the role over and pushes its
+	// metadata to every member, which installs it. Ring may be nil: it is
+	// then Meta's ring (members in UID order), and must be that otherwise.
+	Meta *membership.Metadata
+	// OnMeta, if set, is called whenever a live node installs metadata.
+	OnMeta func(at time.Duration, node int, m *membership.Metadata)
 }
 
 // Counts are message statistics of a run.
@@ -33,6 +44,8 @@ type Counts struct {
 	Lost          int    // dropped by the loss probability
 	LostWithCrash int    // accepted by a node that crashed before handling it
 	Unreachable   int    // sends refused because the target was down or partitioned
+	Acks          int    // heartbeat acks (with Config.Meta)
+	MetaPushes    int    // metadata sent by a coordinator to a member (with Config.Meta)
 }
 
 // Of returns the number of sent messages of type t.
@@ -63,6 +76,8 @@ type Sim struct {
 	seq    uint64
 	now    time.Duration
 	nodes  []*ring.Node
+	roles  []*coordinator.Coordinator // with Config.Meta
+	addrs  []string                   // with Config.Meta: member addresses by ring index
 	alive  []bool
 	inc    []uint32 // incarnation, bumped on crash
 	tickAt []time.Duration
@@ -79,6 +94,9 @@ type Sim struct {
 
 // New builds a simulation with every node alive at time 0.
 func New(cfg Config) (*Sim, error) {
+	if cfg.Meta != nil && cfg.Ring == nil {
+		cfg.Ring = cfg.Meta.Ring()
+	}
 	if cfg.Ring == nil || cfg.Ring.Len() == 0 {
 		return nil, errors.New("sim: empty ring")
 	}
@@ -99,6 +117,11 @@ func New(cfg Config) (*Sim, error) {
 		tickOn: make([]bool, n),
 		tickG:  make([]uint32, n),
 		last:   make([]ring.Status, n),
+	}
+	if cfg.Meta != nil {
+		if err := s.initRoles(); err != nil {
+			return nil, err
+		}
 	}
 	for i := range n {
 		if err := s.boot(i, cfg.Node.Round, cfg.Node.Leader); err != nil {
@@ -173,6 +196,18 @@ func (s *Sim) handle(e *event) {
 			return
 		}
 		s.emit(i, s.nodes[i].Step(s.now, e.msg))
+		if e.msg.Type == ring.MsgHeartbeat && s.roles != nil {
+			s.ack(i, e.msg.From)
+		}
+	case evAck:
+		if s.alive[i] && s.inc[i] == e.aux {
+			s.roles[i].Heard(s.now, s.addrs[s.cfg.Ring.Index(e.msg.From)])
+			s.schedule(i)
+		}
+	case evMeta:
+		if s.alive[i] && s.inc[i] == e.aux {
+			s.install(i, e.meta)
+		}
 	case evUnreachable:
 		if s.alive[i] {
 			s.emit(i, s.nodes[i].Unreachable(s.now, e.msg))
@@ -181,6 +216,10 @@ func (s *Sim) handle(e *event) {
 		if s.alive[i] && e.aux == s.tickG[i] {
 			s.tickOn[i] = false
 			s.emit(i, s.nodes[i].Tick(s.now))
+			if s.roles != nil {
+				up, err := s.roles[i].Tick(s.now)
+				s.apply(i, up, err)
+			}
 		}
 	case evStart:
 		if s.alive[i] {
@@ -250,6 +289,11 @@ func (s *Sim) send(from int, m *ring.Message) {
 
 func (s *Sim) schedule(i int) {
 	at, ok := s.nodes[i].Deadline()
+	if s.roles != nil {
+		if rat, rok := s.roles[i].Deadline(); rok && (!ok || rat < at) {
+			at, ok = rat, true
+		}
+	}
 	if !ok || s.tickOn[i] && s.tickAt[i] == at {
 		return
 	}
@@ -276,6 +320,9 @@ func (s *Sim) observe(i int) {
 	}
 	if s.cfg.Observe != nil {
 		s.cfg.Observe(s.now, i, st)
+	}
+	if s.roles != nil {
+		s.followElection(i, st)
 	}
 }
 
