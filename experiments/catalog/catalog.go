@@ -16,6 +16,7 @@ func New() *experiments.Registry {
 	r := &experiments.Registry{}
 	r.Register(&ringexp.Messages{})
 	r.Register(&ringexp.Chaos{})
+	r.Register(&ringexp.FailoverSim{})
 	r.Register(&ringnet.Failover{})
 	r.Register(&ringnet.Join{})
 	r.Register(&ringnet.KVLoad{})

@@ -27,6 +27,7 @@ func TestSameSeedSameCSVBytes(t *testing.T) {
 	}{
 		{&Messages{}, []string{"--n", "4,16,32", "--order", "sorted,random,reverse"}},
 		{&Chaos{}, []string{"--n", "8"}},
+		{&FailoverSim{}, []string{"--n", "4,16,64"}},
 	} {
 		a := run(t, tc.e, t.TempDir(), 7, 30, tc.args...)
 		b := run(t, tc.e, t.TempDir(), 7, 30, tc.args...)
@@ -108,5 +109,31 @@ func TestBadParametersAreRejected(t *testing.T) {
 		}
 		require.Error(t, err, "%v", tc.args)
 		assert.Contains(t, err.Error(), tc.want)
+	}
+}
+
+// The simulated failover runs ringnode's cores: on a sorted ring the max
+// live UID always wins, exactly one server coordinates, and the phases
+// follow each other as they do on the network.
+func TestFailoverSimRows(t *testing.T) {
+	csv := run(t, &FailoverSim{}, t.TempDir(), 3, 20, "--n", "3,16,128")
+	tab, err := experiments.ReadTable(bytes.NewReader(csv))
+	require.NoError(t, err)
+	require.Len(t, tab.Rows, 3*20)
+	for _, g := range tab.GroupBy("n") {
+		assert.Len(t, g.Rows, 20, "n=%s", g.Key[0])
+	}
+	for i := range tab.Rows {
+		assert.Equal(t, "sim", tab.Str(i, "backend"))
+		assert.Equal(t, "true", tab.Str(i, "new_is_max_live"), "row %d", i)
+		assert.Equal(t, "1", tab.Str(i, "coordinators"), "row %d", i)
+		detect, prop := tab.Float(i, "detect_ms"), tab.Float(i, "propagation_ms")
+		// The 700 ms detector, counted from the last heartbeat heard: at
+		// most one 100 ms interval before the crash, or one still in
+		// flight when it happened (a link's delay, under 1 ms here).
+		assert.Greater(t, detect, 600.0, "row %d", i)
+		assert.Less(t, detect, 701.0, "row %d", i)
+		assert.GreaterOrEqual(t, tab.Float(i, "metadata_ms"), detect+prop, "row %d", i)
+		assert.Equal(t, tab.Float(i, "n")-1, tab.Float(i, "elected_msgs"), "row %d", i)
 	}
 }
