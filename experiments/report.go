@@ -17,6 +17,16 @@ type ReportInput struct {
 	Dir   string // where plots go; reference them by base name
 }
 
+// ExtraTable reads the run's second CSV of that suffix (Env.CSV).
+func (in *ReportInput) ExtraTable(suffix string) (*Table, error) {
+	f, err := os.Open(filepath.Join(in.Dir, in.Meta.Experiment+"-"+suffix+".csv"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ReadTable(f)
+}
+
 // PlotPath returns the file path for a plot named name of this experiment,
 // and the relative link to use in markdown.
 func (in *ReportInput) PlotPath(name string) (path, link string) {

@@ -2,8 +2,6 @@ package lbexp
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -93,7 +91,7 @@ func (l *Live) Report(in *experiments.ReportInput) (string, error) {
 	}
 
 	// Utilisation over time (seed 004 Figure 3) and the agent's events.
-	samples, err := readCSV(filepath.Join(in.Dir, SamplesFile))
+	samples, err := in.ExtraTable(samplesCSV)
 	if err == nil {
 		var series []experiments.Series
 		idx := map[string]int{}
@@ -116,7 +114,7 @@ func (l *Live) Report(in *experiments.ReportInput) (string, error) {
 	} else {
 		out += fmt.Sprintf("\n(no %s beside the CSV: %v)\n", SamplesFile, err)
 	}
-	if ev, err := readCSV(filepath.Join(in.Dir, EventsFile)); err == nil {
+	if ev, err := in.ExtraTable(eventsCSV); err == nil {
 		counts := map[string]int{}
 		var kinds []string
 		for i := range ev.Rows {
@@ -138,13 +136,4 @@ func (l *Live) Report(in *experiments.ReportInput) (string, error) {
 	out += "\nShares are of successful requests; workers have different CPU limits (names say which), so a share " +
 		"proportional to capacity is the goal, not an equal one. Seed 004 reports no throughput or latency figures to compare with.\n"
 	return out, nil
-}
-
-func readCSV(path string) (*experiments.Table, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return experiments.ReadTable(f)
 }

@@ -42,11 +42,15 @@ func TestFailoverLocal(t *testing.T) {
 	tab, md := runExp(t, &Failover{}, "local", 3, "--n", "3,5")
 	checkFailover(t, tab, 6)
 	assert.Contains(t, md, "**0**", "no wrong coordinator")
+	// The bare token ring of the same sizes, timed in the same run.
+	assert.Contains(t, md, "The physical limit, measured in the same run")
+	assert.Regexp(t, `\| 5 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| ≤ 2×`, md)
 }
 
 func TestFailoverCompose(t *testing.T) {
-	tab, _ := runExp(t, &Failover{}, "compose", 3, "--n", "4")
+	tab, md := runExp(t, &Failover{}, "compose", 3, "--n", "4")
 	checkFailover(t, tab, 3)
+	assert.Contains(t, md, "no bare token ring beside this run")
 }
 
 func TestJoinLocal(t *testing.T) {

@@ -43,16 +43,20 @@ type Ring interface {
 // the running executable, or a fresh `go build` when run inside the
 // ringside module (the common case: go run / go test).
 func FindRingnode(ctx context.Context) (string, error) {
-	if p := os.Getenv("RINGSIDE_RINGNODE"); p != "" {
+	return findBinary(ctx, "ringnode", "RINGSIDE_RINGNODE")
+}
+
+func findBinary(ctx context.Context, name, envVar string) (string, error) {
+	if p := os.Getenv(envVar); p != "" {
 		return p, nil
 	}
 	if exe, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(exe), "ringnode")
+		p := filepath.Join(filepath.Dir(exe), name)
 		if st, err := os.Stat(p); err == nil && !st.IsDir() {
 			return p, nil
 		}
 	}
-	return imagebuild.Static(ctx, "github.com/ringside/ringside/cmd/ringnode")
+	return imagebuild.Static(ctx, "github.com/ringside/ringside/cmd/"+name)
 }
 
 // Options configure a local ring.

@@ -200,3 +200,15 @@ func contains(xs []string, x string) bool {
 	}
 	return false
 }
+
+func TestBareRingTimesRoundTrips(t *testing.T) {
+	rtts, err := BareRing(context.Background(), 4, 50)
+	require.NoError(t, err)
+	require.Len(t, rtts, 50)
+	for _, d := range rtts {
+		assert.Positive(t, d)
+		assert.Less(t, d, time.Second, "four loopback hops")
+	}
+	_, err = BareRing(context.Background(), 1, 5)
+	assert.ErrorContains(t, err, "n=1")
+}

@@ -1,0 +1,88 @@
+// Command tokenring is one process of a bare token ring: the physical
+// limit a ring election on loopback is measured against. Each process
+// listens, connects to the next, and forwards every 8-byte token it reads
+// at once — no election, no state. The origin (--rounds > 0) injects one
+// token, times its trips around the ring and prints each round trip in
+// nanoseconds on its own line, then closes the ring.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"time"
+
+	"github.com/ringside/ringside/internal/serve"
+)
+
+func main() { serve.Main("tokenring", run) }
+
+func run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("tokenring", flag.ContinueOnError)
+	listen := fs.String("listen", "", "this process's address")
+	next := fs.String("next", "", "the next process's address")
+	rounds := fs.Int("rounds", 0, "origin only: timed trips around the ring (after 10 warm-up trips)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *listen == "" || *next == "" || *rounds < 0 {
+		return errors.New("want --listen ADDR --next ADDR [--rounds N ≥ 0]")
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	// Dial first: a listener's backlog accepts before Accept is called,
+	// so every process can dial its successor before any accepts.
+	out, err := dial(ctx, *next)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	in, err := ln.Accept()
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	if *rounds == 0 {
+		_, err := io.Copy(out, in) // relay until the origin closes the ring
+		return err
+	}
+	return originate(in, out, *rounds)
+}
+
+func dial(ctx context.Context, addr string) (net.Conn, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err == nil {
+			return c, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("next %s: %w", addr, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func originate(in io.Reader, out io.Writer, rounds int) error {
+	var tok [8]byte
+	for i := range rounds + 10 {
+		start := time.Now()
+		if _, err := out.Write(tok[:]); err != nil {
+			return err
+		}
+		if _, err := io.ReadFull(in, tok[:]); err != nil {
+			return fmt.Errorf("round %d: %w", i, err)
+		}
+		if i >= 10 {
+			fmt.Fprintln(os.Stdout, time.Since(start).Nanoseconds())
+		}
+	}
+	return nil
+}

@@ -1,0 +1,87 @@
+package ringnodes
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ringside/ringside/internal/proc"
+)
+
+// BareRing runs a bare token ring of n tokenring processes on loopback —
+// one 8-byte token forwarded around, no election logic — and returns the
+// round-trip times of rounds trips: the physical limit of one hop between
+// processes on this host, to set a ring election's hops against. Like the
+// local ringnode ring, processes get one P each when there are more of
+// them than cores.
+func BareRing(ctx context.Context, n, rounds int) ([]time.Duration, error) {
+	if n < 2 || rounds < 1 {
+		return nil, fmt.Errorf("bare ring: n=%d rounds=%d, want n ≥ 2 and rounds ≥ 1", n, rounds)
+	}
+	bin, err := findBinary(ctx, "tokenring", "RINGSIDE_TOKENRING")
+	if err != nil {
+		return nil, err
+	}
+	addrs := make([]string, n)
+	for i := range addrs {
+		if addrs[i], err = freePort(); err != nil {
+			return nil, err
+		}
+	}
+	_, userSet := os.LookupEnv("GOMAXPROCS")
+	oneProc := n > runtime.NumCPU() && !userSet
+	var procs []*proc.Proc
+	defer func() {
+		for _, p := range procs {
+			p.Kill()
+		}
+	}()
+	var out, errb bytes.Buffer
+	for i := n - 1; i >= 0; i-- { // the origin last, when every relay listens
+		args := []string{"--listen", addrs[i], "--next", addrs[(i+1)%n]}
+		cmd := exec.Command(bin, args...)
+		if i == 0 {
+			cmd.Args = append(cmd.Args, "--rounds", strconv.Itoa(rounds))
+			cmd.Stdout, cmd.Stderr = &out, &errb
+		}
+		if oneProc {
+			cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
+		}
+		p, err := proc.Start(cmd, nil)
+		if err != nil {
+			return nil, err
+		}
+		procs = append(procs, p)
+	}
+	origin := procs[len(procs)-1]
+	select {
+	case <-origin.Done():
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(time.Minute):
+		return nil, fmt.Errorf("bare ring of %d: no result within a minute", n)
+	}
+	if err := origin.Err(); err != nil {
+		return nil, fmt.Errorf("bare ring of %d: %w: %s", n, err, strings.TrimSpace(errb.String()))
+	}
+	var rtts []time.Duration
+	sc := bufio.NewScanner(&out)
+	for sc.Scan() {
+		ns, err := strconv.ParseInt(sc.Text(), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("bare ring: origin printed %q", sc.Text())
+		}
+		rtts = append(rtts, time.Duration(ns))
+	}
+	if len(rtts) != rounds {
+		return nil, fmt.Errorf("bare ring: %d of %d rounds reported", len(rtts), rounds)
+	}
+	return rtts, nil
+}
