@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/ringside/ringside/internal/weightfeed"
 )
 
 // Picker chooses one backend of a fixed set. rnd is 64 fresh random bits
@@ -36,9 +38,15 @@ var Algorithms = []string{WeightedRandom, SmoothWRR, RoundRobin, LeastConn, P2C}
 // for the others). Weights must be finite and non-negative; all-zero is
 // allowed here (every backend drained) and makes Pick return −1.
 func NewPicker(algo string, weights []float64, active func(i int) int64) (Picker, error) {
-	if err := CheckWeights(weights, true); err != nil {
+	if err := weightfeed.CheckWeights(weights, true); err != nil {
 		return nil, err
 	}
+	return newPicker(algo, weights, active)
+}
+
+// newPicker is NewPicker for weights already checked (a validated feed
+// message): the balancer validates weights once, where they arrive.
+func newPicker(algo string, weights []float64, active func(i int) int64) (Picker, error) {
 	live := make([]int, 0, len(weights))
 	for i, w := range weights {
 		if w > 0 {
@@ -62,22 +70,6 @@ func NewPicker(algo string, weights []float64, active func(i int) int64) (Picker
 		return &p2c{live: live, active: active}, nil
 	}
 	return nil, fmt.Errorf("picker %q: want one of %s", algo, strings.Join(Algorithms, ", "))
-}
-
-// CheckWeights rejects NaN, infinite and negative weights, and all-zero
-// weights unless allowZero.
-func CheckWeights(weights []float64, allowZero bool) error {
-	sum := 0.0
-	for i, w := range weights {
-		if math.IsNaN(w) || math.IsInf(w, 0) || w < 0 {
-			return fmt.Errorf("weight[%d] = %v: must be a finite number ≥ 0", i, w)
-		}
-		sum += w
-	}
-	if !allowZero && sum == 0 {
-		return fmt.Errorf("weights: all %d are zero", len(weights))
-	}
-	return nil
 }
 
 // alias is Vose's alias method: one uniform column and one comparison per
@@ -243,25 +235,4 @@ func (p *p2c) Pick(rnd uint64) int {
 		return j
 	}
 	return i
-}
-
-// Efficiency is seed 004's η = min(r_i/w_i) / max(r_i/w_i) over the
-// backends with a positive weight: 1 when requests follow the weights
-// exactly. It is NaN when no backend has a positive weight.
-func Efficiency(requests []int, weights []float64) float64 {
-	lo, hi := math.Inf(1), math.Inf(-1)
-	for i, w := range weights {
-		if w <= 0 {
-			continue
-		}
-		r := float64(requests[i]) / w
-		lo, hi = min(lo, r), max(hi, r)
-	}
-	if math.IsInf(lo, 1) {
-		return math.NaN()
-	}
-	if hi == 0 {
-		return 1 // nothing sent anywhere: trivially proportional
-	}
-	return lo / hi
 }

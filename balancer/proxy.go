@@ -155,7 +155,7 @@ func (b *Balancer) install(m weightfeed.Weights, checkSeq bool) error {
 		weights[i] = w.Weight
 	}
 	b.mu.Unlock()
-	p, err := NewPicker(b.algo, weights, func(i int) int64 { return t.backends[i].c.active.Load() })
+	p, err := newPicker(b.algo, weights, func(i int) int64 { return t.backends[i].c.active.Load() })
 	if err != nil {
 		return err
 	}

@@ -109,7 +109,7 @@ func TestUpdateKeepsLastGoodTable(t *testing.T) {
 	bad := good
 	bad.Workers = []weightfeed.Worker{good.Workers[0]}
 	bad.Workers[0].Weight = 0
-	assert.ErrorContains(t, b.Update(bad), "every weight is zero")
+	assert.ErrorContains(t, b.Update(bad), "weights are zero")
 	old := good
 	old.Seq = 4
 	assert.ErrorContains(t, b.Update(old), "older")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ringside/ringside/balancer"
 	"github.com/ringside/ringside/experiments"
+	"github.com/ringside/ringside/internal/weightfeed"
 )
 
 // Efficiency is lb-efficiency: R picks per repetition for each picker and
@@ -134,7 +135,7 @@ func (e *Efficiency) Report(in *experiments.ReportInput) (string, error) {
 		if _, ok := etaOf[k]; !ok {
 			order = append(order, k)
 		}
-		etaOf[k] = append(etaOf[k], balancer.Efficiency(reqs, ws))
+		etaOf[k] = append(etaOf[k], Eta(reqs, ws))
 	}
 	for _, k := range order {
 		picker, set, etas := k.picker, k.set, etaOf[k]
@@ -205,11 +206,32 @@ func (s *weightSets) Set(v string) error {
 			}
 			ws = append(ws, w)
 		}
-		if err := balancer.CheckWeights(ws, false); err != nil {
+		if err := weightfeed.CheckWeights(ws, false); err != nil {
 			return fmt.Errorf("set %q: %w", set, err)
 		}
 		out = append(out, ws)
 	}
 	*s = out
 	return nil
+}
+
+// Eta is seed 004's efficiency η = min(r_i/w_i) / max(r_i/w_i) over the
+// backends with a positive weight: 1 when requests follow the weights
+// exactly. It is NaN when no backend has a positive weight.
+func Eta(requests []int, weights []float64) float64 {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for i, w := range weights {
+		if w <= 0 {
+			continue
+		}
+		r := float64(requests[i]) / w
+		lo, hi = min(lo, r), max(hi, r)
+	}
+	if math.IsInf(lo, 1) {
+		return math.NaN()
+	}
+	if hi == 0 {
+		return 1 // nothing sent anywhere: trivially proportional
+	}
+	return lo / hi
 }

@@ -3,6 +3,7 @@ package lbexp
 import (
 	"bytes"
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -46,7 +47,7 @@ func TestEfficiencyTargetsAndReport(t *testing.T) {
 			total += r[len(r)-1]
 		}
 		require.Equal(t, 10_000, total)
-		etas[g.Key[0]+" "+g.Key[1]] = append(etas[g.Key[0]+" "+g.Key[1]], balancer.Efficiency(r, w))
+		etas[g.Key[0]+" "+g.Key[1]] = append(etas[g.Key[0]+" "+g.Key[1]], Eta(r, w))
 	}
 	// Smooth WRR: η ≥ 0.99 on both sets (issue target), every seed.
 	for _, set := range []string{"100/50/25/5", "100/95/90/85"} {
@@ -76,7 +77,7 @@ func TestWeightSetsFlag(t *testing.T) {
 	assert.Equal(t, weightSets{{1, 2, 3}, {4, 5}}, s)
 	assert.Equal(t, "1/2/3,4/5", s.String())
 	assert.ErrorContains(t, s.Set("1/x"), `weight "x"`)
-	assert.ErrorContains(t, s.Set("0/0"), "all 2 are zero")
+	assert.ErrorContains(t, s.Set("0/0"), "all 2 weights are zero")
 	assert.ErrorContains(t, s.Set("1/-2"), `weight "-2"`)
 }
 
@@ -130,4 +131,11 @@ func TestLiveBothBackends(t *testing.T) {
 			assert.FileExists(t, filepath.Join(dir, "lb-live-utilisation.png"))
 		})
 	}
+}
+
+func TestEta(t *testing.T) {
+	// Seed 004 §2.4.1's worked example.
+	assert.InDelta(t, 54.0/60.0, Eta([]int{5600, 2700, 1400, 300}, []float64{100, 50, 25, 5}), 1e-9)
+	assert.Equal(t, 1.0, Eta([]int{10, 5, 0}, []float64{2, 1, 0}))
+	assert.True(t, math.IsNaN(Eta([]int{1}, []float64{0})))
 }

@@ -107,7 +107,7 @@ func (m Weights) Validate() error {
 		return fmt.Errorf("%d workers: at most %d", len(m.Workers), MaxWorkers)
 	}
 	seen := make(map[string]bool, len(m.Workers))
-	sum := 0.0
+	weights := make([]float64, 0, len(m.Workers))
 	for i, w := range m.Workers {
 		at := fmt.Sprintf("workers[%d]", i)
 		if w.ID == "" {
@@ -126,19 +126,38 @@ func (m Weights) Validate() error {
 		if w.State != StateActive && w.State != StateSundown {
 			return fmt.Errorf("%s.state %q: want active or sundown", at, w.State)
 		}
-		if bad(w.Weight) {
-			return fmt.Errorf("%s.weight %v: must be a finite number ≥ 0", at, w.Weight)
-		}
 		if bad(w.Score) || w.Score > 100 {
 			return fmt.Errorf("%s.score %v: must be in [0, 100]", at, w.Score)
 		}
 		if w.State == StateSundown && w.Weight != 0 {
 			return fmt.Errorf("%s: a sundown worker must have weight 0, has %v", at, w.Weight)
 		}
-		sum += w.Weight
+		weights = append(weights, w.Weight)
 	}
-	if sum == 0 {
-		return errors.New("every weight is zero: no worker could take a request")
+	if err := CheckWeights(weights, false); err != nil {
+		return fmt.Errorf("workers: %w", err)
+	}
+	return nil
+}
+
+// CheckWeights is the one check of balancing weights, wherever they come
+// from (a feed message, a static list, an experiment's weight set): finite
+// and non-negative, and not all zero unless allowZero (every backend
+// drained).
+func CheckWeights(weights []float64, allowZero bool) error {
+	sum := 0.0
+	for i, w := range weights {
+		if bad(w) {
+			return fmt.Errorf("weight[%d] = %v: must be a finite number ≥ 0", i, w)
+		}
+		sum += w
+	}
+	switch {
+	case allowZero || sum > 0:
+	case len(weights) == 0:
+		return errors.New("no weights: no worker could take a request")
+	default:
+		return fmt.Errorf("all %d weights are zero: no worker could take a request", len(weights))
 	}
 	return nil
 }

@@ -30,9 +30,9 @@ func TestWeightsRejected(t *testing.T) {
 		want string
 	}{
 		"nan":         {raw: `{"type":"weights","workers":[{"id":"a","addr":"h:1","score":1,"category":"low","state":"active","weight":NaN}]}`, want: "invalid character"},
-		"negative":    {edit: func(m *Weights) { m.Workers[0].Weight = -1 }, want: "workers[0].weight -1"},
-		"all zero":    {edit: func(m *Weights) { m.Workers[0].Weight = 0 }, want: "every weight is zero"},
-		"no workers":  {edit: func(m *Weights) { m.Workers = nil }, want: "every weight is zero"},
+		"negative":    {edit: func(m *Weights) { m.Workers[0].Weight = -1 }, want: "workers: weight[0] = -1"},
+		"all zero":    {edit: func(m *Weights) { m.Workers[0].Weight = 0 }, want: "workers: all 2 weights are zero"},
+		"no workers":  {edit: func(m *Weights) { m.Workers = nil }, want: "workers: no weights"},
 		"dup id":      {edit: func(m *Weights) { m.Workers[1].ID = "a" }, want: `workers[1].id "a" is repeated`},
 		"bad addr":    {edit: func(m *Weights) { m.Workers[0].Addr = "nohost" }, want: "workers[0].addr"},
 		"category":    {edit: func(m *Weights) { m.Workers[0].Category = "huge" }, want: "workers[0].category"},
