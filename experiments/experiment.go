@@ -60,9 +60,11 @@ func NewFlagSet(e Experiment) *flag.FlagSet {
 
 // Env is what a running experiment gets.
 type Env struct {
-	Seed     uint64
-	Reps     int
-	Profile  string
+	Seed    uint64
+	Reps    int
+	Profile string
+	// Backend is the one asked for; an experiment that falls back to
+	// another sets it to the one it used, and meta.json records both.
 	Backend  string
 	Dir      string // output directory, for experiments that keep extra files
 	Log      *slog.Logger

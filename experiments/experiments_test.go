@@ -17,10 +17,11 @@ import (
 
 // fake is a minimal experiment for framework tests.
 type fake struct {
-	fail  error
-	tasks int
-	k     int
-	extra bool // also write a second CSV, fake-events.csv
+	fallback string // the backend Run falls back to
+	fail     error
+	tasks    int
+	k        int
+	extra    bool // also write a second CSV, fake-events.csv
 }
 
 func (*fake) Spec() Spec {
@@ -29,6 +30,9 @@ func (*fake) Spec() Spec {
 func (*fake) Columns() []string        { return []string{"task", "value_ms"} }
 func (f *fake) Flags(fs *flag.FlagSet) { fs.IntVar(&f.k, "k", 2, "multiplier") }
 func (f *fake) Run(ctx context.Context, env *Env) error {
+	if f.fallback != "" {
+		env.Backend = f.fallback
+	}
 	if f.extra {
 		ev, err := env.CSV("events", []string{"t_ms", "event"})
 		if err != nil {
@@ -129,6 +133,26 @@ func TestExtraCSVIsInstalledWithTheRun(t *testing.T) {
 	assert.Equal(t, "t_ms,event\n1,kept\n", string(b))
 	leftovers, _ := filepath.Glob(filepath.Join(dir, ".fake*"))
 	assert.Empty(t, leftovers)
+}
+
+func TestMetaRecordsTheBackendUsed(t *testing.T) {
+	dir := t.TempDir()
+	f := &fake{tasks: 1, fallback: "local"}
+	meta, err := Run(context.Background(), f, NewFlagSet(f), RunOptions{Out: dir, Backend: "sim"})
+	require.NoError(t, err)
+	assert.Equal(t, "local", meta.Backend)
+	assert.Equal(t, "sim", meta.Requested)
+	reg := &Registry{}
+	reg.Register(f)
+	path, err := WriteReport(dir, reg)
+	require.NoError(t, err)
+	md, _ := os.ReadFile(path)
+	assert.Contains(t, string(md), "*backend* `local` (fell back from `sim`), *profile*")
+
+	meta, err = Run(context.Background(), &fake{tasks: 1}, nil, RunOptions{Out: dir, Backend: "sim"})
+	require.NoError(t, err)
+	assert.Equal(t, "sim", meta.Backend)
+	assert.Empty(t, meta.Requested)
 }
 
 func TestSplitKeepsOrderOfAppearance(t *testing.T) {

@@ -108,8 +108,8 @@ func reportOne(metaPath, dir string, reg *Registry) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", meta.Experiment, err)
 	}
-	head := fmt.Sprintf("## %s\n\n%s\n\n*backend* `%s`, *profile* `%s`, *seed* %d, *reps* %d, %d rows, commit `%s`, %s, took %s.\n\n",
-		meta.Experiment, e.Spec().Summary, meta.Backend, meta.Profile, meta.Seed, meta.Reps, meta.Rows,
+	head := fmt.Sprintf("## %s\n\n%s\n\n*backend* %s, *profile* `%s`, *seed* %d, *reps* %d, %d rows, commit `%s`, %s, took %s.\n\n",
+		meta.Experiment, e.Spec().Summary, backendNote(meta), meta.Profile, meta.Seed, meta.Reps, meta.Rows,
 		short(meta.GitCommit), meta.GoVersion, meta.End.Sub(meta.Start).Round(1e6))
 	return head + body + "\n", nil
 }
@@ -119,4 +119,13 @@ func short(commit string) string {
 		return commit[:12]
 	}
 	return commit
+}
+
+// backendNote names the backend a run used, and the one asked for when it
+// fell back.
+func backendNote(m Meta) string {
+	if m.Requested != "" && m.Requested != m.Backend {
+		return "`" + m.Backend + "` (fell back from `" + m.Requested + "`)"
+	}
+	return "`" + m.Backend + "`"
 }

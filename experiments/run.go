@@ -22,6 +22,9 @@ import (
 type Meta struct {
 	Experiment string            `json:"experiment"`
 	Backend    string            `json:"backend"`
+	// Requested is the backend asked for when the run fell back to
+	// another (lb-live without a Docker engine).
+	Requested string `json:"requested_backend,omitempty"`
 	Profile    string            `json:"profile"`
 	Seed       uint64            `json:"seed"`
 	Reps       int               `json:"reps"`
@@ -113,6 +116,9 @@ func Run(ctx context.Context, e Experiment, flags *flag.FlagSet, o RunOptions) (
 		return Meta{}, fmt.Errorf("run %s: %w", sp.Name, runErr)
 	}
 	meta.Rows, meta.End = main.Rows(), time.Now().UTC()
+	if env.Backend != o.Backend {
+		meta.Backend, meta.Requested = env.Backend, o.Backend
+	}
 	b, err := json.MarshalIndent(meta, "", "  ")
 	if err != nil {
 		return Meta{}, err

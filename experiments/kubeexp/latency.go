@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 
@@ -30,7 +31,7 @@ func (l *Latency) Flags(fs *flag.FlagSet) {
 }
 
 func (*Latency) Columns() []string {
-	return []string{"backend", "algorithm", "apps", "rep", "app", "latency_ms", "campaign_latency_ms", "overlaps"}
+	return []string{"backend", "algorithm", "apps", "rep", "app", "latency_ms", "campaign_latency_ms", "overlaps", "elected"}
 }
 
 func (l *Latency) Run(ctx context.Context, env *experiments.Env) error {
@@ -53,9 +54,14 @@ func (l *Latency) Run(ctx context.Context, env *experiments.Env) error {
 				if err != nil {
 					return fmt.Errorf("%s, %d apps, rep %d: %w", alg, n, rep, err)
 				}
-				apps := slices.Sorted(maps.Keys(r.launch))
-				for _, a := range apps {
-					if err := env.Emit(experiments.Row{env.Backend, alg, n, rep, a, r.launch[a], r.campaign[a], r.overlaps}); err != nil {
+				// An application that never elected is a row too, with no
+				// latency: dropping it would flatter the algorithm.
+				for _, a := range r.apps {
+					launch, campaign, elected := math.NaN(), math.NaN(), false
+					if d, ok := r.launch[a]; ok {
+						launch, campaign, elected = ms(d), ms(r.campaign[a]), true
+					}
+					if err := env.Emit(experiments.Row{env.Backend, alg, n, rep, a, launch, campaign, r.overlaps, elected}); err != nil {
 						return err
 					}
 				}
@@ -76,6 +82,7 @@ func (l *Latency) Report(in *experiments.ReportInput) (string, error) {
 	t := in.Table
 	var rows [][]string
 	var lines []experiments.Series
+	neverElected := 0
 	for _, g := range t.GroupBy("algorithm", "apps") {
 		alg, apps := g.Key[0], g.Key[1]
 		n, _ := strconv.Atoi(apps)
@@ -89,7 +96,9 @@ func (l *Latency) Report(in *experiments.ReportInput) (string, error) {
 		for _, v := range t.Floats(g.Rows, "overlaps") {
 			overlaps += int(v)
 		}
-		rows = append(rows, []string{alg, apps, strconv.Itoa(s.N), experiments.Num(s.Mean, 2), experiments.Num(s.Std, 2),
+		never := len(g.Rows) - s.N
+		neverElected += never
+		rows = append(rows, []string{alg, apps, strconv.Itoa(s.N), strconv.Itoa(never), experiments.Num(s.Mean, 2), experiments.Num(s.Std, 2),
 			experiments.Num(s.Min, 1), experiments.Num(s.Max, 1), experiments.Num(cs.Mean, 2), experiments.Num(cs.P99, 2), paper, strconv.Itoa(overlaps)})
 		i := slices.IndexFunc(lines, func(x experiments.Series) bool { return x.Name == alg })
 		if i < 0 {
@@ -98,7 +107,8 @@ func (l *Latency) Report(in *experiments.ReportInput) (string, error) {
 		}
 		lines[i].X, lines[i].Y = append(lines[i].X, float64(n)), append(lines[i].Y, s.Mean)
 	}
-	for alg, p := range paperLatency {
+	for _, alg := range slices.Sorted(maps.Keys(paperLatency)) { // colours must not follow map order
+		p := paperLatency[alg]
 		s := experiments.Series{Name: "paper " + alg, Dashed: true}
 		for _, n := range []int{3, 5, 7} {
 			s.X, s.Y = append(s.X, float64(n)), append(s.Y, p[n][0])
@@ -118,7 +128,7 @@ func (l *Latency) Report(in *experiments.ReportInput) (string, error) {
 	if err := experiments.LinePlot(path, experiments.Axes{Title: "leader election latency", X: "applications", Y: "ms (mean)"}, lines); err != nil {
 		return "", err
 	}
-	out := experiments.MarkdownTable([]string{"algorithm", "apps", "elections", "mean ms", "std", "min", "max",
+	out := experiments.MarkdownTable([]string{"algorithm", "apps", "elections", "never elected", "mean ms", "std", "min", "max",
 		"from campaign start: mean ms", "p99", "paper Table 2 mean (std, min–max)", "overlaps"}, rows)
 	out += fmt.Sprintf("\n![latency](%s)\n\n", link)
 	overall := map[string][2]float64{} // algorithm → mean latency, mean from campaign
@@ -128,9 +138,12 @@ func (l *Latency) Report(in *experiments.ReportInput) (string, error) {
 	}
 	if d, ok := overall[bld.Default]; ok {
 		if b, ok := overall[bld.BLD]; ok {
-			out += fmt.Sprintf("BLD / default mean latency: %s (from process start, the DESIGN's definition; target ≤ 1.3: %s); %s from campaign start. The paper's ratio is 2.8 (34 / 12 ms).\n\n",
-				experiments.Num(b[0]/d[0], 2), experiments.Verdict(b[0] <= 1.3*d[0]), experiments.Num(b[1]/d[1], 2))
+			out += fmt.Sprintf("BLD / default mean latency: %s (from process start, the DESIGN's definition; target ≤ 1.3 with every application elected: %s); %s from campaign start. The paper's ratio is 2.8 (34 / 12 ms).\n\n",
+				experiments.Num(b[0]/d[0], 2), experiments.Verdict(b[0] <= 1.3*d[0] && neverElected == 0), experiments.Num(b[1]/d[1], 2))
 		}
+	}
+	if neverElected > 0 {
+		out += fmt.Sprintf("**%d application elections never produced a leader within --settle**; their rows have no latency and the means above leave them out.\n\n", neverElected)
 	}
 	out += "*latency* runs from the launch of an application's first elector process to its leader's OnStartedLeading; *from campaign start* excludes process start-up and client set-up, timing only the API calls of the election.\n"
 	return out, nil

@@ -18,6 +18,7 @@ type spreadResult struct {
 	// per application: ms from the first candidate's launch, and from
 	// the first candidate's campaign start, to the leader's start
 	launch, campaign map[string]time.Duration
+	apps             []string // every application, elected or not
 }
 
 // deploy creates the Pods of apps and starts one elector per replica.
@@ -70,7 +71,7 @@ func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas 
 	if err != nil {
 		return spreadResult{}, err
 	}
-	res := spreadResult{perNode: map[string]int{}, elected: len(leaders), launch: map[string]time.Duration{}, campaign: map[string]time.Duration{}}
+	res := spreadResult{perNode: map[string]int{}, elected: len(leaders), launch: map[string]time.Duration{}, campaign: map[string]time.Duration{}, apps: names}
 	for _, id := range leaders {
 		res.perNode[podNode[id]]++
 	}

@@ -110,6 +110,7 @@ func (l *Live) runtime(ctx context.Context, env *experiments.Env) (liveRuntime, 
 			return d, "docker", cleanup, nil
 		}
 		env.Log.Warn("Docker is not usable; falling back to the process backend", "err", err)
+		env.Backend = "process"
 	}
 	bin, err := imagebuild.Static(ctx, "github.com/ringside/ringside/cmd/worker")
 	if err != nil {

@@ -77,3 +77,14 @@ func TestKVLoadLocal(t *testing.T) {
 	assert.Equal(t, len(all), tab.Count(all, "ok", "true"), "every write acknowledged")
 	assert.Contains(t, md, "| local | 3 | smart | 4 | 160 |")
 }
+
+func TestLoadedMinusIdleIsASentenceInRingOrder(t *testing.T) {
+	means := map[joinKey]float64{
+		{"idle", 12}: 10, {"loaded", 12}: 22.5,
+		{"idle", 3}: 5, {"loaded", 3}: 4.5,
+		{"idle", 5}: 6, {"loaded", 5}: 9,
+		{"loaded", 8}: 7, // no idle run of that size: left out
+	}
+	assert.Equal(t, "3 servers: −0.5 ms, 5 servers: +3 ms and 12 servers: +12.5 ms", loadedMinusIdle(means))
+	assert.Equal(t, "", loadedMinusIdle(map[joinKey]float64{{"idle", 3}: 1}))
+}

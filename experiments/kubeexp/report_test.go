@@ -1,0 +1,49 @@
+package kubeexp
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ringside/ringside/experiments"
+)
+
+func report(t *testing.T, e experiments.Experiment, csv string) string {
+	t.Helper()
+	tab, err := experiments.ReadTable(strings.NewReader(csv))
+	require.NoError(t, err)
+	out, err := e.Report(&experiments.ReportInput{Table: tab, Dir: t.TempDir(), Meta: experiments.Meta{Experiment: e.Spec().Name}})
+	require.NoError(t, err)
+	return out
+}
+
+// A repetition in which an application never elected has fewer leaders to
+// spread; it must not make the balance target read as met.
+func TestDistributionVerdictNeedsEveryApplicationElected(t *testing.T) {
+	const head = "backend,algorithm,scenario,apps,rep,node,leaders,apps_elected,overlaps\n"
+	balanced := "kube,bld,spread,3,0,w1,1,3,0\nkube,bld,spread,3,0,w2,1,3,0\nkube,bld,spread,3,0,w3,1,3,0\n"
+	stalled := "kube,bld,spread,3,1,w1,1,2,0\nkube,bld,spread,3,1,w2,1,2,0\nkube,bld,spread,3,1,w3,0,2,0\n"
+	out := report(t, &Distribution{}, head+balanced)
+	assert.Contains(t, out, "bld worst max − min = 0 over the repetitions in which every application elected (target ≤ 1 with every application elected: met)")
+
+	out = report(t, &Distribution{}, head+balanced+stalled)
+	assert.Contains(t, out, "bld worst max − min = 0 over the repetitions in which every application elected, and 1 in which some never did (target ≤ 1 with every application elected: **missed**)")
+
+	// A skewed repetition with a stalled election is still left out of the
+	// spread: its 2:0:0 says nothing about balance.
+	skewedStall := "kube,bld,spread,3,2,w1,2,2,0\nkube,bld,spread,3,2,w2,0,2,0\nkube,bld,spread,3,2,w3,0,2,0\n"
+	out = report(t, &Distribution{}, head+balanced+skewedStall)
+	assert.Contains(t, out, "worst max − min = 0 over")
+}
+
+func TestLatencyReportsApplicationsThatNeverElected(t *testing.T) {
+	const head = "backend,algorithm,apps,rep,app,latency_ms,campaign_latency_ms,overlaps,elected\n"
+	rows := "kube,default,3,0,app-0,10,5,0,true\nkube,default,3,0,app-1,12,6,0,true\nkube,default,3,0,app-2,14,7,0,true\n" +
+		"kube,bld,3,0,app-0,11,5,0,true\nkube,bld,3,0,app-1,NaN,NaN,0,false\nkube,bld,3,0,app-2,13,6,0,true\n"
+	out := report(t, &Latency{}, head+rows)
+	assert.Contains(t, out, "| bld | 3 | 2 | 1 | 12 |", "two elections, one never elected, mean over the two")
+	assert.Contains(t, out, "**1 application elections never produced a leader")
+	assert.Contains(t, out, "target ≤ 1.3 with every application elected: **missed**", "1.0 ≤ 1.3, but an election stalled")
+}
