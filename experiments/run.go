@@ -20,23 +20,23 @@ import (
 
 // Meta is written beside every CSV as EXPERIMENT.meta.json.
 type Meta struct {
-	Experiment string            `json:"experiment"`
-	Backend    string            `json:"backend"`
+	Experiment string `json:"experiment"`
+	Backend    string `json:"backend"`
 	// Requested is the backend asked for when the run fell back to
 	// another (lb-live without a Docker engine).
-	Requested string `json:"requested_backend,omitempty"`
-	Profile    string            `json:"profile"`
-	Seed       uint64            `json:"seed"`
-	Reps       int               `json:"reps"`
-	Params     map[string]string `json:"params"`
-	Rows       int               `json:"rows"`
-	Command    []string          `json:"command,omitempty"`
-	GitCommit  string            `json:"git_commit"`
-	GoVersion  string            `json:"go_version"`
-	Platform   string            `json:"platform"`
-	CPUs       int               `json:"cpus"`
-	Start      time.Time         `json:"start"`
-	End        time.Time         `json:"end"`
+	Requested string            `json:"requested_backend,omitempty"`
+	Profile   string            `json:"profile"`
+	Seed      uint64            `json:"seed"`
+	Reps      int               `json:"reps"`
+	Params    map[string]string `json:"params"`
+	Rows      int               `json:"rows"`
+	Command   []string          `json:"command,omitempty"`
+	GitCommit string            `json:"git_commit"`
+	GoVersion string            `json:"go_version"`
+	Platform  string            `json:"platform"`
+	CPUs      int               `json:"cpus"`
+	Start     time.Time         `json:"start"`
+	End       time.Time         `json:"end"`
 }
 
 // RunOptions are the common settings of `ringside run`.
