@@ -42,6 +42,7 @@ func TestRunAndReport(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(md), "## ring-messages")
 	assert.FileExists(t, filepath.Join(dir, "ring-messages-messages.png"))
+	assert.FileExists(t, filepath.Join(dir, "ring-messages-messages.svg"), "a vector figure for papers")
 }
 
 func TestClearErrors(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -127,7 +128,7 @@ var paperDist = map[string]map[int][6]float64{
 func (d *Distribution) Report(in *experiments.ReportInput) (string, error) {
 	t := in.Table
 	var rows, crows [][]string
-	var bars []experiments.Series
+	var bars experiments.Lines
 	var groups []string
 	worst := map[string]int{}
 	incomplete := map[string]int{} // repetitions in which some application never elected
@@ -177,19 +178,24 @@ func (d *Distribution) Report(in *experiments.ReportInput) (string, error) {
 			experiments.Num(h.Mean, 2), experiments.Num(m.Mean, 2), experiments.Num(l.Mean, 2),
 			experiments.Num(a.Std, 2), experiments.Num(a.Min, 0), experiments.Num(a.Max, 0), paper, strconv.Itoa(spreadMax),
 			fmt.Sprintf("%d of %d", elected, reps), strconv.Itoa(overlaps)})
-		label := alg
-		i := slices.IndexFunc(bars, func(s experiments.Series) bool { return s.Name == label })
-		if i < 0 {
-			bars = append(bars, experiments.Series{Name: label})
-			i = len(bars) - 1
+		gaps := make([]float64, len(hi))
+		for k := range hi {
+			gaps[k] = hi[k] - lo[k]
 		}
-		bars[i].Y = append(bars[i].Y, h.Mean-l.Mean)
+		b := bars.Of(alg)
+		y, glo, ghi := experiments.Summarize(gaps).MeanSpread()
+		b.Point(0, y, glo, ghi)
+		ref := math.NaN()
+		if p, ok := paperDist[alg][n]; ok {
+			ref = p[0] - p[2]
+		}
+		b.Ref = append(b.Ref, ref)
 		if !slices.Contains(groups, apps+" apps") {
 			groups = append(groups, apps+" apps")
 		}
 	}
 	path, link := in.PlotPath("imbalance")
-	if err := experiments.Bars(path, experiments.Axes{Title: "leader imbalance: highest − lowest node (mean)", Y: "leaders"}, groups, bars); err != nil {
+	if err := experiments.Bars(path, experiments.Axes{Title: "leader imbalance: highest − lowest node (mean ± std)", Y: "leaders"}, groups, bars.List); err != nil {
 		return "", err
 	}
 	out := experiments.MarkdownTable([]string{"algorithm", "apps", "reps", "highest", "medium", "lowest",

@@ -81,7 +81,7 @@ var paperLatency = map[string]map[int][4]float64{
 func (l *Latency) Report(in *experiments.ReportInput) (string, error) {
 	t := in.Table
 	var rows [][]string
-	var lines []experiments.Series
+	var lines experiments.Lines
 	neverElected := 0
 	for _, g := range t.GroupBy("algorithm", "apps") {
 		alg, apps := g.Key[0], g.Key[1]
@@ -100,32 +100,19 @@ func (l *Latency) Report(in *experiments.ReportInput) (string, error) {
 		neverElected += never
 		rows = append(rows, []string{alg, apps, strconv.Itoa(s.N), strconv.Itoa(never), experiments.Num(s.Mean, 2), experiments.Num(s.Std, 2),
 			experiments.Num(s.Min, 1), experiments.Num(s.Max, 1), experiments.Num(cs.Mean, 2), experiments.Num(cs.P99, 2), paper, strconv.Itoa(overlaps)})
-		i := slices.IndexFunc(lines, func(x experiments.Series) bool { return x.Name == alg })
-		if i < 0 {
-			lines = append(lines, experiments.Series{Name: alg})
-			i = len(lines) - 1
-		}
-		lines[i].X, lines[i].Y = append(lines[i].X, float64(n)), append(lines[i].Y, s.Mean)
+		y, lo, hi := s.MeanSpread()
+		lines.Of(alg).Point(float64(n), y, lo, hi)
 	}
 	for _, alg := range slices.Sorted(maps.Keys(paperLatency)) { // colours must not follow map order
 		p := paperLatency[alg]
-		s := experiments.Series{Name: "paper " + alg, Dashed: true}
+		s := lines.Of("paper " + alg)
+		s.Dashed = true
 		for _, n := range []int{3, 5, 7} {
 			s.X, s.Y = append(s.X, float64(n)), append(s.Y, p[n][0])
 		}
-		lines = append(lines, s)
 	}
-	slices.SortStableFunc(lines, func(a, b experiments.Series) int {
-		if a.Dashed != b.Dashed {
-			if a.Dashed {
-				return 1
-			}
-			return -1
-		}
-		return 0
-	})
 	path, link := in.PlotPath("latency")
-	if err := experiments.LinePlot(path, experiments.Axes{Title: "leader election latency", X: "applications", Y: "ms (mean)"}, lines); err != nil {
+	if err := experiments.LinePlot(path, experiments.Axes{Title: "leader election latency", X: "applications", Y: "ms (mean ± std)"}, lines.List); err != nil {
 		return "", err
 	}
 	out := experiments.MarkdownTable([]string{"algorithm", "apps", "elections", "never elected", "mean ms", "std", "min", "max",

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"syscall"
@@ -133,7 +134,7 @@ func (r *Reelection) Run(ctx context.Context, env *experiments.Env) error {
 func (r *Reelection) Report(in *experiments.ReportInput) (string, error) {
 	t := in.Table
 	var rows [][]string
-	var bars []experiments.Series
+	var bars experiments.Lines
 	var groups []string
 	for _, g := range t.GroupBy("lease_s", "kill", "algorithm") {
 		lease, kill, alg := g.Key[0], g.Key[1], g.Key[2]
@@ -142,13 +143,13 @@ func (r *Reelection) Report(in *experiments.ReportInput) (string, error) {
 		for _, v := range t.Floats(g.Rows, "overlaps") {
 			overlaps += int(v)
 		}
-		ref := "–"
+		ref, refS := "–", math.NaN()
 		if lease == "10" {
 			switch alg {
 			case bld.Default:
-				ref = "10.10 s"
+				ref, refS = "10.10 s", 10.10
 			case bld.Ranked:
-				ref = "10.04 s"
+				ref, refS = "10.04 s", 10.04
 			}
 		}
 		target := ""
@@ -161,20 +162,13 @@ func (r *Reelection) Report(in *experiments.ReportInput) (string, error) {
 		if len(groups) == 0 || groups[len(groups)-1] != group {
 			groups = append(groups, group)
 		}
-		i := -1
-		for k, b := range bars {
-			if b.Name == alg {
-				i = k
-			}
-		}
-		if i < 0 {
-			bars = append(bars, experiments.Series{Name: alg})
-			i = len(bars) - 1
-		}
-		bars[i].Y = append(bars[i].Y, s.P50/1000)
+		b := bars.Of(alg)
+		y, lo, hi := s.MedianSpread()
+		b.Point(0, y/1000, lo/1000, hi/1000)
+		b.Ref = append(b.Ref, refS)
 	}
 	path, link := in.PlotPath("reelection")
-	if err := experiments.Bars(path, experiments.Axes{Title: "re-election time (p50)", Y: "seconds"}, groups, bars); err != nil {
+	if err := experiments.Bars(path, experiments.Axes{Title: "re-election time (p50, p10–p90)", Y: "seconds"}, groups, bars.List); err != nil {
 		return "", err
 	}
 	out := experiments.MarkdownTable([]string{"lease", "leader lost by", "algorithm", "reps", "p50 ms", "mean ms", "p99 ms", "max ms",

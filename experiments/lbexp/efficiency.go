@@ -120,8 +120,7 @@ func (e *Efficiency) Report(in *experiments.ReportInput) (string, error) {
 	var rows [][]string
 	var groups []string
 	seenSet := map[string]bool{}
-	var series []experiments.Series
-	pickerIdx := map[string]int{}
+	var series experiments.Lines
 	// η per repetition, grouped by picker and weight set in CSV order.
 	type key struct{ picker, set string }
 	var order []key
@@ -140,9 +139,9 @@ func (e *Efficiency) Report(in *experiments.ReportInput) (string, error) {
 	for _, k := range order {
 		picker, set, etas := k.picker, k.set, etaOf[k]
 		s := experiments.Summarize(etas)
-		paper := "–"
+		paper, ref := "–", math.NaN()
 		if v, ok := paperEta[set]; ok && picker == balancer.WeightedRandom {
-			paper = experiments.Num(v, 3) + " (one run)"
+			paper, ref = experiments.Num(v, 3)+" (one run)", v
 		}
 		rows = append(rows, []string{picker, set, strconv.Itoa(s.N), experiments.Num(s.Mean, 4), experiments.Num(s.Std, 4),
 			experiments.Num(s.Min, 4), experiments.Num(experiments.Quantile(sortedCopy(etas), 0.05), 4), experiments.Num(s.Max, 4), paper})
@@ -150,15 +149,13 @@ func (e *Efficiency) Report(in *experiments.ReportInput) (string, error) {
 			seenSet[set] = true
 			groups = append(groups, set)
 		}
-		if _, ok := pickerIdx[picker]; !ok {
-			pickerIdx[picker] = len(series)
-			series = append(series, experiments.Series{Name: picker})
-		}
-		k := pickerIdx[picker]
-		series[k].Y = append(series[k].Y, s.Mean)
+		b := series.Of(picker)
+		y, lo, hi := s.MeanSpread()
+		b.Point(0, y, lo, hi)
+		b.Ref = append(b.Ref, ref)
 	}
 	path, link := in.PlotPath("eta")
-	if err := experiments.Bars(path, experiments.Axes{Title: "η by picker (mean over seeds)", Y: "η = min(r/w)/max(r/w)", YMax: 1.5}, groups, series); err != nil {
+	if err := experiments.Bars(path, experiments.Axes{Title: "η by picker (mean ± std over seeds)", Y: "η = min(r/w)/max(r/w)", YMax: 1.05}, groups, series.List); err != nil {
 		return "", err
 	}
 	out := experiments.MarkdownTable([]string{"picker", "weights", "reps", "η mean", "std", "min", "p5", "max", "seed 004"}, rows)

@@ -92,6 +92,7 @@ func FailoverReport(in *experiments.ReportInput, targets func(n int, propP50, kn
 	t := in.Table
 	var rows [][]string
 	var prop, know, detect experiments.Series
+	// Medians, with the 10th–90th percentiles as error bars.
 	prop.Name, know.Name, detect.Name = "election propagation p50", "all know new coordinator p50", "detection p50"
 	bad := 0
 	for _, g := range t.GroupBy("backend", "n") {
@@ -112,16 +113,20 @@ func FailoverReport(in *experiments.ReportInput, targets func(n int, propP50, kn
 			experiments.Num(d.P50, 1), experiments.Num(p.P50, 2), experiments.Num(p.P99, 2),
 			experiments.Num(k.P50, 1), experiments.Num(k.P99, 1), experiments.Num(m.P99, 1),
 			experiments.Num(el.Mean, 1), strconv.Itoa(wrong), verdict})
-		prop.X, prop.Y = append(prop.X, float64(n)), append(prop.Y, p.P50)
-		know.X, know.Y = append(know.X, float64(n)), append(know.Y, k.P50)
-		detect.X, detect.Y = append(detect.X, float64(n)), append(detect.Y, d.P50)
+		for _, c := range []struct {
+			s   *experiments.Series
+			sum experiments.Summary
+		}{{&prop, p}, {&know, k}, {&detect, d}} {
+			y, lo, hi := c.sum.MedianSpread()
+			c.s.Point(float64(n), y, lo, hi)
+		}
 	}
 	paperLo := experiments.Series{Name: "seed 002: propagation 50–100 ms", Dashed: true, X: prop.X}
 	for range prop.X {
 		paperLo.Y = append(paperLo.Y, 50)
 	}
 	path, link := in.PlotPath("latency")
-	axes := experiments.Axes{Title: "coordinator failover", X: "servers n", Y: "ms", LogY: true, LegendBottomRight: true}
+	axes := experiments.Axes{Title: "coordinator failover (p50, p10–p90)", X: "servers n", Y: "ms", LogX: true, LogY: true}
 	if err := experiments.LinePlot(path, axes, []experiments.Series{detect, know, prop, paperLo}); err != nil {
 		return "", err
 	}

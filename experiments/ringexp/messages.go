@@ -125,7 +125,7 @@ func theory(n int, order, init string) (float64, string) {
 func (m *Messages) Report(in *experiments.ReportInput) (string, error) {
 	t := in.Table
 	var rows [][]string
-	var lines seriesSet
+	var lines experiments.Lines
 	nonMax, mismatch := 0, 0
 	for _, g := range t.GroupBy("initiators", "order", "n") {
 		init, order := g.Key[0], g.Key[1]
@@ -153,12 +153,16 @@ func (m *Messages) Report(in *experiments.ReportInput) (string, error) {
 		if init == InitOne {
 			who = "one initiator"
 		}
-		lines.add(who+", "+order+" ring", false, float64(n), el.Mean)
-		lines.add("theory "+formula, true, float64(n), want)
+		y, lo, hi := el.MeanSpread()
+		lines.Of(who+", "+order+" ring").Point(float64(n), y, lo, hi)
+		if th := lines.Of("theory " + formula); !slices.Contains(th.X, float64(n)) {
+			th.Dashed = true
+			th.X, th.Y = append(th.X, float64(n)), append(th.Y, want)
+		}
 	}
 	path, link := in.PlotPath("messages")
-	axes := experiments.Axes{Title: "Chang–Roberts election messages", X: "ring size n", Y: "election messages (mean)", LogX: true, LogY: true, LegendBottomRight: true}
-	if err := experiments.LinePlot(path, axes, lines.list); err != nil {
+	axes := experiments.Axes{Title: "Chang–Roberts election messages", X: "ring size n", Y: "election messages (mean ± std)", LogX: true, LogY: true}
+	if err := experiments.LinePlot(path, axes, lines.List); err != nil {
 		return "", err
 	}
 	out := experiments.MarkdownTable([]string{"initiators", "order", "n", "reps", "election msgs mean", "std", "min", "max",
@@ -171,19 +175,4 @@ func (m *Messages) Report(in *experiments.ReportInput) (string, error) {
 		"worst n(n+1)/2 on the reversed ring, n·H_n on average over random orders; " +
 		"one initiator — n + d, mean (3n−1)/2 over random starters, whatever the order.\n"
 	return out, nil
-}
-
-// seriesSet collects plot lines by name, in order of first use, each x once.
-type seriesSet struct{ list []experiments.Series }
-
-func (s *seriesSet) add(name string, dashed bool, x, y float64) {
-	i := slices.IndexFunc(s.list, func(e experiments.Series) bool { return e.Name == name })
-	if i < 0 {
-		s.list = append(s.list, experiments.Series{Name: name, Dashed: dashed})
-		i = len(s.list) - 1
-	}
-	if !slices.Contains(s.list[i].X, x) {
-		s.list[i].X = append(s.list[i].X, x)
-		s.list[i].Y = append(s.list[i].Y, y)
-	}
 }

@@ -143,7 +143,7 @@ func (j *Join) Report(in *experiments.ReportInput) (string, error) {
 	t := in.Table
 	var rows [][]string
 	means := map[joinKey]float64{}
-	var lines []experiments.Series
+	var lines experiments.Lines
 	for _, g := range t.GroupBy("backend", "load", "n_before") {
 		a := experiments.Summarize(t.Floats(g.Rows, "admitted_ms"))
 		m := experiments.Summarize(t.Floats(g.Rows, "metadata_ms"))
@@ -155,17 +155,11 @@ func (j *Join) Report(in *experiments.ReportInput) (string, error) {
 			experiments.Num(rb.Mean, 1), experiments.Num(rb.P99, 1), experiments.Num(k.Mean, 0), experiments.Num(errs.Max, 0)})
 		n, _ := strconv.Atoi(g.Key[2])
 		means[joinKey{g.Key[1], n}] = m.Mean
-		name := g.Key[1]
-		i := slices.IndexFunc(lines, func(s experiments.Series) bool { return s.Name == name })
-		if i < 0 {
-			lines = append(lines, experiments.Series{Name: name})
-			i = len(lines) - 1
-		}
-		lines[i].X = append(lines[i].X, float64(n))
-		lines[i].Y = append(lines[i].Y, m.Mean)
+		y, lo, hi := m.MeanSpread()
+		lines.Of(g.Key[1]).Point(float64(n), y, lo, hi)
 	}
 	path, link := in.PlotPath("latency")
-	if err := experiments.LinePlot(path, experiments.Axes{Title: "adding a server (metadata at every server)", X: "servers before the join", Y: "ms (mean)"}, lines); err != nil {
+	if err := experiments.LinePlot(path, experiments.Axes{Title: "adding a server (metadata at every server)", X: "servers before the join", Y: "ms (mean ± std)"}, lines.List); err != nil {
 		return "", err
 	}
 	out := experiments.MarkdownTable([]string{"backend", "load", "n before", "reps", "admitted mean ms", "metadata mean ms", "p99",

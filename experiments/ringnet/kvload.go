@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -132,16 +131,7 @@ func (k *KVLoad) cell(ctx context.Context, env *experiments.Env, addrs []string,
 func (k *KVLoad) Report(in *experiments.ReportInput) (string, error) {
 	t := in.Table
 	var rows [][]string
-	var thr, p99 []experiments.Series
-	add := func(list *[]experiments.Series, name string, x, y float64) {
-		i := slices.IndexFunc(*list, func(s experiments.Series) bool { return s.Name == name })
-		if i < 0 {
-			*list = append(*list, experiments.Series{Name: name})
-			i = len(*list) - 1
-		}
-		(*list)[i].X = append((*list)[i].X, x)
-		(*list)[i].Y = append((*list)[i].Y, y)
-	}
+	var thr, p99 experiments.Lines
 	for _, g := range t.GroupBy("backend", "servers", "client_kind", "clients") {
 		lat := experiments.Summarize(t.Floats(g.Rows, "latency_ms"))
 		// Throughput per repetition: writes over the cell's wall time.
@@ -156,15 +146,17 @@ func (k *KVLoad) Report(in *experiments.ReportInput) (string, error) {
 			experiments.Num(lat.P50, 2), experiments.Num(lat.P99, 2), experiments.Num(tp.Mean, 0), strconv.Itoa(failed)})
 		c, _ := strconv.Atoi(g.Key[3])
 		name := g.Key[1] + " servers, " + g.Key[2]
-		add(&thr, name, float64(c), tp.Mean)
-		add(&p99, name, float64(c), lat.P99)
+		y, lo, hi := tp.MeanSpread()
+		thr.Of(name).Point(float64(c), y, lo, hi)
+		s := p99.Of(name)
+		s.X, s.Y = append(s.X, float64(c)), append(s.Y, lat.P99)
 	}
 	tpPath, tpLink := in.PlotPath("throughput")
-	if err := experiments.LinePlot(tpPath, experiments.Axes{Title: "write throughput", X: "clients", Y: "writes/s", LogX: true}, thr); err != nil {
+	if err := experiments.LinePlot(tpPath, experiments.Axes{Title: "write throughput", X: "clients", Y: "writes/s (mean ± std over repetitions)", LogX: true}, thr.List); err != nil {
 		return "", err
 	}
 	latPath, latLink := in.PlotPath("p99")
-	if err := experiments.LinePlot(latPath, experiments.Axes{Title: "write latency p99", X: "clients", Y: "ms", LogX: true}, p99); err != nil {
+	if err := experiments.LinePlot(latPath, experiments.Axes{Title: "write latency p99", X: "clients", Y: "ms", LogX: true}, p99.List); err != nil {
 		return "", err
 	}
 	out := experiments.MarkdownTable([]string{"backend", "servers", "client", "clients", "writes", "p50 ms", "p99 ms", "writes/s", "failed"}, rows)
