@@ -110,3 +110,19 @@ func TestExternalClusterWorkers(t *testing.T) {
 	assert.ErrorContains(t, c.Crashed("default"), `lock "bogus": want lease or endpoints`)
 	assert.NoError(t, c.Crashed("elsewhere"))
 }
+
+// A SIGTERMed default leader releases its lease (client-go's
+// ReleaseOnCancel), so a follower takes it at its next retry: within one
+// jittered retry period (client-go waits up to 2.2 × 0.5 s here) plus
+// 100 ms, never after waiting out the 2 s lease. Before freshLock, a
+// release racing the renewal that follows an acquisition was refused as a
+// conflict and 4 of 10 re-elections waited out the lease.
+func TestDefaultLeaderReleasesOnSIGTERM(t *testing.T) {
+	re := runKube(t, &Reelection{}, t.TempDir(), 20, "--algorithms", "default", "--kill", "SIGTERM", "--lease", "short")
+	require.Len(t, re.Rows, 20)
+	for i := range re.Rows {
+		assert.NotEqual(t, re.Str(i, "old_leader"), re.Str(i, "new_leader"))
+		assert.LessOrEqual(t, re.Float(i, "reelection_ms"), 2.2*500+100, "rep %d", i)
+		assert.Equal(t, "0", re.Str(i, "overlaps"))
+	}
+}
