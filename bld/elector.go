@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/utils/clock"
 )
 
 // Gate decides whether this candidate may try to take the lease now.
@@ -60,6 +61,10 @@ type ElectorConfig struct {
 	// Kick makes a waiting candidate try at once (a hand-over landed).
 	Kick <-chan struct{}
 	Log  *slog.Logger
+	// Clock is the elector's time (default the real one). Tests inject a
+	// fake one, as client-go's LeaderElectionConfig allows "for less
+	// flaky testing".
+	Clock clock.Clock
 }
 
 // Elector runs the acquire/renew loop of client-go's LeaderElector with
@@ -81,6 +86,9 @@ type Elector struct {
 func NewElector(cfg ElectorConfig) *Elector {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
 	return &Elector{cfg: cfg}
 }
@@ -113,47 +121,74 @@ func (e *Elector) acquire(ctx context.Context) bool {
 		if e.try(ctx) {
 			return true
 		}
-		d := e.cfg.RetryPeriod
-		switch {
-		case !e.refused || e.cfg.GateRetry <= 0:
-			e.gateWait = 0
-		case e.gateWait == 0:
-			e.gateWait = e.cfg.GateRetry
-			d = e.gateWait
-		default: // refused again: back off towards the retry period
-			e.gateWait = min(2*e.gateWait, e.cfg.RetryPeriod)
-			d = e.gateWait
-		}
-		t := time.NewTimer(wait.Jitter(d, 0.2))
+		t := e.cfg.Clock.NewTimer(wait.Jitter(e.nextWait(), 0.2))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return false
 		case <-e.cfg.Kick:
 			t.Stop()
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }
 
+// nextWait is how long to wait (before jitter) after a try that did not
+// acquire: a retry period, or after the gate refused a free lease the
+// GateRetry backoff, doubling while refusals go on.
+func (e *Elector) nextWait() time.Duration {
+	switch {
+	case !e.refused || e.cfg.GateRetry <= 0:
+		e.gateWait = 0
+		return e.cfg.RetryPeriod
+	case e.gateWait == 0:
+		e.gateWait = e.cfg.GateRetry
+	default: // refused again: back off towards the retry period
+		e.gateWait = min(2*e.gateWait, e.cfg.RetryPeriod)
+	}
+	return e.gateWait
+}
+
+// renew renews every retry period; a leader that cannot renew for the
+// renew deadline (trying every quarter retry period) has lost the lease.
 func (e *Elector) renew(ctx context.Context) {
 	for {
-		select {
-		case <-ctx.Done():
+		if !e.sleep(ctx, e.cfg.RetryPeriod) {
 			return
-		case <-time.After(e.cfg.RetryPeriod):
 		}
-		rctx, cancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
-		err := wait.PollUntilContextCancel(rctx, e.cfg.RetryPeriod/4, true, func(c context.Context) (bool, error) {
-			return e.try(c), nil
-		})
-		cancel()
-		if err != nil {
+		if !e.renewOnce(ctx) {
 			if ctx.Err() == nil {
 				e.cfg.Log.Warn("lost the lease", "lock", e.cfg.Lock.Describe())
 			}
 			return
 		}
+	}
+}
+
+// renewOnce tries until a renewal succeeds or the renew deadline passes.
+// Requests also carry the deadline in real time, so a hung one cannot
+// hold a leader past it.
+func (e *Elector) renewOnce(ctx context.Context) bool {
+	rctx, cancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
+	defer cancel()
+	deadline := e.cfg.Clock.Now().Add(e.cfg.RenewDeadline)
+	for !e.try(rctx) {
+		if rctx.Err() != nil || !e.cfg.Clock.Now().Before(deadline) || !e.sleep(rctx, e.cfg.RetryPeriod/4) {
+			return false
+		}
+	}
+	return true
+}
+
+// sleep waits d on the elector's clock; false when ctx ended first.
+func (e *Elector) sleep(ctx context.Context, d time.Duration) bool {
+	t := e.cfg.Clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
 	}
 }
 
@@ -184,7 +219,7 @@ func (e *Elector) setObserved(rec *resourcelock.LeaderElectionRecord, raw []byte
 // the lease afterwards.
 func (e *Elector) try(ctx context.Context) bool {
 	id := e.cfg.Lock.Identity()
-	now := time.Now()
+	now := e.cfg.Clock.Now()
 	rec := resourcelock.LeaderElectionRecord{
 		HolderIdentity:       id,
 		LeaseDurationSeconds: int(e.cfg.LeaseDuration / time.Second),
@@ -202,7 +237,7 @@ func (e *Elector) try(ctx context.Context) bool {
 		// one more than the default election's (the reservation).
 		e.cfg.Prefetch(ctx)
 		if e.cfg.Unclaimed() {
-			return e.create(ctx, rec, now, time.Now())
+			return e.create(ctx, rec, now, e.cfg.Clock.Now())
 		}
 	case e.cfg.Prefetch != nil && e.mayBeFree(now):
 		prefetched = make(chan struct{})
@@ -212,7 +247,7 @@ func (e *Elector) try(ctx context.Context) bool {
 	if prefetched != nil {
 		<-prefetched
 	}
-	read := time.Now()
+	read := e.cfg.Clock.Now()
 	if err != nil {
 		if !apierrors.IsNotFound(err) {
 			e.cfg.Log.Debug("reading the lock failed", "err", err)
@@ -238,11 +273,11 @@ func (e *Elector) try(ctx context.Context) bool {
 			expired = now.Sub(expires)
 		}
 		if !e.gate(ctx, old, expired) {
-			e.logAttempt(now, read, time.Now(), errRefused)
+			e.logAttempt(now, read, e.cfg.Clock.Now(), errRefused)
 			return false
 		}
 	}
-	gated := time.Now()
+	gated := e.cfg.Clock.Now()
 	err = e.cfg.Lock.Update(ctx, rec)
 	if holder != id {
 		e.logAttempt(now, read, gated, err)
@@ -259,10 +294,10 @@ func (e *Elector) try(ctx context.Context) bool {
 // found absent at read, or is presumed so.
 func (e *Elector) create(ctx context.Context, rec resourcelock.LeaderElectionRecord, start, read time.Time) bool {
 	if !e.gate(ctx, nil, 0) {
-		e.logAttempt(start, read, time.Now(), errRefused)
+		e.logAttempt(start, read, e.cfg.Clock.Now(), errRefused)
 		return false
 	}
-	gated := time.Now()
+	gated := e.cfg.Clock.Now()
 	err := e.cfg.Lock.Create(ctx, rec)
 	e.logAttempt(start, read, gated, err)
 	e.attempted(ctx, err == nil)
@@ -306,7 +341,7 @@ var errRefused = errors.New("refused by the gate")
 // reading the lock (with the read-ahead), the gate, and the write.
 func (e *Elector) logAttempt(start, read, gated time.Time, err error) {
 	e.cfg.Log.Debug("acquisition attempt", "won", err == nil, "err", err,
-		"read", read.Sub(start), "gate", gated.Sub(read), "write", time.Since(gated))
+		"read", read.Sub(start), "gate", gated.Sub(read), "write", e.cfg.Clock.Since(gated))
 }
 
 func (e *Elector) attempted(ctx context.Context, won bool) {
@@ -333,7 +368,7 @@ func (e *Elector) release() {
 			}
 		}
 	}
-	now := metav1.NewTime(time.Now())
+	now := metav1.NewTime(e.cfg.Clock.Now())
 	rec := resourcelock.LeaderElectionRecord{
 		HolderIdentity: next, LeaseDurationSeconds: 1, RenewTime: now, AcquireTime: now,
 		LeaderTransitions: old.LeaderTransitions,

@@ -1,0 +1,148 @@
+package bld
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"time"
+
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// Ranked succession (seed 003): the leader probes its followers' RTTs,
+// ranks them, stores the ranking on the lock object and, on graceful
+// shutdown, hands the lease to the best-ranked live follower.
+
+// Follower is a ranked follower with its median RTT to the leader.
+type Follower struct {
+	ID   string        `json:"id"`
+	Addr string        `json:"addr"`
+	RTT  time.Duration `json:"rtt_ns"`
+}
+
+// successors reads the ranking the leader stored on the lock object.
+func (c *Candidate) successors(ctx context.Context) ([]Follower, error) {
+	ann, err := c.lock.Annotations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	raw, ok := ann[SuccessorAnnotation]
+	if !ok {
+		return nil, nil
+	}
+	var out []Follower
+	if err := json.Unmarshal([]byte(raw), &out); err != nil {
+		return nil, fmt.Errorf("%s annotation: %w", SuccessorAnnotation, err)
+	}
+	return out, nil
+}
+
+// Rank is a follower's place in line: its index in the ranking, or after
+// everyone ranked when it is not listed.
+func Rank(ranking []Follower, id string) int {
+	if i := slices.IndexFunc(ranking, func(r Follower) bool { return r.ID == id }); i >= 0 {
+		return i
+	}
+	return len(ranking)
+}
+
+// rankGate staggers takeover after expiry: the follower of rank k waits k
+// retry periods, so the best-ranked live one wins without a stampede.
+func (c *Candidate) rankGate(ctx context.Context, _ *resourcelock.LeaderElectionRecord, expired time.Duration) (bool, error) {
+	ranking, err := c.successors(ctx)
+	if err != nil {
+		return false, err
+	}
+	return expired >= time.Duration(Rank(ranking, c.cfg.Identity))*c.cfg.RetryPeriod, nil
+}
+
+// rankLoop measures RTTs to the followers and publishes the ranking
+// while this candidate leads.
+func (c *Candidate) rankLoop(ctx context.Context) {
+	for {
+		ranking := c.measure(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		c.mu.Lock()
+		c.ranking = ranking
+		c.mu.Unlock()
+		if err := c.storeRanking(ctx, ranking); err != nil && ctx.Err() == nil {
+			c.cfg.Log.Warn("storing the successor ranking failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(c.cfg.RankInterval):
+		}
+	}
+}
+
+// measure probes every follower's sidecar a few times and sorts them by
+// median RTT; unreachable followers are left out.
+func (c *Candidate) measure(ctx context.Context) []Follower {
+	pods, err := c.peers(ctx)
+	if err != nil {
+		return nil
+	}
+	var out []Follower
+	for _, p := range pods {
+		addr := p.Annotations[ProbeAnnotation]
+		if p.Name == c.cfg.Identity || addr == "" {
+			continue
+		}
+		var rtts []time.Duration
+		for range 5 {
+			if d, err := c.probe(ctx, addr); err == nil {
+				rtts = append(rtts, d)
+			}
+		}
+		if len(rtts) == 0 {
+			continue
+		}
+		slices.Sort(rtts)
+		out = append(out, Follower{ID: p.Name, Addr: addr, RTT: rtts[len(rtts)/2]})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].RTT < out[j].RTT })
+	return out
+}
+
+func (c *Candidate) probe(ctx context.Context, addr string) (time.Duration, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/rtt", nil)
+	t0 := time.Now()
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return time.Since(t0), nil
+}
+
+func (c *Candidate) storeRanking(ctx context.Context, ranking []Follower) error {
+	raw, _ := json.Marshal(ranking)
+	return c.lock.Annotate(ctx, map[string]string{SuccessorAnnotation: string(raw)})
+}
+
+// handover picks the best-ranked follower that still answers and, once
+// the lease names it, kicks it so it takes over at once instead of at its
+// next retry.
+func (c *Candidate) handover(ctx context.Context) (string, func()) {
+	c.mu.Lock()
+	ranking := slices.Clone(c.ranking)
+	c.mu.Unlock()
+	for _, r := range ranking {
+		if _, err := c.probe(ctx, r.Addr); err != nil {
+			continue
+		}
+		return r.ID, func() {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+r.Addr+"/kick", nil)
+			if resp, err := c.hc.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+	}
+	return "", nil
+}
