@@ -15,7 +15,8 @@ import (
 // every backend (ring-failover on the network, ring-failover-sim in the
 // simulator), so runs compare row for row.
 var FailoverColumns = []string{"backend", "n", "rep", "killed", "new_coordinator", "new_is_max_live", "coordinators",
-	"detect_ms", "propagation_ms", "all_know_ms", "metadata_ms", "election_msgs", "elected_msgs", "end_msgs", "suspect_ms", "seed"}
+	"detect_ms", "propagation_ms", "all_know_ms", "metadata_ms", "election_msgs", "elected_msgs", "end_msgs", "suspect_ms", "seed",
+	"elected_round_ms"}
 
 // FailoverSim is ring-failover-sim: the coordinator crash of ring-failover
 // with the same election and coordinator cores as ringnode, in virtual
@@ -71,7 +72,7 @@ func (f *FailoverSim) Run(ctx context.Context, env *experiments.Env) error {
 		cnt := r.Counts
 		return []experiments.Row{{env.Backend, c.N, rep, r.Killed, r.NewCoordinator, r.NewIsMaxLive, r.Coordinators,
 			r.Detect, r.Propagation, r.AllKnow, r.Metadata,
-			cnt.Of(ring.MsgElection), cnt.Of(ring.MsgElected), cnt.Of(ring.MsgEnd), c.Suspect, seed}}, nil
+			cnt.Of(ring.MsgElection), cnt.Of(ring.MsgElected), cnt.Of(ring.MsgEnd), c.Suspect, seed, r.ElectedRound}}, nil
 	})
 }
 

@@ -72,7 +72,7 @@ func (f *Failover) size(ctx context.Context, env *experiments.Env, n int) error 
 		}
 		if err := env.Emit(experiments.Row{env.Backend, n, rep, res.Killed, res.NewCoordinator, res.NewIsMaxLive, res.Coordinators,
 			res.Detect, res.Propagation, res.AllKnow, res.Metadata,
-			res.Sent["election"], res.Sent["elected"], res.Sent["end"], f.srv.suspect, env.Seed}); err != nil {
+			res.Sent["election"], res.Sent["elected"], res.Sent["end"], f.srv.suspect, env.Seed, res.ElectedRound}); err != nil {
 			return err
 		}
 		// Bring the killed server back so every repetition sees n servers.
@@ -119,10 +119,12 @@ func (f *Failover) Report(in *experiments.ReportInput) (string, error) {
 }
 
 // bareSection sets ringnode's time per election hop beside the bare token
-// ring's. The election's critical path from the first ELECTION to ELECTED
-// back at the winner is about 2(n−1) hops on the n−1 survivors (the max
-// UID's ELECTION around the ring, then its ELECTED), so one hop costs
-// propagation / 2(n−1).
+// ring's, two ways. Like for like: the winner's ELECTED round is one
+// message passed once around the n−1 survivors, as the bare ring passes
+// its token, so it costs elected_round / (n−1) per hop; the target is
+// judged on it. For context: the election from the first ELECTION sent
+// to ELECTED back is about 2(n−1) hops on the critical path, but it also
+// holds the spread between the servers' detection instants.
 func bareSection(t, bare *experiments.Table) string {
 	hop := map[string]float64{}
 	for _, g := range bare.GroupBy("backend", "n") {
@@ -135,19 +137,20 @@ func bareSection(t, bare *experiments.Table) string {
 		if !ok || n < 3 {
 			continue
 		}
-		p := experiments.Summarize(t.Floats(g.Rows, "propagation_ms")).P50
-		per := p / float64(2*(n-1))
-		ratio := per / b
-		rows = append(rows, []string{g.Key[1], experiments.Num(p, 2), experiments.Num(per*1000, 1), experiments.Num(b*1000, 1),
-			experiments.Num(ratio, 2), "≤ 2×: " + experiments.Verdict(ratio <= 2)})
+		round := experiments.Summarize(t.Floats(g.Rows, "elected_round_ms")).P50 / float64(n-1)
+		prop := experiments.Summarize(t.Floats(g.Rows, "propagation_ms")).P50 / float64(2*(n-1))
+		rows = append(rows, []string{g.Key[1], experiments.Num(b*1000, 1),
+			experiments.Num(round*1000, 1), experiments.Num(round/b, 2),
+			experiments.Num(prop*1000, 1), experiments.Num(prop/b, 2), "≤ 2×: " + experiments.Verdict(round/b <= 2)})
 	}
 	if len(rows) == 0 {
 		return ""
 	}
 	return "\n**The physical limit, measured in the same run**: a bare token ring of the same number of processes on loopback " +
-		"(`cmd/tokenring`, one 8-byte token forwarded, no election logic; " + strconv.Itoa(bareRounds) + " trips per size, ring-failover-bare.csv) " +
-		"against ringnode's time per election hop, propagation / 2(n−1):\n\n" +
-		experiments.MarkdownTable([]string{"n", "propagation p50 ms", "ringnode µs/hop", "bare ring µs/hop (p50)", "ratio", "target"}, rows)
+		"(`cmd/tokenring`, one 8-byte token forwarded, no election logic; " + strconv.Itoa(bareRounds) + " trips per size, ring-failover-bare.csv). " +
+		"ringnode's time per hop, like for like, is its ELECTED round (one message once around the n−1 survivors) / (n−1); " +
+		"the election's propagation / 2(n−1) also holds the spread of the servers' detection instants:\n\n" +
+		experiments.MarkdownTable([]string{"n", "bare ring µs/hop (p50)", "ringnode ELECTED µs/hop", "ratio", "propagation µs/hop", "ratio", "target (ELECTED)"}, rows)
 }
 
 // targets states the issue's targets for one ring size: propagation p50

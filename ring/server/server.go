@@ -93,6 +93,7 @@ func (c *Config) Defaults() {
 type Events struct {
 	Suspected     int64 `json:"suspected_ns"`      // its detector fired and it started an election
 	ElectionSent  int64 `json:"election_sent_ns"`  // first ELECTION it sent in its current round
+	Announced     int64 `json:"announced_ns"`      // its own ELECTION came back: it sent ELECTED
 	Won           int64 `json:"won_ns"`            // its ELECTED came back: it won
 	LeaderKnown   int64 `json:"leader_known_ns"`   // it learned its current leader
 	MetaApplied   int64 `json:"meta_applied_ns"`   // it installed its current metadata
@@ -377,6 +378,9 @@ func (s *Server) observe() {
 	s.initiated, s.restarts = stats.Initiated, stats.Restarts
 	if st.Leader != prev.Leader && !st.Leader.IsZero() {
 		s.events.LeaderKnown = now
+	}
+	if st.Announcing && !prev.Announcing {
+		s.events.Announced = now
 	}
 	won := prev.Announcing && !st.Announcing && st.Leader == s.self
 	if won {

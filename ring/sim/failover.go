@@ -41,6 +41,7 @@ type FailoverResult struct {
 	Coordinators           int // live servers whose role is active at the end
 	Detect                 time.Duration
 	Propagation            time.Duration // first ELECTION sent → ELECTED back at the winner
+	ElectedRound           time.Duration // the winner's ELECTED once around the survivors
 	AllKnow                time.Duration // every live server knows the new coordinator
 	Metadata               time.Duration // every live server holds the new coordinator's metadata
 	Counts                 Counts        // messages after the crash
@@ -72,6 +73,7 @@ func Failover(c FailoverConfig, seed uint64) (FailoverResult, error) {
 	// from heartbeats heard rather than from boot.
 	crashAt := 3*c.Heartbeat + c.DelayMax
 	var detect, allKnow, metaAt time.Duration = -1, -1, -1
+	announced := map[int]time.Duration{} // node → when its ELECTION came back
 	newRound := uint64(0)
 	var s *Sim
 	s, err = New(Config{
@@ -81,7 +83,10 @@ func Failover(c FailoverConfig, seed uint64) (FailoverResult, error) {
 			Leader: ring.UIDOf(meta.Coordinator), Round: 1,
 			HopBound: c.HopBound, SuspectTimeout: c.Suspect, HeartbeatInterval: c.Heartbeat,
 		},
-		Observe: func(at time.Duration, i int, _ ring.Status) {
+		Observe: func(at time.Duration, i int, st ring.Status) {
+			if _, seen := announced[i]; st.Announcing && !seen {
+				announced[i] = at
+			}
 			// Starting an election changes a node's status: the first
 			// change by a node that has initiated one is the detection.
 			if detect < 0 && s.Node(i).Stats().Initiated > 0 {
@@ -109,7 +114,7 @@ func Failover(c FailoverConfig, seed uint64) (FailoverResult, error) {
 		}
 	}
 
-	res := FailoverResult{Killed: meta.Servers[coordAt], Detect: -1, Propagation: -1, AllKnow: -1, Metadata: -1}
+	res := FailoverResult{Killed: meta.Servers[coordAt], Detect: -1, Propagation: -1, ElectedRound: -1, AllKnow: -1, Metadata: -1}
 	res.Counts = s.Counts().minus(before)
 	o := s.Outcome()
 	res.NewIsMaxLive = o.IsMaxLive
@@ -124,9 +129,13 @@ func Failover(c FailoverConfig, seed uint64) (FailoverResult, error) {
 	}
 	switch c := s.Completions(); {
 	case len(c) > 0 && detect >= 0:
-		res.Propagation = c[len(c)-1].At - detect
+		last := c[len(c)-1]
+		res.Propagation = last.At - detect
+		if a, ok := announced[last.Node]; ok {
+			res.ElectedRound = last.At - a
+		}
 	case res.NewCoordinator != "":
-		res.Propagation = 0 // a lone survivor wins as it starts
+		res.Propagation, res.ElectedRound = 0, 0 // a lone survivor wins as it starts
 	}
 	since := func(t time.Duration) time.Duration {
 		if t < 0 {

@@ -18,6 +18,9 @@ type Failover struct {
 	Coordinators           int // live servers that claim the role afterwards
 	Detect                 time.Duration
 	Propagation            time.Duration // first ELECTION sent → ELECTED back at the winner
+	// ElectedRound is the winner's ELECTED going once around the
+	// survivors: n−1 hops of one message, no detection skew in it.
+	ElectedRound time.Duration
 	AllKnow                time.Duration // every live server knows the new coordinator
 	Metadata               time.Duration // every live server has the new metadata
 	Sent                   map[string]int64
@@ -109,7 +112,7 @@ func KillCoordinator(ctx context.Context, r Ring) (Failover, error) {
 			f.Sent[k] += v - before[a].Sent[k]
 		}
 	}
-	won := after[newCoord].Events.Won
+	won, announced := after[newCoord].Events.Won, after[newCoord].Events.Announced
 	since := func(t int64) time.Duration {
 		if t == 0 {
 			return -1
@@ -119,6 +122,9 @@ func KillCoordinator(ctx context.Context, r Ring) (Failover, error) {
 	f.Detect, f.AllKnow, f.Metadata = since(detect), since(allKnow), since(meta)
 	if won > 0 && firstSent > 0 {
 		f.Propagation = time.Duration(won - firstSent)
+	}
+	if won > 0 && announced > 0 {
+		f.ElectedRound = time.Duration(won - announced)
 	}
 	return f, nil
 }
