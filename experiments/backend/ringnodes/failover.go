@@ -21,9 +21,9 @@ type Failover struct {
 	// ElectedRound is the winner's ELECTED going once around the
 	// survivors: n−1 hops of one message, no detection skew in it.
 	ElectedRound time.Duration
-	AllKnow                time.Duration // every live server knows the new coordinator
-	Metadata               time.Duration // every live server has the new metadata
-	Sent                   map[string]int64
+	AllKnow      time.Duration // every live server knows the new coordinator
+	Metadata     time.Duration // every live server has the new metadata
+	Sent         map[string]int64
 }
 
 // Coordinator returns the coordinator all servers agree on.
