@@ -111,14 +111,27 @@ func (c *Candidate) measure(ctx context.Context) []Follower {
 }
 
 func (c *Candidate) probe(ctx context.Context, addr string) (time.Duration, error) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/rtt", nil)
 	t0 := time.Now()
-	resp, err := c.hc.Do(req)
-	if err != nil {
+	if err := c.call(ctx, http.MethodGet, addr, "/rtt"); err != nil {
 		return 0, err
 	}
-	resp.Body.Close()
 	return time.Since(t0), nil
+}
+
+// call sends a bodiless request to a peer's sidecar. The address comes
+// from the peer's Pod annotation: one that cannot make a URL is an error,
+// not a nil request.
+func (c *Candidate) call(ctx context.Context, method, addr, path string) error {
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, nil)
+	if err != nil {
+		return fmt.Errorf("sidecar %q: %w", addr, err)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return nil
 }
 
 func (c *Candidate) storeRanking(ctx context.Context, ranking []Follower) error {
@@ -137,12 +150,7 @@ func (c *Candidate) handover(ctx context.Context) (string, func()) {
 		if _, err := c.probe(ctx, r.Addr); err != nil {
 			continue
 		}
-		return r.ID, func() {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+r.Addr+"/kick", nil)
-			if resp, err := c.hc.Do(req); err == nil {
-				resp.Body.Close()
-			}
-		}
+		return r.ID, func() { c.call(ctx, http.MethodPost, r.Addr, "/kick") }
 	}
 	return "", nil
 }

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ringside/ringside/ring/kv"
 	"github.com/ringside/ringside/ring/membership"
 )
 
@@ -46,7 +47,11 @@ func New(servers []string, smart bool) *Client {
 func (c *Client) Refresh(ctx context.Context) error {
 	var last error
 	for _, s := range c.candidates() {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s+"/internal/ring", nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s+"/internal/ring", nil)
+		if err != nil {
+			last = fmt.Errorf("%s: %w", s, err)
+			continue
+		}
 		resp, err := c.hc.Do(req)
 		if err != nil {
 			last = err
@@ -125,7 +130,7 @@ func (c *Client) do(ctx context.Context, method, key string, body []byte) ([]byt
 			}
 		}
 		to := c.target(key, attempt)
-		req, err := http.NewRequestWithContext(ctx, method, "http://"+to+"/kv/"+key, bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, method, "http://"+to+"/kv/"+kv.EscapeKey(key), bytes.NewReader(body))
 		if err != nil {
 			return nil, err
 		}

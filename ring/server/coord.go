@@ -119,8 +119,7 @@ func (s *Server) pushMeta(nm *membership.Metadata) {
 			continue
 		}
 		go func() {
-			req, _ := http.NewRequest(http.MethodPut, "http://"+addr+"/internal/metadata", bytes.NewReader(body))
-			resp, err := s.hc.Do(req)
+			resp, err := s.peerRequest(context.Background(), http.MethodPut, addr, "/internal/metadata", body)
 			if err != nil {
 				s.log.Debug("metadata push failed", "to", addr, "err", err)
 				return
@@ -179,8 +178,7 @@ var errUnreachable = errors.New("unreachable")
 // tryJoin asks one server to admit us: metadata, or the coordinator to ask.
 func (s *Server) tryJoin(ctx context.Context, addr string) (*membership.Metadata, string, error) {
 	body, _ := json.Marshal(joinRequest{Addr: s.cfg.Addr})
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/internal/join", bytes.NewReader(body))
-	resp, err := s.hc.Do(req)
+	resp, err := s.peerRequest(ctx, http.MethodPost, addr, "/internal/join", body)
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: %v", errUnreachable, err)
 	}

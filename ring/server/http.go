@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -72,6 +74,11 @@ func (s *Server) count(op string, w *statusWriter) {
 	s.m.requests.WithLabelValues(op, strconv.Itoa(w.code)).Inc()
 }
 
+// KeyPath is the request path of key under prefix ("/kv/",
+// "/internal/replicate/"). Keys are any bytes: every hop escapes them, so
+// "a?b" stays one key and "%zz" stays a key, not a broken escape.
+func KeyPath(prefix, key string) string { return prefix + kv.EscapeKey(key) }
+
 func checkKey(key string) error {
 	if key == "" {
 		return errors.New("key: empty")
@@ -124,39 +131,58 @@ func (s *Server) handleWrite(rw http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	s.replicate(r.Context(), meta.Responsible(key)[1:], key, e)
+	if missing := s.replicate(r.Context(), meta.Responsible(key)[1:], key, e); len(missing) > 0 {
+		// Not acknowledged: the write may or may not survive, and the
+		// client is told so rather than told it is safe.
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, fmt.Sprintf("not acknowledged: replicas %s did not store the write (it may or may not have taken effect)",
+			strings.Join(missing, ", ")), http.StatusServiceUnavailable)
+		return
+	}
 	w.Header().Set(HeaderVersion, strconv.FormatUint(e.Version, 10))
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// replicate sends e to every replica and waits for all of them.
-func (s *Server) replicate(ctx context.Context, replicas []string, key string, e kv.Entry) {
-	errs := make(chan error, len(replicas))
+// replicate sends e to every replica, waits for all of them, and returns
+// the ones that did not store it, sorted, each with its reason.
+func (s *Server) replicate(ctx context.Context, replicas []string, key string, e kv.Entry) []string {
+	type result struct {
+		to  string
+		err error
+	}
+	results := make(chan result, len(replicas))
+	method := http.MethodPut
+	if e.Deleted {
+		method = http.MethodDelete
+	}
 	for _, to := range replicas {
 		go func() {
-			method := http.MethodPut
-			if e.Deleted {
-				method = http.MethodDelete
-			}
-			req, _ := http.NewRequestWithContext(ctx, method, "http://"+to+"/internal/replicate/"+key, bytes.NewReader(e.Value))
-			req.Header.Set(HeaderVersion, strconv.FormatUint(e.Version, 10))
-			resp, err := s.hc.Do(req)
-			if err == nil {
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusNoContent {
-					err = fmt.Errorf("%s", resp.Status)
-				}
-			}
-			errs <- err
+			results <- result{to, s.replicateTo(ctx, method, to, key, e)}
 		}()
 	}
+	var missing []string
 	for range replicas {
-		if err := <-errs; err != nil {
+		if r := <-results; r.err != nil {
 			s.m.replFail.Inc()
-			s.log.Debug("replica did not acknowledge", "key", key, "err", err)
+			s.log.Debug("replica did not acknowledge", "key", key, "replica", r.to, "err", r.err)
+			missing = append(missing, fmt.Sprintf("%s (%v)", r.to, r.err))
 		}
 	}
+	slices.Sort(missing)
+	return missing
+}
+
+func (s *Server) replicateTo(ctx context.Context, method, to, key string, e kv.Entry) error {
+	resp, err := s.peerRequest(ctx, method, to, KeyPath("/internal/replicate/", key), e.Value, HeaderVersion, strconv.FormatUint(e.Version, 10))
+	if err != nil {
+		return err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		return errors.New(resp.Status)
+	}
+	return nil
 }
 
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, to string, body []byte) {
@@ -164,7 +190,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, to string, body
 		http.Error(w, "forwarding loop: the ring metadata is changing, retry", http.StatusServiceUnavailable)
 		return
 	}
-	resp, err := s.proxy(r.Context(), r.Method, to, r.URL.Path, body, hops(r)+1)
+	resp, err := s.proxy(r.Context(), r.Method, to, KeyPath("/kv/", r.PathValue("key")), body, hops(r)+1)
 	if err != nil {
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, fmt.Sprintf("owner %s unreachable: %v", to, err), http.StatusServiceUnavailable)
@@ -174,8 +200,21 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, to string, body
 }
 
 func (s *Server) proxy(ctx context.Context, method, to, path string, body []byte, hop int) (*http.Response, error) {
-	req, _ := http.NewRequestWithContext(ctx, method, "http://"+to+path, bytes.NewReader(body))
-	req.Header.Set(HeaderHops, strconv.Itoa(hop))
+	return s.peerRequest(ctx, method, to, path, body, HeaderHops, strconv.Itoa(hop))
+}
+
+// peerRequest sends one request to server to. Addresses come from ring
+// metadata, which a peer supplies: a request that cannot even be built is
+// an error like any other, never a nil request. header is name, value
+// pairs.
+func (s *Server) peerRequest(ctx context.Context, method, to, path string, body []byte, header ...string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+to+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("request to %s: %w", to, err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
 	return s.hc.Do(req)
 }
 
@@ -212,9 +251,9 @@ func (s *Server) handleRead(rw http.ResponseWriter, r *http.Request) {
 	}
 	var lastErr error
 	for _, to := range resp {
-		path := "/internal/kv/" + key
+		path := KeyPath("/internal/kv/", key)
 		if to == resp[0] {
-			path = "/kv/" + key
+			path = KeyPath("/kv/", key)
 		}
 		if to == s.cfg.Addr {
 			s.serveLocal(w, key)

@@ -103,8 +103,7 @@ func (s *Server) moveData(ctx context.Context, old, cur *membership.Metadata) (i
 }
 
 func (s *Server) postTransfer(ctx context.Context, to string, body []byte) error {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+to+"/internal/transfer", bytes.NewReader(body))
-	resp, err := s.hc.Do(req)
+	resp, err := s.peerRequest(ctx, http.MethodPost, to, "/internal/transfer", body)
 	if err != nil {
 		return err
 	}

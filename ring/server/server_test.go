@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ringside/ringside/ring"
+	"github.com/ringside/ringside/ring/kv"
 	"github.com/ringside/ringside/ring/wire"
 )
 
@@ -26,7 +28,7 @@ type node struct {
 	done   chan error
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -34,7 +36,7 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-func startNode(t *testing.T, join ...string) *node {
+func startNode(t testing.TB, join ...string) *node {
 	t.Helper()
 	s, err := New(Config{Addr: freeAddr(t), Join: join, Dir: t.TempDir(), HopBound: 5 * time.Millisecond,
 		SuspectTimeout: 300 * time.Millisecond, HeartbeatInterval: 50 * time.Millisecond,
@@ -55,7 +57,7 @@ func (n *node) stop() {
 	n.done <- nil
 }
 
-func startRing(t *testing.T, k int) []*node {
+func startRing(t testing.TB, k int) []*node {
 	nodes := []*node{startNode(t)}
 	for i := 1; i < k; i++ {
 		nodes = append(nodes, startNode(t, nodes[0].Addr()))
@@ -207,6 +209,98 @@ func FuzzDecodeItems(f *testing.F) {
 		}
 		if !bytes.Equal(again, b) {
 			t.Fatal("decode/encode not inverse")
+		}
+	})
+}
+
+// Any key — escaped and reserved characters included — round-trips
+// through every path: to the owner, forwarded by a non-owner, replicated,
+// and read back from each server.
+func TestHostileKeysRoundTrip(t *testing.T) {
+	nodes := startRing(t, 3)
+	keys := []string{"%zz", "%25zz", "a?b", "a#b", "a/b", "../x", "..", ".", "a//b", "/a/", "a b", "ü", "a%2Fb", "?", "/", "k;v=1", "a\\b", strings.Repeat("k", 1024)}
+	for i, key := range keys {
+		for j, n := range nodes { // each server: the owner, and non-owners forwarding
+			val := fmt.Sprintf("v%d-%d", i, j)
+			code, msg := do(t, http.MethodPut, "http://"+n.Addr()+"/kv/"+kv.EscapeKey(key), []byte(val))
+			require.Equal(t, http.StatusNoContent, code, "PUT %q via %s: %s", key, n.Addr(), msg)
+			for _, r := range nodes {
+				code, body := do(t, http.MethodGet, "http://"+r.Addr()+"/kv/"+kv.EscapeKey(key), nil)
+				require.Equal(t, http.StatusOK, code, "GET %q via %s: %s", key, r.Addr(), body)
+				require.Equal(t, val, body, "GET %q via %s", key, r.Addr())
+			}
+		}
+		stored := 0
+		for _, n := range nodes {
+			if e, ok, _ := n.store.Get(key); ok && !e.Deleted {
+				stored++
+			}
+		}
+		assert.Equal(t, 3, stored, "%q: owner and both replicas hold it under its own name", key)
+		code, _ := do(t, http.MethodDelete, "http://"+nodes[i%3].Addr()+"/kv/"+kv.EscapeKey(key), nil)
+		require.Equal(t, http.StatusNoContent, code)
+		code, _ = do(t, http.MethodGet, "http://"+nodes[(i+1)%3].Addr()+"/kv/"+kv.EscapeKey(key), nil)
+		require.Equal(t, http.StatusNotFound, code, "%q deleted", key)
+	}
+	for _, n := range nodes {
+		code, _ := do(t, http.MethodGet, "http://"+n.Addr()+"/healthz", nil)
+		assert.Equal(t, http.StatusOK, code, "every server is still up")
+	}
+}
+
+// A write whose replica is down is not acknowledged: 503 naming the
+// missing server, never a 204 the ring cannot keep.
+func TestWriteWithAReplicaDownIsNotAcknowledged(t *testing.T) {
+	nodes := startRing(t, 3)
+	down := nodes[2] // not the coordinator (nodes[0] bootstrapped the ring)
+	meta := nodes[0].currentMeta()
+	key := ""
+	for i := 0; key == ""; i++ {
+		k := fmt.Sprint("k", i)
+		if r := meta.Responsible(k); r[0] != down.Addr() && slices.Contains(r, down.Addr()) {
+			key = k
+		}
+	}
+	owner := meta.Owner(key)
+	down.stop()
+	code, msg := do(t, http.MethodPut, "http://"+owner+"/kv/"+key, []byte("v"))
+	assert.Equal(t, http.StatusServiceUnavailable, code, msg)
+	assert.Contains(t, msg, "not acknowledged")
+	assert.Contains(t, msg, down.Addr())
+
+	// Once the coordinator has removed the dead server, the two left are
+	// the whole ring and writes are acknowledged again.
+	require.Eventually(t, func() bool {
+		code, _ := do(t, http.MethodPut, "http://"+owner+"/kv/"+key, []byte("v2"))
+		return code == http.StatusNoContent
+	}, 5*time.Second, 20*time.Millisecond)
+}
+
+// FuzzKeyRoundTrip sends arbitrary keys through the HTTP path of a
+// two-server ring (so half of them are forwarded): a key the server
+// accepts reads back exactly what was written, and no key takes a server
+// down.
+func FuzzKeyRoundTrip(f *testing.F) {
+	for _, k := range []string{"k", "%zz", "a?b", "a/b", "..", "ü", "a\x00b", " "} {
+		f.Add(k)
+	}
+	nodes := startRing(f, 2)
+	f.Fuzz(func(t *testing.T, key string) {
+		if key == "" || len(key) > 1024 {
+			return
+		}
+		val := []byte("value of " + key)
+		for _, n := range nodes {
+			code, msg := do(t, http.MethodPut, "http://"+n.Addr()+"/kv/"+kv.EscapeKey(key), val)
+			if code != http.StatusNoContent {
+				t.Fatalf("PUT %q via %s: %d %s", key, n.Addr(), code, msg)
+			}
+			for _, r := range nodes {
+				code, body := do(t, http.MethodGet, "http://"+r.Addr()+"/kv/"+kv.EscapeKey(key), nil)
+				if code != http.StatusOK || body != string(val) {
+					t.Fatalf("GET %q via %s: %d %q", key, r.Addr(), code, body)
+				}
+			}
 		}
 	})
 }
