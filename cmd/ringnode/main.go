@@ -27,7 +27,7 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.Dir, "data", "RINGNODE_DATA", "data", "data directory")
 	fs.IntVar(&cfg.Replicas, "replicas", "RINGNODE_REPLICAS", 2, "successors that hold a copy of each key (R)")
 	fs.IntVar(&cfg.CacheEntries, "cache", "RINGNODE_CACHE", 10000, "values cached in memory")
-	fs.BoolVar(&cfg.Fsync, "fsync", "RINGNODE_FSYNC", false, "fsync every write (default: survives a process crash, not a power cut)")
+	fs.StringVar(&cfg.Fsync, "fsync", "RINGNODE_FSYNC", "never", "when writes reach the disk: never (the OS decides; survives a process crash, not a power cut), interval (every 100 ms) or always (before each write is acknowledged)")
 	fs.DurationVar(&cfg.SuspectTimeout, "suspect", "RINGNODE_SUSPECT", 700*time.Millisecond, "no heartbeat from the coordinator for this long starts an election")
 	fs.DurationVar(&cfg.SuspectJitter, "suspect-jitter", "RINGNODE_SUSPECT_JITTER", 0, "random extra suspicion timeout, up to this")
 	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat", "RINGNODE_HEARTBEAT", 100*time.Millisecond, "coordinator heartbeat interval")

@@ -13,7 +13,7 @@ func TestMalformedEnvironmentIsAnError(t *testing.T) {
 	for key, value := range map[string]string{
 		"RINGNODE_SUSPECT":  "700", // no unit
 		"RINGNODE_REPLICAS": "two",
-		"RINGNODE_FSYNC":    "yes please",
+		"RINGNODE_CACHE":    "lots",
 	} {
 		t.Run(key, func(t *testing.T) {
 			t.Setenv(key, value)
@@ -21,6 +21,10 @@ func TestMalformedEnvironmentIsAnError(t *testing.T) {
 			require.ErrorContains(t, err, "environment "+key+`="`+value+`"`)
 		})
 	}
+	t.Run("fsync policy", func(t *testing.T) {
+		t.Setenv("RINGNODE_FSYNC", "sometimes")
+		require.ErrorContains(t, run(context.Background(), []string{"--data", t.TempDir(), "--addr", "127.0.0.1:1"}), `fsync policy "sometimes"`)
+	})
 	t.Run("log level", func(t *testing.T) {
 		t.Setenv("RINGNODE_LOG", "loud")
 		require.ErrorContains(t, run(context.Background(), []string{"--data", t.TempDir()}), `log-level "loud"`)

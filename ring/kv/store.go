@@ -7,15 +7,12 @@
 package kv
 
 import (
-	"bufio"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
-	"io"
 	"log/slog"
 	"os"
 	"sync"
+	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 )
@@ -47,96 +44,94 @@ type loc struct {
 	deleted bool
 }
 
+// size is the length of the record l points at.
+func (l loc) size(key string) int64 { return int64(headerLen+len(key)) + int64(l.vlen) }
+
 // Store is safe for concurrent use.
 type Store struct {
-	mu    sync.RWMutex
-	f     *os.File
-	end   int64
-	index map[string]loc
-	cache *lru.Cache[string, []byte]
-	sync  bool
-	buf   []byte
+	mu      sync.RWMutex
+	path    string
+	log     *slog.Logger
+	opts    Options
+	f       *os.File
+	end     int64
+	garbage int64 // bytes of records a later one superseded
+	index   map[string]loc
+	cache   *lru.Cache[string, []byte]
+	buf     []byte
+	dirty   bool // written since the last fsync (interval policy)
+	stop    chan struct{}
+	done    chan struct{}
 }
+
+// Fsync policies: when a write reaches the disk itself, not just the
+// operating system. Every policy survives a process crash; only always
+// survives a power cut without losing an acknowledged write.
+const (
+	FsyncNever    = "never"    // the OS flushes when it likes
+	FsyncInterval = "interval" // a background fsync every FsyncEvery
+	FsyncAlways   = "always"   // before every write returns
+)
+
+// FsyncPolicies lists the policies, for flag validation.
+var FsyncPolicies = []string{FsyncNever, FsyncInterval, FsyncAlways}
 
 // Options tune a store.
 type Options struct {
-	CacheEntries int  // values kept in memory (0: no cache)
-	Fsync        bool // fsync every write; off, a write survives a process crash but not a power cut
+	CacheEntries int    // values kept in memory (0: no cache)
+	Fsync        string // FsyncNever (default), FsyncInterval or FsyncAlways
+	FsyncEvery   time.Duration
+	// CompactAt is the garbage (superseded records) in bytes past which
+	// the log is rewritten with only the live records, once garbage is
+	// also half the file. Default 64 MiB; negative disables compaction.
+	CompactAt int64
 }
 
-// Open opens or creates the log at path and replays it. A torn record at
-// the end (a crash mid-write) is cut off; one with a bad checksum in the
-// middle is an error, because later records would be misread.
+// Open opens or creates the log at path and replays it. It always opens
+// a log it can read a prefix of: whatever follows the last valid record —
+// a record torn by a crash at any byte, a zero-filled or garbage tail, the
+// rest of a failed write — is cut off, saved beside the log in
+// path.cut-OFFSET and logged, and the store continues from the valid
+// prefix.
 func Open(path string, o Options, log *slog.Logger) (*Store, error) {
+	switch o.Fsync {
+	case "":
+		o.Fsync = FsyncNever
+	case FsyncNever, FsyncInterval, FsyncAlways:
+	default:
+		return nil, fmt.Errorf("open store: fsync policy %q: want never, interval or always", o.Fsync)
+	}
+	if o.FsyncEvery <= 0 {
+		o.FsyncEvery = 100 * time.Millisecond
+	}
+	if o.CompactAt == 0 {
+		o.CompactAt = 64 << 20
+	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	s := &Store{f: f, index: map[string]loc{}, sync: o.Fsync}
+	s := &Store{path: path, log: log, opts: o, f: f, index: map[string]loc{}}
 	if o.CacheEntries > 0 {
 		s.cache, _ = lru.New[string, []byte](o.CacheEntries)
 	}
-	if err := s.replay(log); err != nil {
+	if err := s.replay(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("replay %s: %w", path, err)
 	}
+	if o.Fsync == FsyncInterval {
+		s.stop, s.done = make(chan struct{}), make(chan struct{})
+		go s.syncLoop()
+	}
 	return s, nil
-}
-
-func (s *Store) replay(log *slog.Logger) error {
-	st, err := s.f.Stat()
-	if err != nil {
-		return err
-	}
-	size := st.Size()
-	r := bufio.NewReaderSize(io.NewSectionReader(s.f, 0, size), 1<<20)
-	var off int64
-	hdr := make([]byte, headerLen)
-	for off < size {
-		if _, err := io.ReadFull(r, hdr); err != nil {
-			break // torn header
-		}
-		flags, version := hdr[4], binary.BigEndian.Uint64(hdr[5:])
-		klen, vlen := binary.BigEndian.Uint32(hdr[13:]), binary.BigEndian.Uint32(hdr[17:])
-		if klen > MaxKeyLen || vlen > MaxValueLen {
-			return fmt.Errorf("record at %d: key %d / value %d bytes exceed the limits", off, klen, vlen)
-		}
-		body := make([]byte, int(klen)+int(vlen))
-		if _, err := io.ReadFull(r, body); err != nil {
-			break // torn body
-		}
-		crc := crc32.ChecksumIEEE(hdr[4:])
-		if crc32.Update(crc, crc32.IEEETable, body) != binary.BigEndian.Uint32(hdr) {
-			if off+int64(headerLen+len(body)) == size {
-				break // the last record was half-written
-			}
-			return fmt.Errorf("record at %d: checksum mismatch", off)
-		}
-		key := string(body[:klen])
-		switch {
-		case flags&flagForget != 0:
-			delete(s.index, key)
-		default:
-			s.index[key] = loc{off: off + headerLen + int64(klen), vlen: vlen, version: version, deleted: flags&flagDelete != 0}
-		}
-		off += int64(headerLen) + int64(len(body))
-	}
-	if off < size {
-		log.Warn("cutting a torn record off the store's log", "offset", off, "size", size)
-		if err := s.f.Truncate(off); err != nil {
-			return err
-		}
-	}
-	s.end = off
-	return nil
 }
 
 // Get returns the entry for key; ok is false when the key was never
 // stored (a tombstone is returned with Deleted set).
 func (s *Store) Get(key string) (e Entry, ok bool, err error) {
 	s.mu.RLock()
+	defer s.mu.RUnlock() // compaction swaps the file under the write lock
 	l, ok := s.index[key]
-	s.mu.RUnlock()
 	if !ok {
 		return Entry{}, false, nil
 	}
@@ -176,7 +171,8 @@ func (s *Store) Apply(key string, e Entry) (bool, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cur, ok := s.index[key]; ok && cur.version >= e.Version {
+	cur, had := s.index[key]
+	if had && cur.version >= e.Version {
 		return false, nil
 	}
 	var flags byte
@@ -188,6 +184,9 @@ func (s *Store) Apply(key string, e Entry) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	if had {
+		s.garbage += cur.size(key)
+	}
 	s.index[key] = loc{off: off, vlen: uint32(len(e.Value)), version: e.Version, deleted: e.Deleted}
 	if s.cache != nil {
 		if e.Deleted {
@@ -196,6 +195,7 @@ func (s *Store) Apply(key string, e Entry) (bool, error) {
 			s.cache.Add(key, e.Value)
 		}
 	}
+	s.maybeCompact()
 	return true, nil
 }
 
@@ -203,44 +203,22 @@ func (s *Store) Apply(key string, e Entry) (bool, error) {
 func (s *Store) Forget(key string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.index[key]; !ok {
+	cur, ok := s.index[key]
+	if !ok {
 		return nil
 	}
 	if _, err := s.append(flagForget, 0, key, nil); err != nil {
 		return err
 	}
+	// Both the forgotten record and the forget record itself are garbage:
+	// a compacted log simply lacks the key.
+	s.garbage += cur.size(key) + int64(headerLen+len(key))
 	delete(s.index, key)
 	if s.cache != nil {
 		s.cache.Remove(key)
 	}
+	s.maybeCompact()
 	return nil
-}
-
-// append writes one record and returns the offset of its value.
-func (s *Store) append(flags byte, version uint64, key string, value []byte) (int64, error) {
-	n := headerLen + len(key) + len(value)
-	if cap(s.buf) < n {
-		s.buf = make([]byte, n)
-	}
-	b := s.buf[:n]
-	b[4] = flags
-	binary.BigEndian.PutUint64(b[5:], version)
-	binary.BigEndian.PutUint32(b[13:], uint32(len(key)))
-	binary.BigEndian.PutUint32(b[17:], uint32(len(value)))
-	copy(b[headerLen:], key)
-	copy(b[headerLen+len(key):], value)
-	binary.BigEndian.PutUint32(b, crc32.ChecksumIEEE(b[4:]))
-	if _, err := s.f.WriteAt(b, s.end); err != nil {
-		return 0, fmt.Errorf("append: %w", err)
-	}
-	if s.sync {
-		if err := s.f.Sync(); err != nil {
-			return 0, fmt.Errorf("fsync: %w", err)
-		}
-	}
-	off := s.end + int64(headerLen+len(key))
-	s.end += int64(n)
-	return off, nil
 }
 
 // Keys returns every key the server holds, tombstones included (so that
@@ -268,14 +246,25 @@ func (s *Store) Len() int {
 	return n
 }
 
-// Close closes the log.
+// Close flushes (under the interval policy) and closes the log.
 func (s *Store) Close() error {
+	if s.stop != nil {
+		close(s.stop)
+		<-s.done
+		s.stop = nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.f == nil {
 		return errors.New("store already closed")
 	}
-	err := s.f.Close()
+	var err error
+	if s.dirty {
+		err = s.f.Sync()
+	}
+	if cerr := s.f.Close(); err == nil {
+		err = cerr
+	}
 	s.f = nil
 	return err
 }

@@ -1,10 +1,15 @@
 package kv
 
 import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -74,17 +79,184 @@ func TestTornTailIsCut(t *testing.T) {
 	s.Close()
 }
 
-func TestCorruptMiddleIsAnError(t *testing.T) {
+// A log cut or damaged at any byte reopens with the records before the
+// damage; the cut bytes are kept beside it.
+func TestEveryTruncationReopensWithTheValidPrefix(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "log")
+	s := open(t, path, 0)
+	var ends []int64 // file size after each record
+	for i, k := range []string{"a", "b", "c"} {
+		_, err := s.Apply(k, Entry{Value: []byte(strings.Repeat(k, i+1)), Version: 1})
+		require.NoError(t, err)
+		st, _ := os.Stat(path)
+		ends = append(ends, st.Size())
+	}
+	require.NoError(t, s.Close())
+	full, err := os.ReadFile(path)
+	require.NoError(t, err)
+	for cut := 0; cut <= len(full); cut++ {
+		p := filepath.Join(dir, fmt.Sprintf("cut%d", cut))
+		require.NoError(t, os.WriteFile(p, full[:cut], 0o644))
+		s, err := Open(p, Options{}, slog.New(slog.DiscardHandler))
+		require.NoError(t, err, "cut at %d", cut)
+		want := 0
+		for _, e := range ends {
+			if int64(cut) >= e {
+				want++
+			}
+		}
+		assert.Len(t, s.Keys(), want, "cut at %d", cut)
+		require.NoError(t, s.Close())
+	}
+}
+
+func TestGarbageTailsAreCutAndKept(t *testing.T) {
+	for name, tail := range map[string][]byte{
+		"zeros":   make([]byte, 4096),
+		"garbage": []byte("\xde\xad\xbe\xef not a record at all, and long enough to look like one ..........."),
+		"huge":    {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "log")
+			s := open(t, path, 0)
+			s.Apply("a", Entry{Value: []byte("one"), Version: 1})
+			require.NoError(t, s.Close())
+			good, _ := os.ReadFile(path)
+			f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+			f.Write(tail)
+			f.Close()
+
+			s = open(t, path, 0)
+			e, ok, _ := s.Get("a")
+			assert.True(t, ok)
+			assert.Equal(t, "one", string(e.Value))
+			st, _ := os.Stat(path)
+			assert.Equal(t, int64(len(good)), st.Size(), "cut back to the last valid record")
+			kept, err := os.ReadFile(fmt.Sprintf("%s.cut-%d", path, len(good)))
+			require.NoError(t, err, "the cut bytes are kept beside the log")
+			assert.Equal(t, tail, kept)
+			s.Apply("b", Entry{Value: []byte("two"), Version: 1})
+			require.NoError(t, s.Close())
+			s = open(t, path, 0)
+			assert.ElementsMatch(t, []string{"a", "b"}, s.Keys(), "writes after the cut replay cleanly")
+			s.Close()
+		})
+	}
+}
+
+// A failed long write followed by a shorter successful one (a disk that
+// filled up, then freed) leaves the rest of the long record after the
+// short one; replay keeps the short one and cuts the rest.
+func TestRemainsOfAFailedWriteAreCut(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "log")
 	s := open(t, path, 0)
 	s.Apply("a", Entry{Value: []byte("one"), Version: 1})
-	s.Apply("b", Entry{Value: []byte("two"), Version: 1})
 	require.NoError(t, s.Close())
-	b, _ := os.ReadFile(path)
-	b[headerLen] ^= 0xff
-	require.NoError(t, os.WriteFile(path, b, 0o644))
-	_, err := Open(path, Options{}, slog.New(slog.DiscardHandler))
-	assert.ErrorContains(t, err, "checksum mismatch")
+	good, _ := os.ReadFile(path)
+	long := recordBytes("long", strings.Repeat("x", 100), 1)
+	short := recordBytes("b", "two", 1)
+	torn := append(append([]byte{}, good...), long[:60]...) // the failed write
+	copy(torn[len(good):], short)                           // the next write, at the same offset
+	require.NoError(t, os.WriteFile(path, torn, 0o644))
+	s = open(t, path, 0)
+	defer s.Close()
+	assert.ElementsMatch(t, []string{"a", "b"}, s.Keys())
+	e, _, _ := s.Get("b")
+	assert.Equal(t, "two", string(e.Value))
+}
+
+func recordBytes(key, value string, version uint64) []byte {
+	s := &Store{}
+	var out []byte
+	n := headerLen + len(key) + len(value)
+	s.buf = make([]byte, n)
+	b := s.buf
+	b[4] = 0
+	binary.BigEndian.PutUint64(b[5:], version)
+	binary.BigEndian.PutUint32(b[13:], uint32(len(key)))
+	binary.BigEndian.PutUint32(b[17:], uint32(len(value)))
+	copy(b[headerLen:], key)
+	copy(b[headerLen+len(key):], value)
+	binary.BigEndian.PutUint32(b, crc32.ChecksumIEEE(b[4:]))
+	return append(out, b...)
+}
+
+// Updates to the same keys do not grow the log without bound: past the
+// threshold it is rewritten with the live records, tombstones included.
+func TestCompactionBoundsTheLog(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "log")
+	s, err := Open(path, Options{CompactAt: 64 << 10}, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	value := strings.Repeat("v", 1000)
+	for v := uint64(1); v <= 2000; v++ {
+		_, err := s.Apply(fmt.Sprint("k", v%10), Entry{Value: []byte(value), Version: v})
+		require.NoError(t, err)
+	}
+	_, err = s.Apply("gone", Entry{Version: 1, Value: []byte("x")})
+	require.NoError(t, err)
+	_, err = s.Apply("gone", Entry{Version: 2, Deleted: true})
+	require.NoError(t, err)
+	st, _ := os.Stat(path)
+	assert.Less(t, st.Size(), int64(3*64<<10), "2 MB of updates, 10 live keys: the log stays near the threshold")
+	require.NoError(t, s.Close())
+
+	s = open(t, path, 0)
+	defer s.Close()
+	for k := range 10 {
+		e, ok, err := s.Get(fmt.Sprint("k", k))
+		require.NoError(t, err)
+		require.True(t, ok)
+		assert.Equal(t, uint64(1990+k+map[bool]int{true: 10}[k == 0]), e.Version, "k%d keeps its newest version", k)
+	}
+	e, ok, _ := s.Get("gone")
+	assert.True(t, ok && e.Deleted && e.Version == 2, "the tombstone survives compaction")
+}
+
+func TestFsyncPolicies(t *testing.T) {
+	for _, p := range FsyncPolicies {
+		path := filepath.Join(t.TempDir(), "log")
+		s, err := Open(path, Options{Fsync: p, FsyncEvery: time.Millisecond}, slog.New(slog.DiscardHandler))
+		require.NoError(t, err, p)
+		_, err = s.Apply("a", Entry{Value: []byte("x"), Version: 1})
+		require.NoError(t, err, p)
+		time.Sleep(5 * time.Millisecond) // let the interval policy's fsync run
+		require.NoError(t, s.Close(), p)
+		s = open(t, path, 0)
+		assert.Equal(t, []string{"a"}, s.Keys(), p)
+		s.Close()
+	}
+	_, err := Open(filepath.Join(t.TempDir(), "log"), Options{Fsync: "sometimes"}, slog.New(slog.DiscardHandler))
+	assert.ErrorContains(t, err, `fsync policy "sometimes"`)
+}
+
+func FuzzReplayKeepsAValidPrefix(f *testing.F) {
+	f.Add(recordBytes("a", "one", 1), []byte{})
+	f.Add(recordBytes("a", "one", 1), make([]byte, 30))
+	f.Fuzz(func(t *testing.T, prefix, tail []byte) {
+		// Whatever follows, the records of a valid prefix come back.
+		dir := t.TempDir()
+		path := filepath.Join(dir, "log")
+		s, err := Open(path, Options{}, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Apply("base", Entry{Value: prefix, Version: 7})
+		s.Close()
+		fh, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+		fh.Write(tail)
+		fh.Close()
+		s, err = Open(path, Options{}, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatalf("a damaged tail must not stop Open: %v", err)
+		}
+		defer s.Close()
+		e, ok, err := s.Get("base")
+		if err != nil || !ok || string(e.Value) != string(prefix) || e.Version != 7 {
+			t.Fatalf("the valid prefix was lost: %v %v %q", ok, err, e.Value)
+		}
+	})
 }
 
 func TestLimits(t *testing.T) {

@@ -42,7 +42,7 @@ type Config struct {
 
 	Replicas     int
 	CacheEntries int
-	Fsync        bool
+	Fsync        string // kv.FsyncNever, FsyncInterval or FsyncAlways
 
 	SuspectTimeout    time.Duration // no heartbeat from the coordinator this long → election
 	SuspectJitter     time.Duration
