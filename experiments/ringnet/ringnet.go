@@ -21,6 +21,7 @@ var backends = []string{"local", "compose"}
 type serverFlags struct {
 	suspect, heartbeat, hopBound time.Duration
 	replicas                     int
+	fsync                        string // "": the server's default
 }
 
 func (f *serverFlags) define(fs *flag.FlagSet) {
@@ -31,13 +32,21 @@ func (f *serverFlags) define(fs *flag.FlagSet) {
 }
 
 func (f *serverFlags) args() []string {
-	return []string{"--suspect", f.suspect.String(), "--heartbeat", f.heartbeat.String(),
+	args := []string{"--suspect", f.suspect.String(), "--heartbeat", f.heartbeat.String(),
 		"--hop-bound", f.hopBound.String(), "--replicas", fmt.Sprint(f.replicas), "--log-level", "warn"}
+	if f.fsync != "" {
+		args = append(args, "--fsync", f.fsync)
+	}
+	return args
 }
 
 func (f *serverFlags) env() []string {
-	return []string{"RINGNODE_SUSPECT=" + f.suspect.String(), "RINGNODE_HEARTBEAT=" + f.heartbeat.String(),
+	env := []string{"RINGNODE_SUSPECT=" + f.suspect.String(), "RINGNODE_HEARTBEAT=" + f.heartbeat.String(),
 		"RINGNODE_HOP_BOUND=" + f.hopBound.String(), "RINGNODE_REPLICAS=" + fmt.Sprint(f.replicas), "RINGNODE_LOG=warn"}
+	if f.fsync != "" {
+		env = append(env, "RINGNODE_FSYNC="+f.fsync)
+	}
+	return env
 }
 
 // startRing starts n servers on the run's backend; the caller closes it.

@@ -68,14 +68,15 @@ func TestJoinLocal(t *testing.T) {
 }
 
 func TestKVLoadLocal(t *testing.T) {
-	tab, md := runExp(t, &KVLoad{}, "local", 1, "--servers", "1,3", "--clients", "1,4", "--writes", "40")
-	require.Len(t, tab.Rows, 2*2*(1+4)*40)
+	tab, md := runExp(t, &KVLoad{}, "local", 1, "--servers", "1,3", "--clients", "1,4", "--writes", "40", "--fsync", "never,always")
+	require.Len(t, tab.Rows, 2*2*2*(1+4)*40)
 	all := make([]int, len(tab.Rows))
 	for i := range all {
 		all[i] = i
 	}
 	assert.Equal(t, len(all), tab.Count(all, "ok", "true"), "every write acknowledged")
-	assert.Contains(t, md, "| local | 3 | smart | 4 | 160 |")
+	assert.Contains(t, md, "| local | never | 3 | smart | 4 | 160 |")
+	assert.Contains(t, md, "| local | always | 3 | smart | 4 | 160 |")
 }
 
 func TestLoadedMinusIdleIsASentenceInRingOrder(t *testing.T) {
