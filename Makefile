@@ -41,7 +41,12 @@ ringnode-image:
 	cp compose/Dockerfile.ringnode bin/image/Dockerfile
 	docker build -t $${RINGNODE_IMAGE:-ringside/ringnode:dev} bin/image
 
-compose-ring: ringnode-image
+# The ring's cluster secret, generated once into compose/.env (read by
+# docker-compose from the compose file's folder).
+compose/.env:
+	echo "RINGNODE_SECRET=$$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')" > $@
+
+compose-ring: ringnode-image compose/.env
 	docker-compose -f compose/ring.yml up -d --scale node=4
 
 # Seed 004's stack: agent, balancer and worker images FROM scratch, and a

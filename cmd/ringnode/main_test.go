@@ -23,7 +23,11 @@ func TestMalformedEnvironmentIsAnError(t *testing.T) {
 	}
 	t.Run("fsync policy", func(t *testing.T) {
 		t.Setenv("RINGNODE_FSYNC", "sometimes")
+		t.Setenv("RINGNODE_SECRET", "a-secret-of-16-chars")
 		require.ErrorContains(t, run(context.Background(), []string{"--data", t.TempDir(), "--addr", "127.0.0.1:1"}), `fsync policy "sometimes"`)
+	})
+	t.Run("no secret", func(t *testing.T) {
+		require.ErrorContains(t, run(context.Background(), []string{"--data", t.TempDir()}), "RINGNODE_SECRET")
 	})
 	t.Run("log level", func(t *testing.T) {
 		t.Setenv("RINGNODE_LOG", "loud")

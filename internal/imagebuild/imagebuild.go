@@ -5,6 +5,8 @@ package imagebuild
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -19,7 +21,11 @@ func Static(ctx context.Context, pkg string) (string, error) {
 	if err != nil {
 		dir = os.TempDir()
 	}
-	out := filepath.Join(dir, "ringside", "bin", filepath.Base(pkg))
+	// One folder per checkout: two checkouts building at once (a test run
+	// beside a development tree) must not swap each other's binaries.
+	wd, _ := os.Getwd()
+	sum := sha256.Sum256([]byte(wd))
+	out := filepath.Join(dir, "ringside", "bin", hex.EncodeToString(sum[:6]), filepath.Base(pkg))
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, pkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {

@@ -3,10 +3,12 @@ package server
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -24,7 +26,11 @@ import (
 const (
 	HeaderVersion = "X-Ringside-Version" // entry version on replication and reads
 	HeaderHops    = "X-Ringside-Hops"    // forwarding depth, to stop loops on stale metadata
+	HeaderSecret  = "X-Ringside-Secret"  // the cluster secret, on every peer-only request
 	maxHops       = 2
+	// maxTransfers bounds the data moves a server accepts at once: each
+	// buffers up to two chunks.
+	maxTransfers = 4
 )
 
 func (s *Server) routes() http.Handler {
@@ -32,13 +38,16 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("PUT /kv/{key...}", s.handleWrite)
 	mux.HandleFunc("DELETE /kv/{key...}", s.handleWrite)
 	mux.HandleFunc("GET /kv/{key...}", s.handleRead)
-	mux.HandleFunc("GET /internal/kv/{key...}", s.handleLocalRead)
-	mux.HandleFunc("PUT /internal/replicate/{key...}", s.handleReplicate)
-	mux.HandleFunc("DELETE /internal/replicate/{key...}", s.handleReplicate)
-	mux.HandleFunc("POST /internal/transfer", s.handleTransfer)
-	mux.HandleFunc("PUT /internal/metadata", s.handleMetadata)
+	// Peer-only endpoints: they bypass the owner, set versions, change
+	// the ring. Only a server with the cluster secret may call them.
+	mux.HandleFunc("GET /internal/kv/{key...}", s.peerOnly(s.handleLocalRead))
+	mux.HandleFunc("PUT /internal/replicate/{key...}", s.peerOnly(s.handleReplicate))
+	mux.HandleFunc("DELETE /internal/replicate/{key...}", s.peerOnly(s.handleReplicate))
+	mux.HandleFunc("POST /internal/transfer", s.peerOnly(s.handleTransfer))
+	mux.HandleFunc("PUT /internal/metadata", s.peerOnly(s.handleMetadata))
+	mux.HandleFunc("POST /internal/join", s.peerOnly(s.handleJoin))
+	// Read-only views, open: smart clients read the ring, experiments the status.
 	mux.HandleFunc("GET /internal/ring", s.handleRing)
-	mux.HandleFunc("POST /internal/join", s.handleJoin)
 	mux.HandleFunc("GET /internal/status", s.handleStatus)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		if s.currentMeta() == nil {
@@ -49,6 +58,19 @@ func (s *Server) routes() http.Handler {
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	return mux
+}
+
+// peerOnly refuses a request that does not carry the cluster secret.
+func (s *Server) peerOnly(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		got := r.Header.Get(HeaderSecret)
+		if subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.Secret)) != 1 {
+			s.m.malformed.WithLabelValues("unauthorised").Inc()
+			http.Error(w, "peer-only endpoint: the "+HeaderSecret+" header is missing or wrong (servers share RINGNODE_SECRET)", http.StatusForbidden)
+			return
+		}
+		h(w, r)
+	}
 }
 
 func (s *Server) currentMeta() *membership.Metadata {
@@ -126,9 +148,22 @@ func (s *Server) handleWrite(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e := kv.Entry{Value: body, Deleted: r.Method == http.MethodDelete}
-	e.Version = s.clock.next(s.store.Version(key))
-	if _, err := s.store.Apply(key, e); err != nil {
+	cur := s.store.Version(key)
+	if cur == math.MaxUint64 {
+		http.Error(w, fmt.Sprintf("key %q: its version space is exhausted", key), http.StatusInternalServerError)
+		return
+	}
+	e.Version = s.clock.next(cur)
+	applied, err := s.store.Apply(key, e)
+	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if !applied {
+		// A newer version arrived between reading the version and
+		// storing: this write lost, and says so instead of a 204.
+		w.Header().Set("Retry-After", "0")
+		http.Error(w, fmt.Sprintf("key %q: a concurrent write is newer; retry", key), http.StatusConflict)
 		return
 	}
 	if missing := s.replicate(r.Context(), meta.Responsible(key)[1:], key, e); len(missing) > 0 {
@@ -215,6 +250,7 @@ func (s *Server) peerRequest(ctx context.Context, method, to, path string, body 
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
+	req.Header.Set(HeaderSecret, s.cfg.Secret)
 	return s.hc.Do(req)
 }
 
@@ -312,9 +348,23 @@ func (s *Server) handleReplicate(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleTransfer(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 2*transferChunk+kv.MaxValueLen))
+	select {
+	case s.transfers <- struct{}{}:
+		defer func() { <-s.transfers }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, fmt.Sprintf("busy: %d data moves already in progress", maxTransfers), http.StatusServiceUnavailable)
+		return
+	}
+	const limit = transferChunk + kv.MaxKeyLen + kv.MaxValueLen + 64 // a chunk plus the record that crossed it
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
 		s.badRequest(w, "transfer", err)
+		return
+	}
+	if len(body) > limit {
+		s.m.malformed.WithLabelValues("transfer").Inc()
+		http.Error(w, fmt.Sprintf("transfer: over %d bytes", limit), http.StatusRequestEntityTooLarge)
 		return
 	}
 	items, err := DecodeItems(body)

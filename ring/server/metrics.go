@@ -8,6 +8,7 @@ type metrics struct {
 	malformed   *prometheus.CounterVec
 	dropped     prometheus.Counter
 	replFail    prometheus.Counter
+	moveRetries prometheus.Counter
 	won         prometheus.Counter
 	coordinator prometheus.Gauge
 	metaVersion prometheus.Gauge
@@ -25,6 +26,8 @@ func newMetrics(reg prometheus.Registerer) metrics {
 			Help: "Ring messages from servers outside the current ring."}),
 		replFail: prometheus.NewCounter(prometheus.CounterOpts{Name: "ringnode_replication_failures_total",
 			Help: "Writes a replica did not acknowledge."}),
+		moveRetries: prometheus.NewCounter(prometheus.CounterOpts{Name: "ringnode_data_move_retries_total",
+			Help: "Data moves that failed and were retried."}),
 		won: prometheus.NewCounter(prometheus.CounterOpts{Name: "ringnode_elections_won_total",
 			Help: "Elections this server won."}),
 		coordinator: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ringnode_coordinator",
@@ -32,6 +35,6 @@ func newMetrics(reg prometheus.Registerer) metrics {
 		metaVersion: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ringnode_metadata_version",
 			Help: "Version of the ring metadata in force."}),
 	}
-	reg.MustRegister(m.requests, m.sent, m.malformed, m.dropped, m.replFail, m.won, m.coordinator, m.metaVersion)
+	reg.MustRegister(m.requests, m.sent, m.malformed, m.dropped, m.replFail, m.moveRetries, m.won, m.coordinator, m.metaVersion)
 	return m
 }

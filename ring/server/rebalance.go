@@ -18,8 +18,13 @@ const transferChunk = 4 << 20
 // servers that became responsible for it, and a server that is no longer
 // responsible forgets it once they have it. Replicas of a dead owner both
 // push to the new replica; versions make the duplicate harmless.
+//
+// A move that fails is retried with backoff (100 ms doubling to 5 s) until
+// it succeeds or the ring changes, which starts a new one: data a server
+// is responsible for must not be left behind because one transfer failed.
 func (s *Server) rebalancer(ctx context.Context) {
 	var done *membership.Metadata
+	backoff := time.Duration(0)
 	for {
 		select {
 		case <-ctx.Done():
@@ -33,10 +38,20 @@ func (s *Server) rebalancer(ctx context.Context) {
 			continue
 		}
 		moved, err := s.moveData(ctx, done, cur)
-		if err != nil {
-			s.log.Warn("data move incomplete", "version", cur.Version, "err", err)
-		}
 		s.moved.Add(int64(moved))
+		if err != nil {
+			backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
+			s.m.moveRetries.Inc()
+			s.log.Warn("data move incomplete; retrying", "version", cur.Version, "in", backoff, "err", err)
+			time.AfterFunc(backoff, func() {
+				select {
+				case s.rebal <- struct{}{}:
+				default:
+				}
+			})
+			continue
+		}
+		backoff = 0
 		done = cur
 		s.mu.Lock()
 		s.events.RebalanceDone = time.Now().UnixNano()

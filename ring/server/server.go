@@ -42,7 +42,10 @@ type Config struct {
 
 	Replicas     int
 	CacheEntries int
-	Fsync        string // kv.FsyncNever, FsyncInterval or FsyncAlways
+	// Secret is the cluster secret every server of the ring shares;
+	// peer-only endpoints refuse requests without it.
+	Secret string
+	Fsync  string // kv.FsyncNever, FsyncInterval or FsyncAlways
 
 	SuspectTimeout    time.Duration // no heartbeat from the coordinator this long → election
 	SuspectJitter     time.Duration
@@ -115,10 +118,11 @@ type Server struct {
 	m     metrics
 	start time.Time
 
-	stop  context.CancelFunc
-	done  sync.WaitGroup
-	rebal chan struct{}
-	timer *time.Timer
+	stop      context.CancelFunc
+	done      sync.WaitGroup
+	rebal     chan struct{}
+	transfers chan struct{} // one slot per data move being received
+	timer     *time.Timer
 
 	// lmu guards the election state: the ring.Node and the coordinator
 	// role. Every input — a peer message, an undeliverable one, a timer,
@@ -157,6 +161,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("data directory: not set")
 	}
+	if len(cfg.Secret) < 16 {
+		return nil, errors.New("cluster secret: at least 16 characters, the same on every server (--secret, RINGNODE_SECRET)")
+	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
@@ -171,10 +178,11 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, self: ring.UIDOf(cfg.Addr), role: role, log: cfg.Log.With("server", cfg.Addr), store: store, ln: ln,
-		hc:    &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64, DialContext: (&net.Dialer{Timeout: time.Second}).DialContext}},
-		rebal: make(chan struct{}, 1),
-		start: time.Now(),
-		reg:   prometheus.NewRegistry(),
+		hc:        &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64, DialContext: (&net.Dialer{Timeout: time.Second}).DialContext}},
+		rebal:     make(chan struct{}, 1),
+		transfers: make(chan struct{}, maxTransfers),
+		start:     time.Now(),
+		reg:       prometheus.NewRegistry(),
 	}
 	s.m = newMetrics(s.reg)
 	s.tr = transport.New(transport.Handler{

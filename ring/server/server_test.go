@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"slices"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/ringside/ringside/ring"
 	"github.com/ringside/ringside/ring/kv"
+	"github.com/ringside/ringside/ring/membership"
 	"github.com/ringside/ringside/ring/wire"
 )
 
@@ -36,9 +38,11 @@ func freeAddr(t testing.TB) string {
 	return ln.Addr().String()
 }
 
+const testSecret = "ring-secret-for-tests"
+
 func startNode(t testing.TB, join ...string) *node {
 	t.Helper()
-	s, err := New(Config{Addr: freeAddr(t), Join: join, Dir: t.TempDir(), HopBound: 5 * time.Millisecond,
+	s, err := New(Config{Addr: freeAddr(t), Join: join, Dir: t.TempDir(), HopBound: 5 * time.Millisecond, Secret: testSecret,
 		SuspectTimeout: 300 * time.Millisecond, HeartbeatInterval: 50 * time.Millisecond,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
@@ -166,6 +170,7 @@ func TestMalformedInputKeepsServing(t *testing.T) {
 		{http.MethodPut, "/kv/" + strings.Repeat("k", 2000), "v", 400, "key: 2000 bytes"},
 	} {
 		req, _ := http.NewRequest(tc.method, "http://"+a+tc.path, strings.NewReader(tc.body))
+		req.Header.Set(HeaderSecret, testSecret)
 		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
 		b, _ := io.ReadAll(resp.Body)
@@ -303,4 +308,47 @@ func FuzzKeyRoundTrip(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Peer-only endpoints refuse callers without the cluster secret: nobody
+// can push metadata with a huge round, set a key's version, or read around
+// the owner.
+func TestPeerEndpointsNeedTheSecret(t *testing.T) {
+	nodes := startRing(t, 2)
+	a := nodes[1].Addr()
+	before := nodes[1].currentMeta()
+	huge, err := membership.New(math.MaxUint64, 1, a, 2, []string{a})
+	require.NoError(t, err)
+	for _, secret := range []string{"", "wrong-secret-of-16+"} {
+		for _, tc := range []struct{ method, path, body string }{
+			{http.MethodPut, "/internal/metadata", string(huge.Encode())},
+			{http.MethodPut, "/internal/replicate/k", "v"},
+			{http.MethodDelete, "/internal/replicate/k", ""},
+			{http.MethodPost, "/internal/transfer", ""},
+			{http.MethodPost, "/internal/join", `{"addr":"127.0.0.1:9"}`},
+			{http.MethodGet, "/internal/kv/k", ""},
+		} {
+			req, _ := http.NewRequest(tc.method, "http://"+a+tc.path, strings.NewReader(tc.body))
+			req.Header.Set(HeaderVersion, "18446744073709551615")
+			if secret != "" {
+				req.Header.Set(HeaderSecret, secret)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			assert.Equal(t, http.StatusForbidden, resp.StatusCode, "%s %s with %q", tc.method, tc.path, secret)
+			assert.Contains(t, string(b), HeaderSecret)
+		}
+	}
+	assert.Same(t, before, nodes[1].currentMeta(), "the ring was not taken over")
+	_, ok, _ := nodes[1].store.Get("k")
+	assert.False(t, ok, "no version was planted")
+	code, _ := do(t, http.MethodGet, "http://"+a+"/internal/status", nil)
+	assert.Equal(t, http.StatusOK, code, "the read-only views stay open")
+	code, _ = do(t, http.MethodGet, "http://"+a+"/internal/ring", nil)
+	assert.Equal(t, http.StatusOK, code)
+
+	_, err = New(Config{Addr: freeAddr(t), Dir: t.TempDir(), Secret: "short"})
+	assert.ErrorContains(t, err, "cluster secret")
 }

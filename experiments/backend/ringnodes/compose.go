@@ -95,7 +95,7 @@ func StartCompose(ctx context.Context, n int, o ComposeOptions) (*Compose, error
 	c := &Compose{
 		project: fmt.Sprintf("ringside%d%d", os.Getpid(), time.Now().UnixNano()%100000),
 		file:    filepath.Join(dir, "ring.yml"), dir: dir, log: o.Log, ids: map[string]string{},
-		env: append(append(os.Environ(), "RINGNODE_IMAGE="+o.Image), o.Env...),
+		env: append(append(os.Environ(), "RINGNODE_IMAGE="+o.Image, "RINGNODE_SECRET="+NewSecret()), o.Env...),
 	}
 	if err := os.WriteFile(c.file, compose.Ring, 0o644); err != nil {
 		return nil, err
