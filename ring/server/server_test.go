@@ -352,3 +352,42 @@ func TestPeerEndpointsNeedTheSecret(t *testing.T) {
 	_, err = New(Config{Addr: freeAddr(t), Dir: t.TempDir(), Secret: "short"})
 	assert.ErrorContains(t, err, "cluster secret")
 }
+
+// An acknowledged write survives its owner: killed right after the 204,
+// the value is read from a replica at once and from the new owner after
+// the failover.
+func TestAcknowledgedWriteSurvivesItsOwner(t *testing.T) {
+	nodes := startRing(t, 4)
+	meta := nodes[0].currentMeta()
+	var owner *node
+	key := ""
+	for i := 0; owner == nil; i++ {
+		k := fmt.Sprint("k", i)
+		for _, n := range nodes[1:] { // not the coordinator: one failure at a time
+			if meta.Owner(k) == n.Addr() {
+				owner, key = n, k
+			}
+		}
+	}
+	code, msg := do(t, http.MethodPut, "http://"+owner.Addr()+"/kv/"+key, []byte("kept"))
+	require.Equal(t, http.StatusNoContent, code, msg)
+	owner.stop()
+	var other *node
+	for _, n := range nodes {
+		if n != owner {
+			other = n
+			break
+		}
+	}
+	code, body := do(t, http.MethodGet, "http://"+other.Addr()+"/kv/"+key, nil)
+	require.Equal(t, http.StatusOK, code, "read from a replica while the owner is down")
+	assert.Equal(t, "kept", body)
+	require.Eventually(t, func() bool {
+		m := other.currentMeta()
+		return !m.Has(owner.Addr())
+	}, 5*time.Second, 20*time.Millisecond, "the dead owner is removed")
+	newOwner := other.currentMeta().Owner(key)
+	code, body = do(t, http.MethodGet, "http://"+newOwner+"/kv/"+key, nil)
+	require.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "kept", body, "the new owner has the acknowledged write")
+}
