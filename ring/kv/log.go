@@ -118,18 +118,8 @@ func (s *Store) cut(off, size int64, reason string) error {
 // this one did and a short successful write cannot leave the rest of a
 // longer failed one after it.
 func (s *Store) append(flags byte, version uint64, key string, value []byte) (int64, error) {
-	n := headerLen + len(key) + len(value)
-	if cap(s.buf) < n {
-		s.buf = make([]byte, n)
-	}
-	b := s.buf[:n]
-	b[4] = flags
-	binary.BigEndian.PutUint64(b[5:], version)
-	binary.BigEndian.PutUint32(b[13:], uint32(len(key)))
-	binary.BigEndian.PutUint32(b[17:], uint32(len(value)))
-	copy(b[headerLen:], key)
-	copy(b[headerLen+len(key):], value)
-	binary.BigEndian.PutUint32(b, crc32.ChecksumIEEE(b[4:]))
+	s.buf = encodeRecord(s.buf[:0], flags, version, key, value)
+	b, n := s.buf, len(s.buf)
 	if _, err := s.f.WriteAt(b, s.end); err != nil {
 		if terr := s.f.Truncate(s.end); terr != nil {
 			err = errors.Join(err, fmt.Errorf("and cutting it off: %w", terr))
@@ -147,6 +137,19 @@ func (s *Store) append(flags byte, version uint64, key string, value []byte) (in
 	off := s.end + int64(headerLen+len(key))
 	s.end += int64(n)
 	return off, nil
+}
+
+// encodeRecord appends one record to b.
+func encodeRecord(b []byte, flags byte, version uint64, key string, value []byte) []byte {
+	start := len(b)
+	b = append(b, 0, 0, 0, 0, flags)
+	b = binary.BigEndian.AppendUint64(b, version)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(key)))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(value)))
+	b = append(b, key...)
+	b = append(b, value...)
+	binary.BigEndian.PutUint32(b[start:], crc32.ChecksumIEEE(b[start+4:]))
+	return b
 }
 
 // syncLoop is the interval policy's background fsync.

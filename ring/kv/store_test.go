@@ -1,9 +1,7 @@
 package kv
 
 import (
-	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -168,19 +166,7 @@ func TestRemainsOfAFailedWriteAreCut(t *testing.T) {
 }
 
 func recordBytes(key, value string, version uint64) []byte {
-	s := &Store{}
-	var out []byte
-	n := headerLen + len(key) + len(value)
-	s.buf = make([]byte, n)
-	b := s.buf
-	b[4] = 0
-	binary.BigEndian.PutUint64(b[5:], version)
-	binary.BigEndian.PutUint32(b[13:], uint32(len(key)))
-	binary.BigEndian.PutUint32(b[17:], uint32(len(value)))
-	copy(b[headerLen:], key)
-	copy(b[headerLen+len(key):], value)
-	binary.BigEndian.PutUint32(b, crc32.ChecksumIEEE(b[4:]))
-	return append(out, b...)
+	return encodeRecord(nil, 0, version, key, []byte(value))
 }
 
 // Updates to the same keys do not grow the log without bound: past the
