@@ -152,23 +152,32 @@ func TestConcurrentInitiatorsWithDeadSuccessors(t *testing.T) {
 	// No jitter: every server suspects the coordinator at the same
 	// heartbeat, so several start elections at once; a second server dies
 	// with the coordinator, so some initiators' successors are dead.
-	l := startLocal(t, 6, "--suspect-jitter", "0")
+	// Whether two detectors fire before the first ELECTION arrives is up
+	// to the scheduler (a loaded CI machine spreads them out), so up to
+	// three rings are tried for a failover with concurrent initiators;
+	// every one of them must end with one coordinator.
 	ctx := context.Background()
-	coord, err := WaitSettled(ctx, l.Addrs(), 10*time.Second)
-	require.NoError(t, err)
-	other := maxUID(without(l.Addrs(), coord)) // the would-be successor coordinator
-	require.NoError(t, l.Kill(ctx, coord))
-	require.NoError(t, l.Kill(ctx, other))
-	live := l.Addrs()
-	oneCoordinator(t, live)
-	sts, _ := StatusAll(ctx, live)
-	initiators := 0
-	for _, st := range sts {
-		if st.Events.Suspected > 0 {
-			initiators++
+	most := 0
+	for attempt := 0; attempt < 3 && most < 2; attempt++ {
+		l := startLocal(t, 6, "--suspect-jitter", "0")
+		coord, err := WaitSettled(ctx, l.Addrs(), 10*time.Second)
+		require.NoError(t, err)
+		other := maxUID(without(l.Addrs(), coord)) // the would-be successor coordinator
+		require.NoError(t, l.Kill(ctx, coord))
+		require.NoError(t, l.Kill(ctx, other))
+		live := l.Addrs()
+		oneCoordinator(t, live)
+		sts, _ := StatusAll(ctx, live)
+		initiators := 0
+		for _, st := range sts {
+			if st.Events.Suspected > 0 {
+				initiators++
+			}
 		}
+		most = max(most, initiators)
+		l.Close()
 	}
-	assert.Greater(t, initiators, 1, "several servers started elections")
+	assert.Greater(t, most, 1, "several servers started elections in one of the failovers")
 }
 
 func TestElectionMessageLostWithCrashedServer(t *testing.T) {
