@@ -20,6 +20,7 @@ func New() *experiments.Registry {
 	r.Register(&ringnet.Failover{})
 	r.Register(&ringnet.Join{})
 	r.Register(&ringnet.KVLoad{})
+	r.Register(&ringnet.KVChaos{})
 	r.Register(&kubeexp.Distribution{})
 	r.Register(&kubeexp.Latency{})
 	r.Register(&kubeexp.Reelection{})

@@ -40,3 +40,21 @@ func TestPorcupineFindsAPlantedStaleRead(t *testing.T) {
 		op(3, kvInput{Op: opPut, Key: "j", Value: "x"}, 0, 5, kvOutput{}), op(3, kvInput{Op: opGet, Key: "j"}, 60, 70, kvOutput{Value: "x", Found: true})}
 	assert.Equal(t, porcupine.Ok, porcupine.CheckOperationsTimeout(kvModel, del, time.Second))
 }
+
+// Pruning unread writes of unknown outcome keeps the verdict: the stale
+// read is still found, and an unknown write that was read is kept.
+func TestPruneUnreadKeepsTheVerdict(t *testing.T) {
+	put := func(c int, v string, call, ret int64) porcupine.Operation {
+		return op(c, kvInput{Op: opPut, Key: "k", Value: v}, call, ret, kvOutput{})
+	}
+	get := func(c int, v string, call, ret int64) porcupine.Operation {
+		return op(c, kvInput{Op: opGet, Key: "k"}, call, ret, kvOutput{Value: v, Found: v != ""})
+	}
+	stale := []porcupine.Operation{put(0, "a", 0, 10), put(1, "b", 20, 30), put(4, "lost", 21, unknownReturn), get(2, "b", 35, 40), get(3, "a", 45, 50)}
+	pruned := pruneUnread(stale)
+	assert.Len(t, pruned, 4, "the unread unknown write goes")
+	assert.Equal(t, porcupine.Illegal, porcupine.CheckOperationsTimeout(kvModel, pruned, time.Second))
+	late := []porcupine.Operation{put(0, "a", 0, unknownReturn), put(1, "b", 20, 30), get(2, "b", 35, 40), get(3, "a", 45, 50)}
+	assert.Len(t, pruneUnread(late), 4, "an unknown write that was read stays")
+	assert.Equal(t, porcupine.Ok, porcupine.CheckOperationsTimeout(kvModel, pruneUnread(late), time.Second))
+}

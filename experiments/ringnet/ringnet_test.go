@@ -89,3 +89,16 @@ func TestLoadedMinusIdleIsASentenceInRingOrder(t *testing.T) {
 	assert.Equal(t, "3 servers: −0.5 ms, 5 servers: +3 ms and 12 servers: +12.5 ms", loadedMinusIdle(means))
 	assert.Equal(t, "", loadedMinusIdle(map[joinKey]float64{{"idle", 3}: 1}))
 }
+
+// A short kv-chaos run: faults are injected, the history is checked, and
+// the report states the totals beside the goal.
+func TestKVChaosLocal(t *testing.T) {
+	tab, md := runExp(t, &KVChaos{}, "local", 1, "--duration", "4s", "--fault-every", "700ms")
+	require.Len(t, tab.Rows, 1)
+	assert.NotEmpty(t, tab.Str(0, "faults"), "the nemesis injected faults")
+	assert.Positive(t, tab.Float(0, "acked_writes"))
+	assert.Positive(t, tab.Float(0, "reads"))
+	assert.Equal(t, "true", tab.Str(0, "linearizable"))
+	assert.Equal(t, "0", tab.Str(0, "lost_acked_writes"))
+	assert.Contains(t, md, "1 runs: 0 not linearizable")
+}

@@ -130,6 +130,19 @@ func (l *Local) Addrs() []string {
 	return out
 }
 
+// Down lists the servers that were started and are not running.
+func (l *Local) Down() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, a := range l.order {
+		if p := l.procs[a]; p != nil && p.Exited() {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // Add starts a new server joining the live ones.
 func (l *Local) Add(ctx context.Context) (string, error) {
 	addr, err := freePort()
@@ -189,6 +202,25 @@ func (l *Local) Kill(ctx context.Context, addr string) error {
 	p.Signal(syscall.SIGKILL)
 	select {
 	case <-p.Done():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Pause stops a server (SIGSTOP) for d and then lets it go on (SIGCONT):
+// to its peers, a long garbage-collection pause or a frozen machine.
+func (l *Local) Pause(ctx context.Context, addr string, d time.Duration) error {
+	l.mu.Lock()
+	p := l.procs[addr]
+	l.mu.Unlock()
+	if p == nil || p.Exited() {
+		return fmt.Errorf("pause %s: no such running server", addr)
+	}
+	p.Signal(syscall.SIGSTOP)
+	defer p.Signal(syscall.SIGCONT)
+	select {
+	case <-time.After(d):
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
