@@ -245,3 +245,44 @@ func TestElectionFromOthersSkipsAQuietCoordinator(t *testing.T) {
 	require.Len(t, out, 1)
 	assert.Equal(t, u(9), out[0].To, "two missed heartbeats: the coordinator is skipped")
 }
+
+// A live node that an election passed by — its ELECTED, or a heartbeat of
+// a newer round, names a smaller leader — challenges in a newer round
+// with its own candidacy; at rest in the same round (a server that just
+// joined a smaller coordinator) it follows.
+func TestALargerLiveNodeChallengesASmallerLeader(t *testing.T) {
+	r, err := NewRing([]UID{u(1), u(5), u(9)})
+	require.NoError(t, err)
+	newNode := func() *Node {
+		n, err := NewNode(Config{Self: u(9), Ring: r, Round: 3, Leader: u(9)})
+		require.NoError(t, err)
+		return n
+	}
+
+	n := newNode()
+	out := n.Step(time.Second, Message{Type: MsgElected, From: u(5), To: u(9), Cand: u(5), Round: 4})
+	require.Len(t, out, 1)
+	assert.Equal(t, Message{Type: MsgElection, From: u(9), To: u(1), Cand: u(9), Round: 5, Hops: 1}, out[0], "its own ELECTION, a round newer")
+	assert.True(t, n.Status().Participant)
+	assert.Equal(t, 1, n.Stats().Initiated)
+
+	n = newNode()
+	out = n.Step(time.Second, Message{Type: MsgHeartbeat, From: u(5), To: u(9), Cand: u(5), Round: 4})
+	require.Len(t, out, 1)
+	assert.Equal(t, MsgElection, out[0].Type)
+	assert.Equal(t, uint64(5), out[0].Round)
+
+	// Same round: a coordinator it joined. It follows.
+	j, err := NewNode(Config{Self: u(9), Ring: r, Round: 4, Leader: u(5)})
+	require.NoError(t, err)
+	assert.Empty(t, j.Step(time.Second, Message{Type: MsgHeartbeat, From: u(5), To: u(9), Cand: u(5), Round: 4}))
+	assert.Equal(t, u(5), j.Status().Leader)
+
+	// A larger leader is followed as always.
+	m, err := NewNode(Config{Self: u(5), Ring: r, Round: 3})
+	require.NoError(t, err)
+	out = m.Step(time.Second, Message{Type: MsgElected, From: u(1), To: u(5), Cand: u(9), Round: 4})
+	require.Len(t, out, 1)
+	assert.Equal(t, MsgElected, out[0].Type)
+	assert.Equal(t, u(9), m.Status().Leader)
+}

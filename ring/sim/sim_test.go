@@ -250,3 +250,14 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	_, err = Chaos(ChaosConfig{N: 1}, 1)
 	assert.ErrorContains(t, err, "at least 2")
 }
+
+// Two seeds of ring-chaos (2 % loss, defaults) that used to end without
+// the max live UID as the one agreed leader: the larger node the election
+// passed by now challenges and wins.
+func TestChaosSeedsThatOnceMissedTheMaxLive(t *testing.T) {
+	for _, seed := range []uint64{10384842364802829481, 8954976314573808617} {
+		res, err := Chaos(DefaultChaos, seed)
+		require.NoError(t, err)
+		assert.True(t, res.Outcome.Agreed && res.Outcome.IsMaxLive, "seed %d: %+v", seed, res.Outcome)
+	}
+}
