@@ -7,12 +7,32 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 )
+
+// ModuleRoot is the root of the ringside checkout that contains the
+// working directory: the folder whose go.mod declares the module.
+func ModuleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.HasPrefix(string(b), "module github.com/ringside/ringside\n") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("not inside the ringside checkout")
+		}
+		dir = parent
+	}
+}
 
 // Static builds pkg as a static binary into the user cache and returns
 // its path. The go command's build cache makes repeated calls cheap.
@@ -23,8 +43,11 @@ func Static(ctx context.Context, pkg string) (string, error) {
 	}
 	// One folder per checkout: two checkouts building at once (a test run
 	// beside a development tree) must not swap each other's binaries.
-	wd, _ := os.Getwd()
-	sum := sha256.Sum256([]byte(wd))
+	root, err := ModuleRoot()
+	if err != nil {
+		root, _ = os.Getwd()
+	}
+	sum := sha256.Sum256([]byte(root))
 	out := filepath.Join(dir, "ringside", "bin", hex.EncodeToString(sum[:6]), filepath.Base(pkg))
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, pkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")

@@ -54,16 +54,7 @@ func (s *Sim) ack(i int, coord ring.UID) {
 
 // deliverable decides the fate of one message from → to: false when it is
 // refused (down, partitioned) or lost.
-func (s *Sim) deliverable(from, to int) bool {
-	if !s.alive[to] || s.group != nil && s.group[from] != s.group[to] {
-		return false
-	}
-	if s.cfg.Loss > 0 && s.rng.Float64() < s.cfg.Loss {
-		s.counts.Lost++
-		return false
-	}
-	return true
-}
+func (s *Sim) deliverable(from, to int) bool { return !s.refused(from, to) && !s.lose() }
 
 // followElection carries a node's election outcome to its role, as the
 // server's observe does: the winner of a newer round takes over, a

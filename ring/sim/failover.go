@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/ringside/ringside/ring"
@@ -46,9 +45,6 @@ type FailoverResult struct {
 	Metadata               time.Duration // every live server holds the new coordinator's metadata
 	Counts                 Counts        // messages after the crash
 }
-
-// Addr is the address of simulated server i, the one its UID hashes.
-func Addr(i int) string { return "127.0.0.1:" + strconv.Itoa(7000+i) }
 
 // Failover settles a ring of c.N servers under the max-UID coordinator,
 // crashes it, and measures the failover until c.Horizon later.

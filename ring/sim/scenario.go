@@ -20,11 +20,14 @@ const (
 // Orders lists the ring orders, for flag validation.
 var Orders = []string{OrderSorted, OrderRandom, OrderReverse}
 
+// Addr is the address of simulated server i, the one its UID hashes.
+func Addr(i int) string { return "127.0.0.1:" + strconv.Itoa(7000+i) }
+
 // UIDs returns the UIDs of n servers listening on 127.0.0.1:7000, 7001, …
 func UIDs(n int) []ring.UID {
 	out := make([]ring.UID, n)
 	for i := range out {
-		out[i] = ring.UIDOf("127.0.0.1:" + strconv.Itoa(7000+i))
+		out[i] = ring.UIDOf(Addr(i))
 	}
 	return out
 }

@@ -274,17 +274,31 @@ func (s *Sim) send(from int, m *ring.Message) {
 	s.counts.Sent[m.Type]++
 	to := s.cfg.Ring.Index(m.To)
 	d := s.cfg.Delay(s.rng, from, to)
-	if !s.alive[to] || s.group != nil && s.group[from] != s.group[to] {
+	if s.refused(from, to) {
 		// A refused connection: the sender learns after a round trip.
 		s.counts.Unreachable++
 		s.push(event{at: s.now + 2*d, kind: evUnreachable, node: int32(from), msg: *m})
 		return
 	}
-	if s.cfg.Loss > 0 && s.rng.Float64() < s.cfg.Loss {
-		s.counts.Lost++
+	if s.lose() {
 		return
 	}
 	s.push(event{at: s.now + d, kind: evDeliver, node: int32(to), aux: s.inc[to], msg: *m})
+}
+
+// refused reports whether a message from → to cannot be delivered: the
+// target is down or on the other side of a partition.
+func (s *Sim) refused(from, to int) bool {
+	return !s.alive[to] || s.group != nil && s.group[from] != s.group[to]
+}
+
+// lose draws whether a message is lost, and counts it.
+func (s *Sim) lose() bool {
+	if s.cfg.Loss > 0 && s.rng.Float64() < s.cfg.Loss {
+		s.counts.Lost++
+		return true
+	}
+	return false
 }
 
 func (s *Sim) schedule(i int) {

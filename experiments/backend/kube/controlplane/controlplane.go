@@ -7,7 +7,6 @@ package controlplane
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -20,10 +19,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ringside/ringside/internal/proc"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/ringside/ringside/internal/imagebuild"
+	"github.com/ringside/ringside/internal/proc"
 )
 
 // AdminToken is the bearer token of the control plane's admin user
@@ -45,20 +46,11 @@ func BinDir() (string, error) {
 	if d := os.Getenv("RINGSIDE_KUBE_BIN"); d != "" {
 		return d, nil
 	}
-	dir, err := os.Getwd()
+	root, err := imagebuild.ModuleRoot()
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("kube binaries: %w and RINGSIDE_KUBE_BIN is unset", err)
 	}
-	for {
-		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.HasPrefix(string(b), "module github.com/ringside/ringside\n") {
-			return filepath.Join(dir, "bin"), nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("kube binaries: not inside the ringside checkout and RINGSIDE_KUBE_BIN is unset")
-		}
-		dir = parent
-	}
+	return filepath.Join(root, "bin"), nil
 }
 
 // Binaries returns the paths of kube-apiserver and etcd, or an error that
