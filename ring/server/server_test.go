@@ -168,6 +168,8 @@ func TestMalformedInputKeepsServing(t *testing.T) {
 		{http.MethodPost, "/internal/transfer", "\x00\x00\x00\x05ab", 400, "key needs 5 bytes"},
 		{http.MethodPut, "/internal/replicate/k", "v", 400, "X-Ringside-Version"},
 		{http.MethodPut, "/kv/" + strings.Repeat("k", 2000), "v", 400, "key: 2000 bytes"},
+		{http.MethodPut, "/kv/big", strings.Repeat("v", kv.MaxValueLen+1), 413, "value: over"},
+		{http.MethodPost, "/internal/transfer", strings.Repeat("\xff", transferChunk+kv.MaxKeyLen+kv.MaxValueLen+65), 413, "transfer: over"},
 	} {
 		req, _ := http.NewRequest(tc.method, "http://"+a+tc.path, strings.NewReader(tc.body))
 		req.Header.Set(HeaderSecret, testSecret)
