@@ -264,19 +264,21 @@ func TestALargerLiveNodeChallengesASmallerLeader(t *testing.T) {
 	require.Len(t, out, 1)
 	assert.Equal(t, Message{Type: MsgElection, From: u(9), To: u(1), Cand: u(9), Round: 5, Hops: 1}, out[0], "its own ELECTION, a round newer")
 	assert.True(t, n.Status().Participant)
-	assert.Equal(t, 1, n.Stats().Initiated)
+	assert.Equal(t, Stats{Initiated: 1, Challenges: 1}, n.Stats())
 
 	n = newNode()
 	out = n.Step(time.Second, Message{Type: MsgHeartbeat, From: u(5), To: u(9), Cand: u(5), Round: 4})
 	require.Len(t, out, 1)
 	assert.Equal(t, MsgElection, out[0].Type)
 	assert.Equal(t, uint64(5), out[0].Round)
+	assert.Equal(t, 1, n.Stats().Challenges)
 
 	// Same round: a coordinator it joined. It follows.
 	j, err := NewNode(Config{Self: u(9), Ring: r, Round: 4, Leader: u(5)})
 	require.NoError(t, err)
 	assert.Empty(t, j.Step(time.Second, Message{Type: MsgHeartbeat, From: u(5), To: u(9), Cand: u(5), Round: 4}))
 	assert.Equal(t, u(5), j.Status().Leader)
+	assert.Zero(t, j.Stats().Challenges)
 
 	// A larger leader is followed as always.
 	m, err := NewNode(Config{Self: u(5), Ring: r, Round: 3})

@@ -40,7 +40,7 @@ func (c *Chaos) Flags(fs *flag.FlagSet) {
 
 func (*Chaos) Columns() []string {
 	return []string{"rep", "seed", "n", "order", "extra_crashes", "new_max_crashed", "loss", "msgs_lost", "msgs_lost_with_crash",
-		"unreachable", "election_msgs", "elected_msgs", "end_msgs", "heartbeat_msgs", "initiations", "restarts", "rounds",
+		"unreachable", "election_msgs", "elected_msgs", "end_msgs", "heartbeat_msgs", "initiations", "restarts", "challenges", "rounds",
 		"live", "one_leader", "leader_is_max_live", "stable_ms"}
 }
 
@@ -78,7 +78,7 @@ func (c *Chaos) Run(ctx context.Context, env *experiments.Env) error {
 		o, cnt := r.Outcome, r.Counts
 		return []experiments.Row{{rep, seed, c.cfg.N, c.cfg.Order, r.Crashes, r.CrashedNewMax, c.cfg.Loss, cnt.Lost, cnt.LostWithCrash,
 			cnt.Unreachable, cnt.Of(ring.MsgElection), cnt.Of(ring.MsgElected), cnt.Of(ring.MsgEnd), cnt.Of(ring.MsgHeartbeat),
-			r.Initiations, r.Restarts, r.Rounds, o.Live, o.Agreed && o.LeaderUp, o.IsMaxLive, r.Stable}}, nil
+			r.Initiations, r.Restarts, r.Challenges, r.Rounds, o.Live, o.Agreed && o.LeaderUp, o.IsMaxLive, r.Stable}}, nil
 	})
 }
 
@@ -95,8 +95,9 @@ func (c *Chaos) Report(in *experiments.ReportInput) (string, error) {
 		st := experiments.Summarize(t.Floats(g.Rows, "stable_ms"))
 		el := experiments.Summarize(t.Floats(g.Rows, "election_msgs"))
 		rs := experiments.Summarize(t.Floats(g.Rows, "restarts"))
+		ch := experiments.Summarize(t.Floats(g.Rows, "challenges"))
 		rows = append(rows, []string{g.Key[0], strconv.Itoa(len(g.Rows)), strconv.Itoa(t.Count(g.Rows, "new_max_crashed", "true")),
-			experiments.Num(el.Mean, 1), experiments.Num(rs.Mean, 2),
+			experiments.Num(el.Mean, 1), experiments.Num(rs.Mean, 2), experiments.Num(ch.Mean, 2),
 			experiments.Num(st.P50, 1), experiments.Num(st.P90, 1), experiments.Num(st.P99, 1), experiments.Num(st.Max, 1),
 			strconv.Itoa(len(g.Rows) - t.Count(g.Rows, "leader_is_max_live", "true"))})
 	}
@@ -111,7 +112,7 @@ func (c *Chaos) Report(in *experiments.ReportInput) (string, error) {
 	out += fmt.Sprintf("Fault mix: n=%s, %s ring, up to %s extra crashes within %s, loss %s, link delays %s–%s + exp(%s), detector %s + up to %s jitter, heartbeats every %s.\n\n",
 		p["n"], p["order"], p["max-crashes"], p["crash-window"], p["loss"], p["delay-min"], p["delay-max"], p["jitter"], p["suspect"], p["suspect-jitter"], p["heartbeat"])
 	out += experiments.MarkdownTable([]string{"extra crashes", "runs", "new max crashed too", "election msgs mean", "restarts mean",
-		"stable p50 ms", "p90", "p99", "max", "violations"}, rows)
+		"challenges mean", "stable p50 ms", "p90", "p99", "max", "violations"}, rows)
 	out += fmt.Sprintf("\n![stable leader time](%s)\n\n", link)
 	out += "Reference: detection alone takes the detector timeout (seed 002: 700 ms) minus the time since the last heartbeat; " +
 		"seed 002 measured 50–100 ms for the election's propagation on its network. A run whose new coordinator also " +

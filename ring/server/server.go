@@ -185,7 +185,7 @@ func New(cfg Config) (*Server, error) {
 		reg:       prometheus.NewRegistry(),
 	}
 	s.m = newMetrics(s.reg)
-	s.tr = transport.New(transport.Handler{
+	s.tr = transport.New(cfg.Secret, transport.Handler{
 		Deliver: func(m ring.Message) { s.locked(func() { s.onMessage(m) }) },
 		// Send may report a message unreachable while lmu is held.
 		Unreachable: func(m ring.Message) { go s.locked(func() { s.onUnreachable(m) }) },

@@ -179,16 +179,22 @@ func TestMalformedInputKeepsServing(t *testing.T) {
 		assert.Contains(t, string(b), tc.want, tc.path)
 	}
 
-	// A garbage peer frame: the connection is closed, the server is fine.
-	c, err := net.Dial("tcp", a)
-	require.NoError(t, err)
+	// A garbage peer frame, and a well-formed ELECTED naming a usurper
+	// from a dialler without the cluster secret: each connection is
+	// closed, the server is fine and still follows its leader.
 	bad := wire.Append(nil, ring.Message{Type: ring.MsgElection})
 	bad[2] = 9
-	c.Write(bad)
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	_, err = c.Read(make([]byte, 1))
-	assert.Error(t, err)
-	c.Close()
+	forged := wire.Append(nil, ring.Message{Type: ring.MsgElected, From: ring.UIDOf("usurper"), To: nodes[0].self,
+		Cand: ring.UIDOf("usurper"), Round: 1 << 60})
+	for _, frame := range [][]byte{bad, forged} {
+		c, err := net.Dial("tcp", a)
+		require.NoError(t, err)
+		c.Write(frame)
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err = c.Read(make([]byte, 1))
+		assert.Error(t, err)
+		c.Close()
+	}
 
 	code, _ := do(t, http.MethodPut, "http://"+a+"/kv/after", []byte("ok"))
 	assert.Equal(t, http.StatusNoContent, code)
@@ -197,7 +203,7 @@ func TestMalformedInputKeepsServing(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(body), &st))
 	assert.Equal(t, nodes[0].Addr(), st.Leader, "no election was triggered")
 	_, metrics := do(t, http.MethodGet, "http://"+a+"/metrics", nil)
-	assert.Contains(t, metrics, `ringnode_malformed_total{source="peer"} 1`)
+	assert.Contains(t, metrics, `ringnode_malformed_total{source="peer"} 2`)
 }
 
 func FuzzDecodeItems(f *testing.F) {

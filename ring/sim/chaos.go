@@ -41,6 +41,7 @@ type ChaosResult struct {
 	Counts        Counts
 	Initiations   int // elections started, restarts included
 	Restarts      int // elections restarted by the election timeout
+	Challenges    int // elections started against a smaller leader (ring.Stats)
 	Rounds        uint64
 	Outcome       Outcome
 	// Stable is the time from the coordinator crash to the last leader
@@ -109,6 +110,7 @@ func Chaos(c ChaosConfig, seed uint64) (ChaosResult, error) {
 		st := s.Node(i).Stats()
 		res.Initiations += st.Initiated
 		res.Restarts += st.Restarts
+		res.Challenges += st.Challenges
 		res.Rounds = max(res.Rounds, s.Node(i).Status().Round-1)
 	}
 	second, _ := ring.MaxUID(removeIndex(order, coordAt))

@@ -57,6 +57,9 @@ type ElectionResult struct {
 	// MaxDistance is the hop distance from the first initiator to the max
 	// UID — the d of the single-initiator formula n + d.
 	MaxDistance int
+	// Challenges is the nodes' ring.Stats.Challenges summed: elections
+	// beyond Chang–Roberts' own, 0 without loss.
+	Challenges int
 }
 
 // Elect runs one fault-free election on the ring order, started at time 0
@@ -79,6 +82,9 @@ func Elect(order []ring.UID, initiators []int, seed uint64, delay Delay) (Electi
 	res.Leader, res.LeaderIsMax = o.Leader, o.IsMaxLive
 	if c := s.Completions(); len(c) > 0 {
 		res.Done = c[len(c)-1].At
+	}
+	for i := range s.Len() {
+		res.Challenges += s.Node(i).Stats().Challenges
 	}
 	if len(initiators) > 0 {
 		maxAt := r.Index(o.MaxLive)

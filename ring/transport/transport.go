@@ -1,5 +1,8 @@
 // Package transport carries ring messages between servers over TCP, one
-// persistent connection per peer, framed by package wire. Sends are
+// persistent connection per peer, framed by package wire. Every
+// connection opens with a hello proving the dialler holds the cluster
+// secret; a connection without it is closed before any frame reaches the
+// state machine. Sends are
 // asynchronous so a slow or dead peer never stalls the election loop; a
 // message that cannot be delivered is handed back as unreachable, which is
 // how the state machine learns to skip a dead successor.
@@ -7,6 +10,7 @@ package transport
 
 import (
 	"bufio"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"log/slog"
@@ -38,8 +42,9 @@ type Handler struct {
 
 // Transport is one server's TCP endpoint.
 type Transport struct {
-	h   Handler
-	log *slog.Logger
+	h     Handler
+	log   *slog.Logger
+	proof [sha256.Size]byte
 
 	mu     sync.Mutex
 	addrs  map[ring.UID]string
@@ -50,9 +55,10 @@ type Transport struct {
 }
 
 // New returns a transport that sends to peers and serves the inbound
-// connections handed to ServeConn (or accepted by Serve).
-func New(h Handler, log *slog.Logger) *Transport {
-	return &Transport{h: h, log: log, addrs: map[ring.UID]string{}, peers: map[ring.UID]*peer{}, conns: map[net.Conn]struct{}{}}
+// connections handed to ServeConn (or accepted by Serve); secret is the
+// cluster secret every member shares.
+func New(secret string, h Handler, log *slog.Logger) *Transport {
+	return &Transport{h: h, log: log, proof: wire.Proof(secret), addrs: map[ring.UID]string{}, peers: map[ring.UID]*peer{}, conns: map[net.Conn]struct{}{}}
 }
 
 // SetPeers installs the UID → peer address map from ring metadata.
@@ -174,19 +180,37 @@ func (t *Transport) ServeConn(c net.Conn, r io.Reader) {
 	if r == nil {
 		r = bufio.NewReader(c)
 	}
+	c.SetReadDeadline(time.Now().Add(helloTimeout))
+	err := wire.ReadHello(r, t.proof)
+	c.SetReadDeadline(time.Time{})
+	if err != nil {
+		t.malformed(c, err)
+		return
+	}
 	var buf [wire.FrameSize]byte
 	for {
 		m, err := wire.Read(r, &buf)
 		if err != nil {
-			if errors.Is(err, wire.ErrMalformed) {
-				t.log.Warn("closing peer connection on a malformed frame", "remote", c.RemoteAddr(), "err", err)
-				if t.h.Malformed != nil {
-					t.h.Malformed(c.RemoteAddr().String(), err)
-				}
-			}
+			t.malformed(c, err)
 			return
 		}
 		t.h.Deliver(m)
+	}
+}
+
+// helloTimeout bounds how long an inbound connection may hold a
+// goroutine without proving it is a peer.
+const helloTimeout = 5 * time.Second
+
+// malformed logs and reports a connection closed for what it sent; a
+// connection that merely ended is not reported.
+func (t *Transport) malformed(c net.Conn, err error) {
+	if !errors.Is(err, wire.ErrMalformed) && !errors.Is(err, wire.ErrNoSecret) {
+		return
+	}
+	t.log.Warn("closing a peer connection", "remote", c.RemoteAddr(), "err", err)
+	if t.h.Malformed != nil {
+		t.h.Malformed(c.RemoteAddr().String(), err)
 	}
 }
 
@@ -199,10 +223,11 @@ type peer struct {
 	queue   chan ring.Message
 	pending atomic.Int32 // queued or being written by run
 
-	mu   sync.Mutex // guards the connection
-	conn net.Conn
-	gone chan struct{} // closed when the peer closes conn
-	buf  []byte
+	mu    sync.Mutex // guards the connection
+	conn  net.Conn
+	gone  chan struct{} // closed when the peer closes conn
+	hello bool          // conn is new: the next write opens with the hello
+	buf   []byte
 }
 
 func (p *peer) tryDirect(m ring.Message) bool {
@@ -262,6 +287,7 @@ func (p *peer) write(m ring.Message) error {
 			return err
 		}
 		p.conn, p.gone = c, make(chan struct{})
+		p.hello = true
 		// Peers never write on this connection, so a read returns only
 		// when the peer's end closes — the earliest sign that it died.
 		go func(c net.Conn, gone chan struct{}) {
@@ -269,12 +295,17 @@ func (p *peer) write(m ring.Message) error {
 			close(gone)
 		}(c, p.gone)
 	}
-	p.buf = wire.Append(p.buf[:0], m)
+	p.buf = p.buf[:0]
+	if p.hello {
+		p.buf = wire.AppendHello(p.buf, p.t.proof)
+	}
+	p.buf = wire.Append(p.buf, m)
 	p.conn.SetWriteDeadline(time.Now().Add(WriteTimeout))
 	if _, err := p.conn.Write(p.buf); err != nil {
 		p.conn.Close()
 		p.conn = nil
 		return err
 	}
+	p.hello = false
 	return nil
 }

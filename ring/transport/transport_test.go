@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ringside/ringside/ring"
+	"github.com/ringside/ringside/ring/wire"
 )
 
 type sink struct {
@@ -56,7 +57,7 @@ func listen(t *testing.T, h Handler) endpoint {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	tr := New(h, slog.New(slog.DiscardHandler))
+	tr := New(testSecret, h, slog.New(slog.DiscardHandler))
 	go tr.Serve(ln)
 	return endpoint{tr, ln}
 }
@@ -111,4 +112,54 @@ func TestMalformedFrameClosesOnlyThatConnection(t *testing.T) {
 	other.SetPeers(map[ring.UID]string{u: tr.Addr().String()})
 	other.Send(ring.Message{Type: ring.MsgHeartbeat, To: u, Round: 3})
 	assert.Equal(t, uint64(3), recv(t, s.in).Round)
+}
+
+const testSecret = "ring-secret-for-tests"
+
+// Frames from a dialler without the cluster secret never reach the state
+// machine: a forged ELECTED without a hello, or behind a hello of another
+// secret, closes the connection unread.
+func TestFramesWithoutTheSecretAreRefused(t *testing.T) {
+	s := newSink()
+	tr := listen(t, s.handler())
+	defer tr.Close()
+	u := ring.UIDOf(tr.Addr().String())
+	forged := wire.Append(nil, ring.Message{Type: ring.MsgElected, To: u, Cand: ring.UIDOf("usurper"), Round: 1 << 60})
+
+	for name, preface := range map[string][]byte{
+		"no hello":     nil,
+		"wrong secret": wire.AppendHello(nil, wire.Proof("not-the-ring-secret")),
+	} {
+		c, err := net.Dial("tcp", tr.Addr().String())
+		require.NoError(t, err)
+		_, err = c.Write(append(preface, forged...))
+		require.NoError(t, err)
+		select {
+		case err := <-s.bad:
+			assert.Error(t, err, name)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: refusal not reported", name)
+		}
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err = c.Read(make([]byte, 1))
+		assert.Error(t, err, "%s: connection closed by the server", name)
+		c.Close()
+	}
+
+	// A transport of another ring (another secret) cannot deliver either.
+	other := New("another-ring-secret!", Handler{Deliver: func(ring.Message) {}, Unreachable: func(ring.Message) {}}, slog.New(slog.DiscardHandler))
+	defer other.Close()
+	other.SetPeers(map[ring.UID]string{u: tr.Addr().String()})
+	other.Send(ring.Message{Type: ring.MsgElected, To: u, Round: 7})
+	select {
+	case err := <-s.bad:
+		assert.ErrorIs(t, err, wire.ErrNoSecret)
+	case <-time.After(5 * time.Second):
+		t.Fatal("another ring's hello not refused")
+	}
+	select {
+	case m := <-s.in:
+		t.Fatalf("delivered %v from a dialler without the secret", m)
+	case <-time.After(100 * time.Millisecond):
+	}
 }
