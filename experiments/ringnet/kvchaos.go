@@ -27,9 +27,10 @@ import (
 
 // KVChaos is kv-chaos, in the style of Jepsen: clients read, write and
 // delete a few keys of a ringnode ring while a nemesis kills the
-// coordinator, a key's owner or a replica (they restart from their logs)
-// and pauses servers; every invocation and response is recorded and the
-// history is checked for linearizability with Porcupine.
+// coordinator, a key's owner or a replica (they restart from their logs),
+// pauses servers and, on compose, partitions one off the network; every
+// invocation and response is recorded and the history is checked for
+// linearizability with Porcupine.
 type KVChaos struct {
 	servers, keys, clients int
 	duration, every, pace  time.Duration
@@ -37,8 +38,8 @@ type KVChaos struct {
 }
 
 func (*KVChaos) Spec() experiments.Spec {
-	return experiments.Spec{Name: "kv-chaos", Backends: []string{"local"}, Quick: 3, Paper: 200,
-		Summary: "ringnode under a nemesis (kill coordinator / owner / replica, pause): histories checked for linearizability with Porcupine, acknowledged writes lost"}
+	return experiments.Spec{Name: "kv-chaos", Backends: backends, Quick: 3, Paper: 200,
+		Summary: "ringnode under a nemesis (kill coordinator / owner / replica, pause, partition on compose): histories checked for linearizability with Porcupine, acknowledged writes lost"}
 }
 
 func (k *KVChaos) Flags(fs *flag.FlagSet) {
@@ -79,6 +80,12 @@ func (k *KVChaos) Run(ctx context.Context, env *experiments.Env) error {
 type chaosRing interface {
 	ringnodes.Ring
 	Pause(ctx context.Context, addr string, d time.Duration) error
+	Down() []string // killed, not yet restarted
+}
+
+// partitioner is a ring that can cut a server off the network (compose).
+type partitioner interface {
+	Partition(ctx context.Context, addr string, d time.Duration) error
 }
 
 // history collects operations from every client.
@@ -247,6 +254,7 @@ func (k *KVChaos) do(ctx context.Context, r ringnodes.Ring, hc *http.Client, h *
 func (k *KVChaos) nemesis(ctx context.Context, r chaosRing, seed uint64) string {
 	rng := rand.New(rand.NewPCG(seed, 0x4e3e))
 	counts := map[string]int{}
+	part, _ := r.(partitioner)
 	for {
 		wait := time.Duration(float64(k.every) * (0.5 + rng.Float64()))
 		select {
@@ -260,7 +268,11 @@ func (k *KVChaos) nemesis(ctx context.Context, r chaosRing, seed uint64) string 
 		}
 		key := keyName(rng.IntN(k.keys))
 		kind, target := "", ""
-		switch rng.IntN(4) {
+		kinds := 4
+		if part != nil {
+			kinds = 5
+		}
+		switch rng.IntN(kinds) {
 		case 0:
 			kind = "kill-coordinator"
 			target, _, _ = ringnodes.Coordinator(ctx, addrs)
@@ -269,15 +281,23 @@ func (k *KVChaos) nemesis(ctx context.Context, r chaosRing, seed uint64) string 
 			if st, err := ringnodes.GetStatus(ctx, addrs[0]); err == nil && len(st.Servers) > 0 {
 				target = pickResponsible(st.Servers, k.srv.replicas, key, kind == "kill-owner", rng)
 			}
-		default:
+		case 3:
 			kind, target = "pause", addrs[rng.IntN(len(addrs))]
+		default:
+			kind, target = "partition", addrs[rng.IntN(len(addrs))]
 		}
 		if target == "" || !slices.Contains(addrs, target) {
 			continue
 		}
 		counts[kind]++
-		if kind == "pause" {
+		switch kind {
+		case "pause":
 			r.Pause(ctx, target, 500*time.Millisecond)
+			continue
+		case "partition":
+			// Longer than the detector's timeout, often: the ring removes
+			// the server, which must rejoin when the network heals.
+			part.Partition(ctx, target, time.Duration(float64(k.srv.suspect)*(0.5+2*rng.Float64())))
 			continue
 		}
 		if r.Kill(ctx, target) == nil {
@@ -314,11 +334,9 @@ func describeFaults(counts map[string]int) string {
 
 // restartAll brings every killed server back and waits for the ring.
 func restartAll(ctx context.Context, r chaosRing, n int) error {
-	if l, ok := r.(*ringnodes.Local); ok {
-		for _, a := range l.Down() {
-			if err := r.Restart(ctx, a); err != nil {
-				return err
-			}
+	for _, a := range r.Down() {
+		if err := r.Restart(ctx, a); err != nil {
+			return err
 		}
 	}
 	return ringnodes.WaitMembers(ctx, r.Addrs(), n)
@@ -391,7 +409,8 @@ func (*KVChaos) Report(in *experiments.ReportInput) (string, error) {
 		[][]string{{experiments.Num(ops.Mean, 0), experiments.Num(acked.Mean, 0), experiments.Num(unk.Mean, 0), experiments.Num(check.P50, 0), experiments.Num(check.Max, 0)}})
 	out += "\nFaults injected over all runs: " + describeFaults(faults) + ". "
 	out += "Each run: clients write unique values, read and delete a few shared keys at random servers while the nemesis kills " +
-		"the coordinator, a key's owner or a replica (restarted from its log a second later) or pauses a server for 500 ms, one server at a time; " +
+		"the coordinator, a key's owner or a replica (restarted from its log a second later), pauses a server for 500 ms or — on compose — " +
+		"disconnects one from the network for 0.5–2.5 detector timeouts (docker network disconnect; it keeps running and rejoins when healed), one server at a time; " +
 		"then every server comes back and every key is read once more. A write answered anything but 204 may or may not have taken effect and is " +
 		"checked as such. Porcupine (Athalye) checks each key's history against a register; a run that fails leaves kv-chaos-repN.html beside the CSV.\n"
 	return out, nil

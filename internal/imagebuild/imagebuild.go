@@ -57,14 +57,6 @@ func Static(ctx context.Context, pkg string) (string, error) {
 	return out, nil
 }
 
-// Ensure builds image unless the engine already has it.
-func Ensure(ctx context.Context, image, pkg string, dockerfile []byte) error {
-	if err := exec.CommandContext(ctx, "docker", "image", "inspect", image).Run(); err == nil {
-		return nil
-	}
-	return Build(ctx, image, pkg, dockerfile)
-}
-
 // Build builds image from the static binary of pkg and dockerfile, which
 // copies the binary by its base name (the last element of pkg). Tests use
 // it to never run a stale image; the layer cache keeps it cheap.

@@ -193,6 +193,33 @@ func (c *Coordinator) Won(now time.Duration, round uint64) (Update, error) {
 	return Update{Meta: nm, Removed: removed(old, nm)}, nil
 }
 
+// Adopt makes m current whatever the role held: m is the answer to this
+// server's own join, after the ring it was in lost it or it left that
+// ring for a larger one (Yields). Rounds of different rings do not
+// compare, so Install's order does not apply.
+func (c *Coordinator) Adopt(now time.Duration, m *membership.Metadata) {
+	c.meta, c.detectors = nil, nil
+	c.Install(now, m)
+}
+
+// Yields reports whether a server holding cur should leave its ring for
+// found, the metadata of a ring it does not belong to, met after a
+// partition healed. Both sides can have elected and removed each other;
+// the ring with more servers absorbs the other (with R+1 > n/2 replicas
+// per key only it could acknowledge writes), and between rings of one
+// size the one whose coordinator has the larger UID does. The order is
+// total over distinct coordinators, so two rings never yield to each
+// other.
+func Yields(cur, found *membership.Metadata) bool {
+	switch {
+	case found == nil || cur == nil:
+		return found != nil
+	case len(found.Servers) != len(cur.Servers):
+		return len(found.Servers) > len(cur.Servers)
+	}
+	return ring.UIDOf(cur.Coordinator).Less(ring.UIDOf(found.Coordinator))
+}
+
 // StepDown gives the role up (another server won a newer round); the
 // metadata stays until the new coordinator's arrives.
 func (c *Coordinator) StepDown() { c.detectors = nil }

@@ -159,3 +159,36 @@ func TestDeterministic(t *testing.T) {
 	assert.Equal(t, a, run())
 	require.Len(t, a, 2, "three silent members at 700 ms, the fourth at 950 ms")
 }
+
+// After a partition heals, the smaller ring yields to the larger, and
+// between rings of one size the larger coordinator UID wins: never both.
+func TestYieldsIsAnOrder(t *testing.T) {
+	meta := func(coord string, servers ...string) *membership.Metadata {
+		m, err := membership.New(2, 1, coord, 2, servers)
+		require.NoError(t, err)
+		return m
+	}
+	a, b, c, d := "10.0.0.1:7000", "10.0.0.2:7000", "10.0.0.3:7000", "10.0.0.4:7000"
+	majority, minority := meta(a, a, b, d), meta(c, c)
+	assert.True(t, Yields(minority, majority))
+	assert.False(t, Yields(majority, minority))
+
+	x, y := meta(a, a, b), meta(c, c, d)
+	assert.NotEqual(t, Yields(x, y), Yields(y, x), "one of two same-size rings yields")
+	assert.False(t, Yields(x, x))
+	assert.True(t, Yields(nil, x))
+	assert.False(t, Yields(x, nil))
+
+	// A server that adopts the ring it joined takes its metadata even when
+	// its own ring had a newer round.
+	r, err := New(c, 700*ms)
+	require.NoError(t, err)
+	require.True(t, r.Install(0, meta(c, c)))
+	require.True(t, r.Active())
+	older, err := membership.New(1, 5, a, 2, []string{a, b, c, d})
+	require.NoError(t, err)
+	assert.False(t, r.Install(10*ms, older), "rounds order metadata within a ring")
+	r.Adopt(10*ms, older)
+	assert.Equal(t, older, r.Meta())
+	assert.False(t, r.Active())
+}

@@ -27,6 +27,15 @@ func (s *Server) installMeta(nm *membership.Metadata) bool {
 	return true
 }
 
+// adoptMeta makes nm, the answer to this server's rejoin, current, and
+// starts the election state machine afresh from it: a round this server
+// reached in a ring it left does not compare with the new ring's rounds.
+func (s *Server) adoptMeta(nm *membership.Metadata) {
+	s.role.Adopt(s.now(), nm)
+	s.node = nil
+	s.publish(nm)
+}
+
 // apply carries out what the coordinator core decided: install its new
 // metadata here and push it to every other member.
 func (s *Server) apply(up coordinator.Update, err error) {
@@ -48,6 +57,7 @@ func (s *Server) apply(up coordinator.Update, err error) {
 // server's metadata: handlers see it, the ring state machine follows it and
 // the rebalancer moves data for it.
 func (s *Server) publish(nm *membership.Metadata) {
+	s.noteLost(s.currentMeta(), nm)
 	s.mu.Lock()
 	s.meta = nm
 	s.events.MetaApplied = time.Now().UnixNano()
@@ -55,8 +65,7 @@ func (s *Server) publish(nm *membership.Metadata) {
 	s.m.metaVersion.Set(float64(nm.Version))
 	s.tr.SetPeers(nm.Addrs())
 	if !nm.Has(s.cfg.Addr) {
-		s.log.Warn("this server is not in the ring metadata; rejoining", "version", nm.Version)
-		go s.rejoin(nm)
+		s.startRejoin(nm)
 		return
 	}
 	coord := ring.UIDOf(nm.Coordinator)
@@ -246,6 +255,18 @@ func (s *Server) join(ctx context.Context) error {
 	}
 }
 
+// startRejoin starts rejoin unless it is running already.
+func (s *Server) startRejoin(m *membership.Metadata) {
+	if s.rejoining.Swap(true) {
+		return
+	}
+	s.log.Warn("this server is not in the ring metadata; rejoining", "version", m.Version)
+	go func() {
+		defer s.rejoining.Store(false)
+		s.rejoin(m)
+	}()
+}
+
 // rejoin asks the ring this server was removed from to admit it again.
 func (s *Server) rejoin(m *membership.Metadata) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.JoinTimeout)
@@ -257,7 +278,7 @@ func (s *Server) rejoin(m *membership.Metadata) {
 				nm, _, err = s.tryJoin(ctx, red)
 			}
 			if nm != nil {
-				s.do(ctx, func() { s.installMeta(nm) })
+				s.do(ctx, func() { s.adoptMeta(nm) })
 				return
 			}
 			_ = err

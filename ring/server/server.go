@@ -146,6 +146,9 @@ type Server struct {
 	moved   atomic.Int64
 	sent    [wire.MsgHeartbeatAck + 1]atomic.Int64
 	stopped atomic.Bool
+	// rejoining is set while rejoin runs.
+	rejoining atomic.Bool
+	lost      map[string]time.Time // servers the ring lost, when (antientropy.go)
 }
 
 // New opens the store and binds the listener; Run starts serving.
@@ -203,10 +206,11 @@ func (s *Server) Run(ctx context.Context) error {
 	ctx, s.stop = context.WithCancel(ctx)
 	httpLn := newChanListener(s.ln.Addr())
 	s.timer = time.AfterFunc(time.Hour, func() { s.locked(s.tick) })
-	s.done.Add(3)
+	s.done.Add(4)
 	go func() { defer s.done.Done(); s.http.Serve(httpLn) }()
 	go func() { defer s.done.Done(); s.accept(httpLn) }()
 	go func() { defer s.done.Done(); s.rebalancer(ctx) }()
+	go func() { defer s.done.Done(); s.syncMeta(ctx) }()
 
 	if err := s.join(ctx); err != nil {
 		s.shutdown()

@@ -30,13 +30,15 @@ type ComposeOptions struct {
 
 // Compose is a ring of ringnode containers started from compose/ring.yml.
 type Compose struct {
-	project, file, dir string
-	env                []string
-	log                *slog.Logger
-	mu                 sync.Mutex
-	ids                map[string]string // addr → container id
-	killed             []killedContainer
-	nodes              int
+	project, dir string
+	files        []string // ring.yml and the subnet override
+	env          []string
+	log          *slog.Logger
+	mu           sync.Mutex
+	ids          map[string]string // addr → container id
+	refreshed    time.Time
+	killed       []killedContainer
+	nodes        int
 }
 
 // ComposeCommand returns docker-compose v1, or the v2 plugin when that is all
@@ -69,9 +71,21 @@ func run(ctx context.Context, cmd *exec.Cmd) (string, error) {
 	}
 }
 
-// EnsureImage builds the ringnode image FROM scratch unless it exists.
+// built holds the images this process has built: each is built from the
+// checkout once (never an image left from older code), then reused.
+var built sync.Map
+
+// EnsureImage builds the ringnode image FROM scratch from this checkout,
+// once per process.
 func EnsureImage(ctx context.Context, image string) error {
-	return imagebuild.Ensure(ctx, image, "github.com/ringside/ringside/cmd/ringnode", compose.RingnodeDockerfile)
+	if _, ok := built.Load(image); ok {
+		return nil
+	}
+	if err := imagebuild.Build(ctx, image, "github.com/ringside/ringside/cmd/ringnode", compose.RingnodeDockerfile); err != nil {
+		return err
+	}
+	built.Store(image, true)
+	return nil
 }
 
 // StartCompose brings up a ring of n containers: one seed and n−1 nodes.
@@ -94,13 +108,13 @@ func StartCompose(ctx context.Context, n int, o ComposeOptions) (*Compose, error
 	}
 	c := &Compose{
 		project: fmt.Sprintf("ringside%d%d", os.Getpid(), time.Now().UnixNano()%100000),
-		file:    filepath.Join(dir, "ring.yml"), dir: dir, log: o.Log, ids: map[string]string{},
+		files:   []string{filepath.Join(dir, "ring.yml"), filepath.Join(dir, "subnet.yml")}, dir: dir, log: o.Log, ids: map[string]string{},
 		env: append(append(os.Environ(), "RINGNODE_IMAGE="+o.Image, "RINGNODE_SECRET="+NewSecret()), o.Env...),
 	}
-	if err := os.WriteFile(c.file, compose.Ring, 0o644); err != nil {
+	if err := os.WriteFile(c.files[0], compose.Ring, 0o644); err != nil {
 		return nil, err
 	}
-	if err := c.up(ctx, n-1); err != nil {
+	if err := c.upOnOwnSubnet(ctx, n-1); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -111,8 +125,35 @@ func StartCompose(ctx context.Context, n int, o ComposeOptions) (*Compose, error
 	return c, nil
 }
 
+// upOnOwnSubnet brings the ring up on a network with a subnet of its own:
+// Docker gives a container its address back on reconnect (Partition) only
+// on a network whose subnet was configured. An override file beside
+// compose/ring.yml sets it, so the file users run stays as it is; a
+// subnet another network holds is tried again with the next one.
+func (c *Compose) upOnOwnSubnet(ctx context.Context, nodes int) error {
+	override := c.files[1]
+	start := int(time.Now().UnixNano() % 200)
+	var err error
+	for i := range 8 {
+		subnet := fmt.Sprintf("10.213.%d.0/24", (start+i*29)%250)
+		yml := "networks:\n  default:\n    ipam:\n      config:\n        - subnet: " + subnet + "\n"
+		if err := os.WriteFile(override, []byte(yml), 0o644); err != nil {
+			return err
+		}
+		if err = c.up(ctx, nodes); err == nil || !strings.Contains(err.Error(), "overlap") {
+			return err
+		}
+		c.compose(ctx, "down", "-v", "--remove-orphans", "-t", "1")
+	}
+	return err
+}
+
 func (c *Compose) compose(ctx context.Context, args ...string) (string, error) {
-	cmd := ComposeCommand(append([]string{"-p", c.project, "-f", c.file}, args...)...)
+	var files []string
+	for _, f := range c.files {
+		files = append(files, "-f", f)
+	}
+	cmd := ComposeCommand(append(append([]string{"-p", c.project}, files...), args...)...)
 	cmd.Env = c.env
 	return run(ctx, cmd)
 }
@@ -157,14 +198,21 @@ func (c *Compose) refresh(ctx context.Context) error {
 		}
 	}
 	c.mu.Lock()
-	c.ids = m
+	c.ids, c.refreshed = m, time.Now()
 	c.mu.Unlock()
 	return nil
 }
 
-// Addrs lists the running servers' addresses, sorted.
+// Addrs lists the running servers' addresses, sorted. Kill, Restart, Add
+// and Partition refresh the list themselves; otherwise it is asked of the
+// engine at most every 250 ms, so clients may call Addrs per request.
 func (c *Compose) Addrs() []string {
-	c.refresh(context.Background())
+	c.mu.Lock()
+	stale := time.Since(c.refreshed) > 250*time.Millisecond
+	c.mu.Unlock()
+	if stale {
+		c.refresh(context.Background())
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]string, 0, len(c.ids))
@@ -230,6 +278,72 @@ func (c *Compose) snapshot() map[string]string {
 	return out
 }
 
+// Down lists the servers killed and not yet restarted.
+func (c *Compose) Down() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, len(c.killed))
+	for i, k := range c.killed {
+		out[i] = k.addr
+	}
+	return out
+}
+
+// Pause freezes the server's container (docker pause, the cgroup
+// freezer) for d, then thaws it: a frozen machine to its peers.
+func (c *Compose) Pause(ctx context.Context, addr string, d time.Duration) error {
+	id := c.snapshot()[addr]
+	if id == "" {
+		return fmt.Errorf("pause %s: no such container", addr)
+	}
+	if _, err := run(ctx, exec.Command("docker", "pause", id)); err != nil {
+		return err
+	}
+	defer run(context.WithoutCancel(ctx), exec.Command("docker", "unpause", id))
+	return sleep(ctx, d)
+}
+
+// Partition cuts the server off the ring's network for d — it keeps
+// running, reaches nobody and nobody reaches it, clients included — then
+// reconnects it with its address and service alias (docker network
+// disconnect/connect). It returns once the server is reachable again.
+func (c *Compose) Partition(ctx context.Context, addr string, d time.Duration) error {
+	id := c.snapshot()[addr]
+	if id == "" {
+		return fmt.Errorf("partition %s: no such container", addr)
+	}
+	out, err := run(ctx, exec.Command("docker", "inspect", "-f", `{{index .Config.Labels "com.docker.compose.service"}}`, id))
+	if err != nil {
+		return err
+	}
+	service, ip, network := strings.TrimSpace(out), strings.TrimSuffix(addr, ":7000"), c.project+"_default"
+	if _, err := run(ctx, exec.Command("docker", "network", "disconnect", "-f", network, id)); err != nil {
+		return err
+	}
+	c.refresh(ctx)
+	waited := sleep(ctx, d)
+	heal := context.WithoutCancel(ctx)
+	if _, err := run(heal, exec.Command("docker", "network", "connect", "--ip", ip, "--alias", service, network, id)); err != nil {
+		return fmt.Errorf("healing the partition of %s: %w", addr, err)
+	}
+	if err := c.refresh(heal); err != nil {
+		return err
+	}
+	if err := WaitHealthy(heal, addr, nil); err != nil {
+		return err
+	}
+	return waited
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // Add scales the node service up by one.
 func (c *Compose) Add(ctx context.Context) (string, error) {
 	before := c.snapshot()
@@ -245,6 +359,11 @@ func (c *Compose) Add(ctx context.Context) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("add: no new container appeared")
+}
+
+// Logs returns the logs of every container of the ring.
+func (c *Compose) Logs(ctx context.Context) (string, error) {
+	return c.compose(ctx, "logs", "--no-color")
 }
 
 // Close removes the project's containers and network.

@@ -282,15 +282,26 @@ func WaitHealthy(ctx context.Context, addr string, exited <-chan struct{}) error
 
 // WaitMembers waits until every server in addrs reports a ring of n.
 func WaitMembers(ctx context.Context, addrs []string, n int) error {
-	return Poll(ctx, 15*time.Second, func() (bool, error) {
+	var last string // the first server not there yet, for the error
+	err := Poll(ctx, 15*time.Second, func() (bool, error) {
 		for _, a := range addrs {
 			st, err := GetStatus(ctx, a)
-			if err != nil || len(st.Servers) != n || !slices.Contains(st.Servers, a) {
-				return false, nil
+			switch {
+			case err != nil:
+				last = err.Error()
+			case len(st.Servers) != n || !slices.Contains(st.Servers, a):
+				last = fmt.Sprintf("%s sees %d servers %v (leader %s, round %d), want %d with itself", a, len(st.Servers), st.Servers, st.Leader, st.Round, n)
+			default:
+				continue
 			}
+			return false, nil
 		}
 		return true, nil
 	})
+	if err != nil && last != "" {
+		return fmt.Errorf("%w: %s", err, last)
+	}
+	return err
 }
 
 // WaitQuiet waits until every server has finished moving data for the

@@ -1,0 +1,47 @@
+package ringnodes
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A server partitioned off a compose ring for longer than the detector
+// timeout is removed, keeps running, and rejoins with its address when
+// the network heals; a paused one comes back without a failover.
+func TestComposePartitionAndPause(t *testing.T) {
+	ctx := context.Background()
+	c, err := StartCompose(ctx, 3, ComposeOptions{Env: []string{"RINGNODE_LOG=debug"}})
+	require.NoError(t, err)
+	defer c.Close()
+	defer func() {
+		if t.Failed() {
+			logs, _ := c.Logs(ctx)
+			t.Log(logs)
+		}
+	}()
+	addrs := c.Addrs()
+	require.Len(t, addrs, 3)
+	coord, err := WaitSettled(ctx, addrs, 15*time.Second)
+	require.NoError(t, err)
+	other := without(addrs, coord)[0]
+
+	done := make(chan error, 1)
+	go func() { done <- c.Partition(ctx, other, 2*time.Second) }()
+	require.NoError(t, Poll(ctx, 10*time.Second, func() (bool, error) {
+		st, err := GetStatus(ctx, coord)
+		return err == nil && len(st.Servers) == 2, nil
+	}), "the coordinator removes the partitioned server")
+	assert.NotContains(t, c.Addrs(), other, "unreachable while partitioned")
+	require.NoError(t, <-done)
+	require.NoError(t, WaitMembers(ctx, addrs, 3), "whole again, same addresses")
+
+	require.NoError(t, c.Pause(ctx, other, 300*time.Millisecond))
+	require.NoError(t, WaitMembers(ctx, addrs, 3))
+	st, err := GetStatus(ctx, other)
+	require.NoError(t, err)
+	assert.Equal(t, coord, st.Leader)
+}
