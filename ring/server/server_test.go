@@ -423,3 +423,65 @@ func TestOversizeBodiesAre413(t *testing.T) {
 	code, _ := do(t, http.MethodPut, "http://"+a+"/kv/after", []byte("ok"))
 	assert.Equal(t, http.StatusNoContent, code)
 }
+
+// At most maxTransfers data moves are received at once; one more is told
+// to come back (503 with Retry-After), and a slot freed takes the next.
+func TestTransfersAreBoundedInConcurrency(t *testing.T) {
+	n := startNode(t)
+	a := n.Addr()
+	post := func(body io.Reader) (*http.Response, error) {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+a+"/internal/transfer", body)
+		req.Header.Set(HeaderSecret, testSecret)
+		return http.DefaultClient.Do(req)
+	}
+	type slow struct {
+		w    *io.PipeWriter
+		resp chan *http.Response
+	}
+	var open []slow
+	for range maxTransfers {
+		r, w := io.Pipe()
+		s := slow{w, make(chan *http.Response, 1)}
+		go func() {
+			resp, err := post(r)
+			if err == nil {
+				s.resp <- resp
+			}
+			close(s.resp)
+		}()
+		_, err := w.Write(AppendItem(nil, Item{Key: "k", Entry: kv.Entry{Version: 1, Value: []byte("v")}}))
+		require.NoError(t, err, "the server reads a started transfer")
+		open = append(open, s)
+	}
+	require.Eventually(t, func() bool { return len(n.transfers) == maxTransfers }, 5*time.Second, 5*time.Millisecond,
+		"every slot taken by a transfer in progress")
+
+	one := AppendItem(nil, Item{Key: "late", Entry: kv.Entry{Version: 1, Value: []byte("v")}})
+	resp, err := post(bytes.NewReader(one))
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.Contains(t, string(b), "busy")
+	assert.Equal(t, "1", resp.Header.Get("Retry-After"))
+
+	open[0].w.Close()
+	first := <-open[0].resp
+	require.NotNil(t, first)
+	first.Body.Close()
+	assert.Equal(t, http.StatusNoContent, first.StatusCode)
+	require.Eventually(t, func() bool {
+		resp, err := post(bytes.NewReader(one))
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusNoContent
+	}, 5*time.Second, 20*time.Millisecond, "a freed slot takes the next transfer")
+	for _, s := range open[1:] {
+		s.w.Close()
+		if resp := <-s.resp; resp != nil {
+			resp.Body.Close()
+		}
+	}
+}
