@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ringside/ringside/internal/weightfeed"
 )
@@ -20,43 +21,92 @@ type Picker interface {
 	Pick(rnd uint64) int
 }
 
+// Observer is a picker that learns from how its picks went: the caller
+// reports every finished request to backend i (p2c-ewma).
+type Observer interface {
+	Observe(i int, latency time.Duration, failed bool)
+}
+
+// Prober is a picker that learns by probing (prequal): after each pick
+// the caller asks which backends to probe, probes them asynchronously and
+// reports each answer — the backend's requests in flight and recent
+// latency — with Probed.
+type Prober interface {
+	TakeProbes(dst []int, rnd uint64) []int
+	Probed(i int, rif int64, latency time.Duration)
+}
+
 // Algorithms the balancer offers; weighted-random is seed 004's, the others
-// are baselines for experiments.
+// are baselines for experiments (sources in each picker's comment).
 const (
 	WeightedRandom = "weighted-random"
 	SmoothWRR      = "smooth-wrr"
 	RoundRobin     = "round-robin"
 	LeastConn      = "least-conn"
 	P2C            = "p2c"
+	P2CPeakEWMA    = "p2c-ewma"
+	LeastRequest   = "least-request"
+	LoadReportWRR  = "wrr-reports"
+	Prequal        = "prequal"
 )
 
 // Algorithms lists every picker name, in the order experiments report them.
-var Algorithms = []string{WeightedRandom, SmoothWRR, RoundRobin, LeastConn, P2C}
+var Algorithms = []string{WeightedRandom, SmoothWRR, RoundRobin, LeastConn, P2C, P2CPeakEWMA, LeastRequest, LoadReportWRR, Prequal}
 
-// NewPicker builds the named picker over weights. active reports a
-// backend's in-flight requests (least-conn and p2c read it; it may be nil
-// for the others). Weights must be finite and non-negative; all-zero is
-// allowed here (every backend drained) and makes Pick return −1.
-func NewPicker(algo string, weights []float64, active func(i int) int64) (Picker, error) {
+// WeightFollowing are seed 004's comparison: pickers that follow the
+// weights or the in-flight counts alone, with nothing learned over time
+// (lb-efficiency's default set).
+var WeightFollowing = Algorithms[:5]
+
+// LatencyAware are the pickers that learn latency or load over time.
+var LatencyAware = Algorithms[5:]
+
+// Inputs are what a picker reads besides the weights.
+type Inputs struct {
+	// Loads holds one Load per backend, aligned with the weights: requests
+	// in flight (least-conn, p2c, p2c-ewma, least-request), observed
+	// latency (p2c-ewma) and load reports (wrr-reports). A caller that
+	// leaves it nil gets fresh ones.
+	Loads []*Load
+	// Now is the clock of what pickers learn over time (EWMA decay, report
+	// blackout and expiry, probe age): monotonic in the balancer, virtual
+	// in lb-sim. Nil means a clock that stands at 0.
+	Now    func() time.Duration
+	Tuning Tuning
+}
+
+// NewPicker builds the named picker over weights. Weights must be finite
+// and non-negative; all-zero is allowed here (every backend drained) and
+// makes Pick return −1.
+func NewPicker(algo string, weights []float64, in Inputs) (Picker, error) {
 	if err := weightfeed.CheckWeights(weights, true); err != nil {
 		return nil, err
 	}
-	return newPicker(algo, weights, active)
+	return newPicker(algo, weights, in)
 }
 
 // newPicker is NewPicker for weights already checked (a validated feed
 // message): the balancer validates weights once, where they arrive.
-func newPicker(algo string, weights []float64, active func(i int) int64) (Picker, error) {
+func newPicker(algo string, weights []float64, in Inputs) (Picker, error) {
 	live := make([]int, 0, len(weights))
 	for i, w := range weights {
 		if w > 0 {
 			live = append(live, i)
 		}
 	}
-	needsLoad := algo == LeastConn || algo == P2C
-	if needsLoad && active == nil {
-		return nil, fmt.Errorf("picker %s needs active connection counts", algo)
+	if in.Loads == nil {
+		in.Loads = NewLoads(len(weights))
 	}
+	if len(in.Loads) != len(weights) {
+		return nil, fmt.Errorf("picker %s: %d loads for %d backends", algo, len(in.Loads), len(weights))
+	}
+	if in.Now == nil {
+		in.Now = func() time.Duration { return 0 }
+	}
+	if err := in.Tuning.check(); err != nil {
+		return nil, fmt.Errorf("picker %s: %w", algo, err)
+	}
+	in.Tuning = in.Tuning.withDefaults()
 	switch algo {
 	case WeightedRandom:
 		return newAlias(weights), nil
@@ -65,9 +115,17 @@ func newPicker(algo string, weights []float64, active func(i int) int64) (Picker
 	case RoundRobin:
 		return &roundRobin{live: live}, nil
 	case LeastConn:
-		return &leastConn{live: live, active: active}, nil
+		return &leastConn{live: live, loads: in.Loads}, nil
 	case P2C:
-		return &p2c{live: live, active: active}, nil
+		return &p2c{live: live, loads: in.Loads}, nil
+	case P2CPeakEWMA:
+		return &p2cPeakEWMA{live: live, in: in}, nil
+	case LeastRequest:
+		return newLeastRequest(weights, live, in), nil
+	case LoadReportWRR:
+		return newReportWRR(weights, live, in), nil
+	case Prequal:
+		return newPrequal(live, in), nil
 	}
 	return nil, fmt.Errorf("picker %q: want one of %s", algo, strings.Join(Algorithms, ", "))
 }
@@ -191,8 +249,8 @@ func (r *roundRobin) Pick(uint64) int {
 // leastConn picks the live backend with the fewest requests in flight,
 // breaking ties from a random start so equal backends share the load.
 type leastConn struct {
-	live   []int
-	active func(int) int64
+	live  []int
+	loads []*Load
 }
 
 func (l *leastConn) Pick(rnd uint64) int {
@@ -204,7 +262,7 @@ func (l *leastConn) Pick(rnd uint64) int {
 	best, bestLoad := -1, int64(math.MaxInt64)
 	for k := range n {
 		i := l.live[(int(start)+k)%n]
-		if a := l.active(i); a < bestLoad {
+		if a := l.loads[i].Active.Load(); a < bestLoad {
 			best, bestLoad = i, a
 		}
 	}
@@ -213,8 +271,8 @@ func (l *leastConn) Pick(rnd uint64) int {
 
 // p2c samples two distinct live backends and takes the less loaded one.
 type p2c struct {
-	live   []int
-	active func(int) int64
+	live  []int
+	loads []*Load
 }
 
 func (p *p2c) Pick(rnd uint64) int {
@@ -225,14 +283,21 @@ func (p *p2c) Pick(rnd uint64) int {
 	case 1:
 		return p.live[0]
 	}
+	i, j := two(p.live, rnd)
+	if p.loads[j].Active.Load() < p.loads[i].Active.Load() {
+		return j
+	}
+	return i
+}
+
+// two draws two distinct members of live (at least two) from 64 random
+// bits: the high halves of two 128-bit products pick uniformly.
+func two(live []int, rnd uint64) (int, int) {
+	n := uint64(len(live))
 	a, lo := bits.Mul64(rnd, n)
 	b, _ := bits.Mul64(lo, n-1)
 	if b >= a {
 		b++ // distinct from a
 	}
-	i, j := p.live[a], p.live[b]
-	if p.active(j) < p.active(i) {
-		return j
-	}
-	return i
+	return live[a], live[b]
 }

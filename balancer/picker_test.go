@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -22,7 +23,7 @@ func counts(t testing.TB, p Picker, n, picks int, seed uint64) []int {
 
 func TestWeightedRandomFollowsWeights(t *testing.T) {
 	for _, w := range [][]float64{{100, 50, 25, 5}, {100, 95, 90, 85}, {1}, {3, 0, 1, 0}, {0.001, 1000}} {
-		p, err := NewPicker(WeightedRandom, w, nil)
+		p, err := NewPicker(WeightedRandom, w, Inputs{})
 		require.NoError(t, err)
 		const picks = 400_000
 		c := counts(t, p, len(w), picks, 7)
@@ -43,7 +44,7 @@ func TestWeightedRandomFollowsWeights(t *testing.T) {
 }
 
 func TestSmoothWRRIsExactAndSpread(t *testing.T) {
-	p, err := NewPicker(SmoothWRR, []float64{5, 1, 1}, nil)
+	p, err := NewPicker(SmoothWRR, []float64{5, 1, 1}, Inputs{})
 	require.NoError(t, err)
 	var seq []int
 	for range 7 {
@@ -53,7 +54,7 @@ func TestSmoothWRRIsExactAndSpread(t *testing.T) {
 	assert.Equal(t, []int{0, 0, 1, 0, 2, 0, 0}, seq)
 
 	for _, w := range [][]float64{{100, 50, 25, 5}, {100, 95, 90, 85}} {
-		p, err := NewPicker(SmoothWRR, w, nil)
+		p, err := NewPicker(SmoothWRR, w, Inputs{})
 		require.NoError(t, err)
 		c := counts(t, p, len(w), 10_000, 1)
 		// Exact within one round of the weights' sum.
@@ -68,15 +69,14 @@ func TestSmoothWRRIsExactAndSpread(t *testing.T) {
 }
 
 func TestRoundRobinSkipsDrained(t *testing.T) {
-	p, err := NewPicker(RoundRobin, []float64{1, 0, 7}, nil)
+	p, err := NewPicker(RoundRobin, []float64{1, 0, 7}, Inputs{})
 	require.NoError(t, err)
 	c := counts(t, p, 3, 1000, 1)
 	assert.Equal(t, []int{500, 0, 500}, c)
 }
 
 func TestLoadAwarePickers(t *testing.T) {
-	active := []int64{5, 0, 2, 9}
-	load := func(i int) int64 { return active[i] }
+	load := Inputs{Loads: withActive(5, 0, 2, 9)}
 	lc, err := NewPicker(LeastConn, []float64{1, 1, 1, 1}, load)
 	require.NoError(t, err)
 	assert.Equal(t, 1, lc.Pick(12345))
@@ -92,38 +92,92 @@ func TestLoadAwarePickers(t *testing.T) {
 		i := p.Pick(rng.Uint64())
 		assert.NotEqual(t, 3, i, "p2c chose the most loaded backend, which loses every pair")
 	}
-	_, err = NewPicker(P2C, []float64{1}, nil)
-	assert.ErrorContains(t, err, "active connection counts")
+	_, err = NewPicker(P2C, []float64{1}, Inputs{Loads: NewLoads(2)})
+	assert.ErrorContains(t, err, "2 loads for 1 backends")
 }
 
 func TestPickerRejectsBadWeights(t *testing.T) {
 	for _, w := range [][]float64{{1, math.NaN()}, {-1, 2}, {math.Inf(1)}} {
-		_, err := NewPicker(WeightedRandom, w, nil)
+		_, err := NewPicker(WeightedRandom, w, Inputs{})
 		assert.ErrorContains(t, err, "must be a finite number")
 	}
-	_, err := NewPicker("fastest", []float64{1}, nil)
+	_, err := NewPicker("fastest", []float64{1}, Inputs{})
 	assert.ErrorContains(t, err, "want one of")
 	for _, algo := range Algorithms {
-		p, err := NewPicker(algo, []float64{0, 0}, func(int) int64 { return 0 })
+		p, err := NewPicker(algo, []float64{0, 0}, Inputs{})
 		require.NoError(t, err)
 		assert.Equal(t, -1, p.Pick(1), algo)
 	}
 }
 
-// BenchmarkPick reports picks per second on one goroutine.
+// BenchmarkPick reports picks per second on one goroutine, the clock
+// moving 1 µs per pick. The learning pickers are fed once beforehand —
+// latencies for p2c-ewma, load reports for wrr-reports, a full probe pool
+// that does not drain for prequal — so this is the pick alone; see
+// BenchmarkLearn for picks with their observations.
 func BenchmarkPick(b *testing.B) {
+	benchPickers(b, false)
+}
+
+// BenchmarkLearn is BenchmarkPick in steady state: p2c-ewma observes a
+// latency per pick, wrr-reports gets a load report per pick, prequal takes
+// its probes and gets one answer per pick.
+func BenchmarkLearn(b *testing.B) {
+	benchPickers(b, true)
+}
+
+func benchPickers(b *testing.B, learn bool) {
 	w := []float64{100, 50, 25, 5, 80, 60, 40, 20}
 	for _, algo := range Algorithms {
 		b.Run(algo, func(b *testing.B) {
-			p, err := NewPicker(algo, w, func(int) int64 { return 0 })
+			c := &clock{}
+			loads := NewLoads(len(w))
+			tune := Tuning{}
+			if !learn {
+				tune = Tuning{Reuse: 1 << 40, MaxProbeAge: time.Hour}
+			}
+			p, err := NewPicker(algo, w, Inputs{Loads: loads, Now: c.Now, Tuning: tune})
 			require.NoError(b, err)
+			obs, _ := p.(Observer)
+			pr, _ := p.(Prober)
+			_, wrr := p.(*reportWRR)
+			for i := range w {
+				loads[i].Active.Store(int64(i % 3))
+				loads[i].Observe(0, time.Duration(i+1)*time.Millisecond, false, time.Second, time.Second)
+				loads[i].Reported(0, Report{QPS: 100, Utilization: float64(i+1) / 10}, 1, time.Hour)
+				if pr != nil {
+					pr.Probed(i, int64(i%4), time.Duration(i+1)*time.Millisecond)
+				}
+			}
 			rng := rand.New(rand.NewPCG(1, 2))
+			var probes [16]int
 			sink := 0
 			for b.Loop() {
-				sink += p.Pick(rng.Uint64())
+				c.now += time.Microsecond
+				rnd := rng.Uint64()
+				i := p.Pick(rnd)
+				sink += i
+				switch {
+				case !learn:
+				case obs != nil:
+					obs.Observe(i, time.Duration(rnd>>50), false)
+				case pr != nil:
+					pr.TakeProbes(probes[:0], rnd)
+					pr.Probed(int(rnd>>61), int64(rnd>>58&7), time.Duration(rnd>>50))
+				case wrr:
+					loads[i].Reported(c.now, Report{QPS: 100, Utilization: float64(i+1) / 10}, 1, time.Minute)
+				}
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "picks/s")
 			_ = sink
 		})
 	}
+}
+
+func withActive(active ...int64) []*Load {
+	loads := NewLoads(len(active))
+	for i, a := range active {
+		loads[i].Active.Store(a)
+	}
+	return loads
 }

@@ -1,6 +1,7 @@
 package balancer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ringside/ringside/internal/loadreport"
 	"github.com/ringside/ringside/internal/weightfeed"
 )
 
@@ -23,11 +25,15 @@ import (
 // immutable and swapped atomically when a weight feed message arrives, so
 // picks never take a lock (except smooth-wrr's own).
 type Balancer struct {
-	algo    string
-	retries int
-	log     *slog.Logger
-	table   atomic.Pointer[table]
-	proxy   *httputil.ReverseProxy
+	algo        string
+	tuning      Tuning
+	start       time.Time     // the pickers' clock counts from here
+	probes      chan struct{} // one slot per probe in flight
+	probeClient *http.Client
+	retries     int
+	log         *slog.Logger
+	table       atomic.Pointer[table]
+	proxy       *httputil.ReverseProxy
 
 	mu       sync.Mutex
 	counters map[string]*counters // by worker ID; kept across table swaps
@@ -46,8 +52,10 @@ type table struct {
 	picker   Picker
 }
 
+// counters are a worker's, kept by ID across table swaps: what the
+// pickers learned (Load) and what the agent is told.
 type counters struct {
-	active             atomic.Int64
+	Load
 	requests, failures atomic.Uint64
 }
 
@@ -60,6 +68,7 @@ type Options struct {
 	Retries   int
 	Transport *http.Transport // default: NewTransport()
 	Log       *slog.Logger
+	Tuning    Tuning // the latency- and load-aware pickers' parameters
 }
 
 // NewTransport is tuned for one proxy in front of a few busy workers: the
@@ -83,7 +92,7 @@ func New(o Options) (*Balancer, error) {
 	if o.Algorithm == "" {
 		o.Algorithm = WeightedRandom
 	}
-	if _, err := NewPicker(o.Algorithm, nil, func(int) int64 { return 0 }); err != nil {
+	if _, err := NewPicker(o.Algorithm, nil, Inputs{Tuning: o.Tuning}); err != nil {
 		return nil, err
 	}
 	if o.Retries == 0 {
@@ -95,7 +104,9 @@ func New(o Options) (*Balancer, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	b := &Balancer{algo: o.Algorithm, retries: max(o.Retries, 0), log: o.Log, counters: map[string]*counters{}}
+	b := &Balancer{algo: o.Algorithm, retries: max(o.Retries, 0), log: o.Log, counters: map[string]*counters{},
+		tuning: o.Tuning.withDefaults(), start: time.Now(), probes: make(chan struct{}, maxProbes)}
+	b.probeClient = &http.Client{Transport: o.Transport}
 	b.proxy = &httputil.ReverseProxy{
 		// The transport picks the worker; Rewrite only makes the request
 		// an outbound one.
@@ -155,7 +166,11 @@ func (b *Balancer) install(m weightfeed.Weights, checkSeq bool) error {
 		weights[i] = w.Weight
 	}
 	b.mu.Unlock()
-	p, err := newPicker(b.algo, weights, func(i int) int64 { return t.backends[i].c.active.Load() })
+	loads := make([]*Load, len(t.backends))
+	for i, be := range t.backends {
+		loads[i] = &be.c.Load
+	}
+	p, err := newPicker(b.algo, weights, Inputs{Loads: loads, Now: b.now, Tuning: b.tuning})
 	if err != nil {
 		return err
 	}
@@ -184,7 +199,7 @@ func (b *Balancer) Report(name string) weightfeed.Report {
 	r := weightfeed.Report{Type: weightfeed.TypeReport, Balancer: name}
 	for id, c := range b.counters {
 		r.Workers = append(r.Workers, weightfeed.WorkerReport{
-			ID: id, Active: c.active.Load(), Requests: c.requests.Load(), Failures: c.failures.Load(),
+			ID: id, Active: c.Active.Load(), Requests: c.requests.Load(), Failures: c.failures.Load(),
 		})
 	}
 	slices.SortFunc(r.Workers, func(x, y weightfeed.WorkerReport) int { return strings.Compare(x.ID, y.ID) })
@@ -210,13 +225,14 @@ func idempotent(r *http.Request) bool {
 }
 
 func (p *pickingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	t := p.b.table.Load()
+	b := p.b
+	t := b.table.Load()
 	if t == nil {
 		return nil, errNoWorker
 	}
 	attempts := 1
 	if idempotent(r) {
-		attempts += p.b.retries
+		attempts += b.retries
 	}
 	var tried []int
 	var lastErr error
@@ -227,6 +243,9 @@ func (p *pickingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 		if i < 0 {
 			break
+		}
+		if pr, ok := t.picker.(Prober); ok {
+			b.probe(t, pr)
 		}
 		tried = append(tried, i)
 		be := t.backends[i]
@@ -243,24 +262,96 @@ func (p *pickingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 		out.URL.Host, out.Host = be.Addr, ""
 		be.c.requests.Add(1)
-		be.c.active.Add(1)
+		be.c.Active.Add(1)
+		start := b.now()
 		resp, err := p.next.RoundTrip(out)
 		if err == nil {
-			resp.Body = &doneBody{ReadCloser: resp.Body, c: be.c}
+			if _, ok := t.picker.(*reportWRR); ok {
+				b.reported(be, resp.Header.Get(loadreport.Header))
+			}
+			resp.Body = &doneBody{ReadCloser: resp.Body, t: t, i: i, start: start, b: b}
 			return resp, nil
 		}
-		be.c.active.Add(-1)
+		be.c.Active.Add(-1)
 		be.c.failures.Add(1)
+		if o, ok := t.picker.(Observer); ok {
+			o.Observe(i, b.now()-start, true)
+		}
 		lastErr = fmt.Errorf("worker %s (%s): %w", be.ID, be.Addr, err)
 		if r.Context().Err() != nil {
 			break
 		}
-		p.b.log.Debug("worker failed", "worker", be.ID, "err", err)
+		b.log.Debug("worker failed", "worker", be.ID, "err", err)
 	}
 	if lastErr == nil {
 		return nil, errNoWorker
 	}
 	return nil, lastErr
+}
+
+// now is the pickers' clock.
+func (b *Balancer) now() time.Duration { return time.Since(b.start) }
+
+// reported feeds a response's load report to the worker's Load; a
+// malformed one is logged and changes nothing.
+func (b *Balancer) reported(be backend, header string) {
+	if header == "" {
+		return
+	}
+	r, err := loadreport.ParseHeader(header)
+	if err != nil {
+		b.log.Debug("load report refused", "worker", be.ID, "err", err)
+		return
+	}
+	be.c.Reported(b.now(), Report{QPS: r.QPS, EPS: r.EPS, Utilization: r.Utilization}, b.tuning.ErrorPenalty, b.tuning.Expiry)
+}
+
+// maxProbes bounds the probes in flight; past it a probe is skipped
+// (prequal then has fewer, older probes, never a stalled request).
+const maxProbes = 64
+
+// probe sends the probes the picker asks for, asynchronously: GET /load on
+// each backend, the answer reported back with Probed.
+func (b *Balancer) probe(t *table, pr Prober) {
+	var buf [16]int
+	for _, i := range pr.TakeProbes(buf[:0], rand.Uint64()) {
+		select {
+		case b.probes <- struct{}{}:
+		default:
+			continue
+		}
+		go func() {
+			defer func() { <-b.probes }()
+			r, err := b.getLoad(t.backends[i].Addr)
+			if err != nil {
+				b.log.Debug("probe failed", "worker", t.backends[i].ID, "err", err)
+				return
+			}
+			pr.Probed(i, r.RIF, r.Latency())
+		}()
+	}
+}
+
+func (b *Balancer) getLoad(addr string) (loadreport.Report, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/load", nil)
+	if err != nil {
+		return loadreport.Report{}, err
+	}
+	resp, err := b.probeClient.Do(req)
+	if err != nil {
+		return loadreport.Report{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if err != nil {
+		return loadreport.Report{}, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return loadreport.Report{}, fmt.Errorf("probe %s: %s", addr, resp.Status)
+	}
+	return loadreport.Decode(body)
 }
 
 // fallback is the first live backend not yet tried, so a retry never
@@ -274,14 +365,24 @@ func (t *table) fallback(tried []int) int {
 	return -1
 }
 
+// doneBody ends a request when its response body is closed: one fewer in
+// flight, and its latency observed.
 type doneBody struct {
 	io.ReadCloser
-	c    *counters
-	once sync.Once
+	t     *table
+	i     int
+	start time.Duration
+	b     *Balancer
+	once  sync.Once
 }
 
 func (d *doneBody) Close() error {
-	d.once.Do(func() { d.c.active.Add(-1) })
+	d.once.Do(func() {
+		d.t.backends[d.i].c.Active.Add(-1)
+		if o, ok := d.t.picker.(Observer); ok {
+			o.Observe(d.i, d.b.now()-d.start, false)
+		}
+	})
 	return d.ReadCloser.Close()
 }
 

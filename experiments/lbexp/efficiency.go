@@ -38,7 +38,7 @@ func (*Efficiency) Spec() experiments.Spec {
 }
 
 func (e *Efficiency) Flags(fs *flag.FlagSet) {
-	e.pickers = experiments.ChoiceList{Vals: balancer.Algorithms, Allowed: balancer.Algorithms}
+	e.pickers = experiments.ChoiceList{Vals: balancer.WeightFollowing, Allowed: balancer.Algorithms}
 	e.sets = PaperSets
 	fs.Var(&e.pickers, "pickers", "pickers, comma-separated")
 	fs.Var(&e.sets, "weights", "weight sets: numbers separated by / , sets by commas")
@@ -91,7 +91,8 @@ func (e *Efficiency) Run(ctx context.Context, env *experiments.Env) error {
 // the count per worker (see Run for the load model).
 func Simulate(algo string, weights []float64, requests int, seed uint64) ([]int, error) {
 	backlog := make([]float64, len(weights))
-	p, err := balancer.NewPicker(algo, weights, func(i int) int64 { return int64(math.Ceil(backlog[i])) })
+	loads := balancer.NewLoads(len(weights))
+	p, err := balancer.NewPicker(algo, weights, balancer.Inputs{Loads: loads})
 	if err != nil {
 		return nil, err
 	}
@@ -104,6 +105,7 @@ func Simulate(algo string, weights []float64, requests int, seed uint64) ([]int,
 	for range requests {
 		for i, w := range weights {
 			backlog[i] = max(0, backlog[i]-w/sum)
+			loads[i].Active.Store(int64(math.Ceil(backlog[i])))
 		}
 		i := p.Pick(rng.Uint64())
 		if i < 0 {

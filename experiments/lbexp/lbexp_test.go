@@ -35,7 +35,7 @@ func TestEfficiencyTargetsAndReport(t *testing.T) {
 	csv := run(t, &Efficiency{}, dir, 1, 50)
 	tab, err := experiments.ReadTable(bytes.NewReader(csv))
 	require.NoError(t, err)
-	require.Len(t, tab.Rows, len(balancer.Algorithms)*2*50*4)
+	require.Len(t, tab.Rows, len(balancer.WeightFollowing)*2*50*4)
 	etas := map[string][]float64{}
 	for _, g := range tab.GroupBy("picker", "weight_set", "rep") {
 		var r []int

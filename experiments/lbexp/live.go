@@ -333,7 +333,7 @@ func (l *Live) cell(ctx context.Context, env *experiments.Env, a *agent.Agent, f
 	case TargetDirect:
 		// The same weighted-random choice made in the client: the only
 		// difference from the balancer is the proxy hop.
-		p, err := balancer.NewPicker(balancer.WeightedRandom, weights, nil)
+		p, err := balancer.NewPicker(balancer.WeightedRandom, weights, balancer.Inputs{})
 		if err != nil {
 			return nil, err
 		}

@@ -5,6 +5,7 @@ package worker
 
 import (
 	"crypto/sha256"
+	"encoding/json"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -16,6 +17,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ringside/ringside/internal/loadreport"
 )
 
 // MaxCost bounds one request's work (hash rounds), so a bad request cannot
@@ -33,13 +36,16 @@ type Options struct {
 	DefaultCost int
 }
 
-// Handler serves /work, /healthz and /metrics.
+// Handler serves /work, /load (its load report as JSON, for probes),
+// /healthz and /metrics; every /work response carries the load report in
+// the Endpoint-Load-Metrics header.
 type Handler struct {
 	o        Options
 	mux      *http.ServeMux
 	slots    chan struct{}
 	duty     float64 // fraction of each slot's time spent computing
 	active   atomic.Int64
+	meter    *loadreport.Meter
 	requests prometheus.Counter
 	latency  prometheus.Histogram
 }
@@ -55,11 +61,12 @@ func New(o Options) (*Handler, error) {
 	if math.IsNaN(o.CPULimit) || o.CPULimit < 0 || o.CPULimit > 64 {
 		return nil, fmt.Errorf("cpu limit %v: want 0 (none) or a number in (0, 64]", o.CPULimit)
 	}
-	h := &Handler{o: o, mux: http.NewServeMux(), duty: 1}
+	h := &Handler{o: o, mux: http.NewServeMux(), duty: 1, meter: loadreport.NewMeter(nil)}
 	if o.CPULimit > 0 {
 		n := int(math.Ceil(o.CPULimit))
 		h.slots = make(chan struct{}, n)
 		h.duty = o.CPULimit / float64(n)
+		h.meter = loadreport.NewMeter(func() float64 { return o.CPULimit })
 	}
 	reg := prometheus.NewRegistry()
 	h.requests = prometheus.NewCounter(prometheus.CounterOpts{Name: "worker_requests_total", Help: "Work requests served."})
@@ -68,6 +75,10 @@ func New(o Options) (*Handler, error) {
 	reg.MustRegister(h.requests, h.latency, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "worker_active_requests",
 		Help: "Requests in flight."}, func() float64 { return float64(h.active.Load()) }))
 	h.mux.HandleFunc("/work", h.work)
+	h.mux.HandleFunc("/load", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(h.meter.Report(time.Now()))
+	})
 	h.mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	h.mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	return h, nil
@@ -87,11 +98,15 @@ func (h *Handler) work(w http.ResponseWriter, r *http.Request) {
 	}
 	h.active.Add(1)
 	defer h.active.Add(-1)
+	h.meter.Begin()
 	start := time.Now()
 	sum := h.burn(cost)
+	end := time.Now()
+	h.meter.End(end, end.Sub(start), false)
 	h.requests.Inc()
-	h.latency.Observe(time.Since(start).Seconds())
+	h.latency.Observe(end.Sub(start).Seconds())
 	w.Header().Set("X-Worker", h.o.Name)
+	w.Header().Set(loadreport.Header, h.meter.Report(end).HeaderValue())
 	fmt.Fprintf(w, "%s %d %x\n", h.o.Name, cost, sum[:4])
 }
 
