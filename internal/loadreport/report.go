@@ -33,7 +33,9 @@ type Report struct {
 }
 
 // Latency is LatencyMS as a duration.
-func (r Report) Latency() time.Duration { return time.Duration(r.LatencyMS * float64(time.Millisecond)) }
+func (r Report) Latency() time.Duration {
+	return time.Duration(r.LatencyMS * float64(time.Millisecond))
+}
 
 // Check names the first field out of range.
 func (r Report) Check() error {

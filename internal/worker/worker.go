@@ -5,8 +5,8 @@ package worker
 
 import (
 	"crypto/sha256"
-	"encoding/json"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
