@@ -335,13 +335,16 @@ func (a *Agent) balancerCountsLocked(now time.Time) (active map[string]int64, re
 func (a *Agent) sharesLocked(states []WorkerState) []float64 {
 	deltas := make([]float64, len(states))
 	total := 0.0
+	// Rebuilt from the workers there are: one that left is forgotten.
+	reqs := make(map[string]uint64, len(states))
 	for i, w := range states {
 		if last, ok := a.lastReqs[w.ID]; ok && w.Requests >= last {
 			deltas[i] = float64(w.Requests - last)
 			total += deltas[i]
 		}
-		a.lastReqs[w.ID] = w.Requests
+		reqs[w.ID] = w.Requests
 	}
+	a.lastReqs = reqs
 	for i := range deltas {
 		if total > 0 {
 			deltas[i] /= total

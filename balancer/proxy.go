@@ -156,6 +156,7 @@ func (b *Balancer) install(m weightfeed.Weights, checkSeq bool) error {
 	t := &table{seq: m.Seq, backends: make([]backend, len(m.Workers))}
 	weights := make([]float64, len(m.Workers))
 	b.mu.Lock()
+	in := make(map[string]bool, len(m.Workers))
 	for i, w := range m.Workers {
 		c := b.counters[w.ID]
 		if c == nil {
@@ -164,6 +165,15 @@ func (b *Balancer) install(m weightfeed.Weights, checkSeq bool) error {
 		}
 		t.backends[i] = backend{Worker: w, c: c}
 		weights[i] = w.Weight
+		in[w.ID] = true
+	}
+	// Forget the workers that left once their last request is done: the
+	// state stays bounded by the workers in the table plus those still
+	// draining, which the agent must keep seeing as busy.
+	for id, c := range b.counters {
+		if !in[id] && c.Active.Load() <= 0 {
+			delete(b.counters, id)
+		}
 	}
 	b.mu.Unlock()
 	loads := make([]*Load, len(t.backends))

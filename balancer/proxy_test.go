@@ -234,3 +234,45 @@ func TestFollowFeedRejectsBadMessagesAndReconnects(t *testing.T) {
 	fa.push(t, raw)
 	require.Eventually(t, func() bool { return len(b.Workers()) == 3 }, 5*time.Second, 10*time.Millisecond)
 }
+
+// The per-worker state forgets workers that left: 10,000 worker IDs
+// churned through the table leave only the current ones — and a worker
+// that left while serving stays in the reports until its request is done,
+// so the agent never reads it as idle while it serves.
+func TestStateForgetsWorkersThatLeft(t *testing.T) {
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		<-release
+	}))
+	defer slow.Close()
+	b, err := New(Options{Log: quiet})
+	require.NoError(t, err)
+	require.NoError(t, b.Update(weightfeed.Weights{Type: weightfeed.TypeWeights, Seq: 1, Workers: []weightfeed.Worker{
+		{ID: "draining", Addr: addr(slow), Score: 1, Category: weightfeed.CategoryLow, State: weightfeed.StateActive, Weight: 1}}}))
+	resp, err := (&http.Client{Transport: &pickingTransport{b: b, next: NewTransport()}}).Get("http://balancer/x")
+	require.NoError(t, err)
+
+	for i := range 10_000 {
+		m := Static([]string{"127.0.0.1:1", "127.0.0.1:2"}, []float64{1, 1})
+		m.Seq = uint64(i + 2)
+		m.Workers[0].ID, m.Workers[1].ID = fmt.Sprintf("w%d", 2*i), fmt.Sprintf("w%d", 2*i+1)
+		require.NoError(t, b.Update(m))
+	}
+	r := b.Report("b")
+	require.Len(t, r.Workers, 3, "the two current workers and the one still serving")
+	assert.Equal(t, "draining", r.Workers[0].ID)
+	assert.Equal(t, int64(1), r.Workers[0].Active)
+	raw, err := json.Marshal(r)
+	require.NoError(t, err)
+	_, err = weightfeed.DecodeReport(raw)
+	require.NoError(t, err, "the agent accepts the report")
+
+	close(release)
+	resp.Body.Close()
+	last := Static([]string{"127.0.0.1:1"}, []float64{1})
+	last.Seq = 1 << 20
+	require.NoError(t, b.Update(last))
+	assert.Len(t, b.Report("b").Workers, 1, "done and gone")
+}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ringside/ringside/internal/loadreport"
 )
 
 func TestWorkEndpoint(t *testing.T) {
@@ -39,4 +41,24 @@ func TestCPULimitValidated(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 3, cap(h.slots))
 	assert.InDelta(t, 2.5/3, h.duty, 1e-12)
+}
+
+// Every response carries the load report; /load serves it to probes.
+func TestWorkerReportsItsLoad(t *testing.T) {
+	h, err := New(Options{Name: "w1", CPULimit: 1})
+	require.NoError(t, err)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/work?cost=20000", nil))
+	require.Equal(t, http.StatusOK, rec.Code)
+	r, err := loadreport.ParseHeader(rec.Header().Get(loadreport.Header))
+	require.NoError(t, err)
+	assert.Positive(t, r.LatencyMS)
+	assert.Zero(t, r.RIF, "the request itself is done when the header is written")
+
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/load", nil))
+	require.Equal(t, http.StatusOK, rec.Code)
+	probe, err := loadreport.Decode(rec.Body.Bytes())
+	require.NoError(t, err)
+	assert.InDelta(t, r.LatencyMS, probe.LatencyMS, r.LatencyMS)
 }
