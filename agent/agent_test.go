@@ -295,4 +295,3 @@ func TestDashboardEndpoints(t *testing.T) {
 	assert.Equal(t, http.StatusOK, code)
 	assert.Contains(t, body, `agent_worker_state{state="low",worker="d1"} 1`, "an idle worker is Low")
 }
-
