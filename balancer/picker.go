@@ -106,7 +106,7 @@ func newPicker(algo string, weights []float64, in Inputs) (Picker, error) {
 	if err := in.Tuning.check(); err != nil {
 		return nil, fmt.Errorf("picker %s: %w", algo, err)
 	}
-	in.Tuning = in.Tuning.withDefaults()
+	in.Tuning = in.Tuning.WithDefaults()
 	switch algo {
 	case WeightedRandom:
 		return newAlias(weights), nil

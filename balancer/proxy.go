@@ -105,7 +105,7 @@ func New(o Options) (*Balancer, error) {
 		o.Log = slog.Default()
 	}
 	b := &Balancer{algo: o.Algorithm, retries: max(o.Retries, 0), log: o.Log, counters: map[string]*counters{},
-		tuning: o.Tuning.withDefaults(), start: time.Now(), probes: make(chan struct{}, maxProbes)}
+		tuning: o.Tuning.WithDefaults(), start: time.Now(), probes: make(chan struct{}, maxProbes)}
 	b.probeClient = &http.Client{Transport: o.Transport}
 	b.proxy = &httputil.ReverseProxy{
 		// The transport picks the worker; Rewrite only makes the request

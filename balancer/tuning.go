@@ -43,8 +43,8 @@ func DefaultTuning() Tuning {
 	}
 }
 
-// withDefaults fills the zero fields.
-func (t Tuning) withDefaults() Tuning {
+// WithDefaults is t with its zero fields set to the defaults.
+func (t Tuning) WithDefaults() Tuning {
 	d := DefaultTuning()
 	def := func(v *time.Duration, dv time.Duration) {
 		if *v == 0 {
@@ -83,7 +83,7 @@ func (t Tuning) withDefaults() Tuning {
 
 // check names the first parameter out of range (after defaults).
 func (t Tuning) check() error {
-	t = t.withDefaults()
+	t = t.WithDefaults()
 	switch {
 	case t.Decay < 0 || t.FailurePenalty < 0 || t.Blackout < 0 || t.Expiry < 0 || t.Period < 0 || t.MaxProbeAge < 0:
 		return errors.New("tuning: durations must not be negative")

@@ -1,7 +1,6 @@
 package loadreport
 
 import (
-	"math"
 	"os"
 	"runtime"
 	"strconv"
@@ -22,8 +21,8 @@ type Meter struct {
 	cpus func() float64
 
 	mu      sync.Mutex
-	ewma    float64 // latency, ns
-	stamp   time.Time
+	born    time.Time
+	latency LatencyByRIF
 	sec     int64 // the second the counts below belong to
 	n, errs int   // this second
 	last    struct {
@@ -34,7 +33,7 @@ type Meter struct {
 	util    float64
 }
 
-// latencyTau is the latency EWMA's time constant.
+// latencyTau is the latency EWMAs' time constant.
 const latencyTau = time.Second
 
 // NewMeter returns a meter; cpus reports the CPUs the worker may use (nil:
@@ -43,14 +42,15 @@ func NewMeter(cpus func() float64) *Meter {
 	if cpus == nil {
 		cpus = CPUCapacity
 	}
-	return &Meter{cpus: cpus}
+	return &Meter{cpus: cpus, born: time.Now()}
 }
 
-// Begin counts a request in flight.
-func (m *Meter) Begin() { m.rif.Add(1) }
+// Begin counts a request in flight and returns the requests that were in
+// flight when it arrived, for End.
+func (m *Meter) Begin() int { return int(m.rif.Add(1) - 1) }
 
-// End counts it done after d.
-func (m *Meter) End(now time.Time, d time.Duration, failed bool) {
+// End counts a request done after d; rif is what Begin returned.
+func (m *Meter) End(now time.Time, d time.Duration, failed bool, rif int) {
 	m.rif.Add(-1)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -59,12 +59,7 @@ func (m *Meter) End(now time.Time, d time.Duration, failed bool) {
 	if failed {
 		m.errs++
 	}
-	w := 0.0
-	if !m.stamp.IsZero() {
-		w = math.Exp(-float64(now.Sub(m.stamp)) / float64(latencyTau))
-	}
-	m.ewma = m.ewma*w + float64(d)*(1-w)
-	m.stamp = now
+	m.latency.Add(now.Sub(m.born), rif, d)
 }
 
 // roll moves the counts on to now's second. m.mu must be held.
@@ -87,8 +82,9 @@ func (m *Meter) Report(now time.Time) Report {
 	defer m.mu.Unlock()
 	m.roll(now)
 	m.utilisation(now)
+	rif := max(m.rif.Load(), 0)
 	return Report{
-		RIF: max(m.rif.Load(), 0), LatencyMS: m.ewma / float64(time.Millisecond),
+		RIF: rif, LatencyMS: float64(m.latency.Estimate(int(rif))) / float64(time.Millisecond),
 		QPS: float64(m.last.n), EPS: float64(m.last.errs), Utilization: m.util,
 	}
 }

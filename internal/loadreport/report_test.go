@@ -109,11 +109,11 @@ func FuzzDecode(f *testing.F) {
 func TestMeter(t *testing.T) {
 	m := NewMeter(func() float64 { return 1e6 })
 	t0 := time.Unix(1000, 0)
-	m.Begin()
-	m.Begin()
+	assert.Equal(t, 0, m.Begin())
+	assert.Equal(t, 1, m.Begin())
 	assert.Equal(t, int64(2), m.Report(t0).RIF)
-	m.End(t0.Add(100*time.Millisecond), 10*time.Millisecond, false)
-	m.End(t0.Add(200*time.Millisecond), 10*time.Millisecond, true)
+	m.End(t0.Add(100*time.Millisecond), 10*time.Millisecond, false, 0)
+	m.End(t0.Add(200*time.Millisecond), 10*time.Millisecond, true, 1)
 	r := m.Report(t0.Add(300 * time.Millisecond))
 	assert.Equal(t, int64(0), r.RIF)
 	assert.Zero(t, r.QPS, "the second is not over")
@@ -126,4 +126,22 @@ func TestMeter(t *testing.T) {
 	assert.Less(t, r.Utilization, 1e-3, "CPU time per 10⁶ CPUs")
 	assert.Zero(t, m.Report(t0.Add(3*time.Second)).QPS, "an idle second after")
 	assert.Positive(t, CPUCapacity())
+}
+
+func TestLatencyByRIF(t *testing.T) {
+	var l LatencyByRIF
+	assert.Zero(t, l.Estimate(3))
+	l.Add(0, 0, 10*time.Millisecond)
+	assert.Equal(t, 10*time.Millisecond, l.Estimate(0))
+	assert.Equal(t, 40*time.Millisecond, l.Estimate(3), "scaled from the nearest level below: a queue of 3 ahead")
+	l.Add(0, 4, 80*time.Millisecond)
+	assert.Equal(t, 80*time.Millisecond, l.Estimate(4))
+	assert.Equal(t, 40*time.Millisecond, l.Estimate(3), "still from below")
+	assert.Equal(t, 1024*time.Millisecond, l.Estimate(1000), "levels from 63 up are one: 80 ms × 64/5")
+	var hi LatencyByRIF
+	hi.Add(0, 9, 100*time.Millisecond)
+	assert.Equal(t, 10*time.Millisecond, hi.Estimate(0), "from above when nothing is below")
+	// Time-weighted: after one time constant the old value keeps e^-1.
+	l.Add(time.Second, 0, 0)
+	assert.InDelta(t, 10e6*0.36788, float64(l.Estimate(0)), 1e3)
 }

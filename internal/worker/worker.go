@@ -98,11 +98,11 @@ func (h *Handler) work(w http.ResponseWriter, r *http.Request) {
 	}
 	h.active.Add(1)
 	defer h.active.Add(-1)
-	h.meter.Begin()
+	rif := h.meter.Begin()
 	start := time.Now()
 	sum := h.burn(cost)
 	end := time.Now()
-	h.meter.End(end, end.Sub(start), false)
+	h.meter.End(end, end.Sub(start), false, rif)
 	h.requests.Inc()
 	h.latency.Observe(end.Sub(start).Seconds())
 	w.Header().Set("X-Worker", h.o.Name)
