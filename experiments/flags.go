@@ -2,6 +2,7 @@ package experiments
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,5 +50,29 @@ func (l *ChoiceList) Set(s string) error {
 		out = append(out, p)
 	}
 	l.Vals = out
+	return nil
+}
+
+// FloatList is a flag holding comma-separated positive finite numbers.
+type FloatList []float64
+
+func (l *FloatList) String() string {
+	parts := make([]string, len(*l))
+	for i, v := range *l {
+		parts[i] = strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (l *FloatList) Set(s string) error {
+	var out []float64
+	for _, p := range strings.Split(s, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
+		if err != nil || !(v > 0) || math.IsInf(v, 0) {
+			return fmt.Errorf("%q is not a positive number", p)
+		}
+		out = append(out, v)
+	}
+	*l = out
 	return nil
 }

@@ -43,8 +43,8 @@ type Result struct {
 	Requests, Dropped int
 	// Latency quantiles of measured requests (arrival to completion).
 	P50, P99, P999, Mean time.Duration
-	PerServer         []int // measured requests served by each server
-	Events            int   // simulation events processed
+	PerServer            []int // measured requests served by each server
+	Events               int   // simulation events processed
 }
 
 // Check names the first setting out of range.

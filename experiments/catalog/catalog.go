@@ -25,6 +25,7 @@ func New() *experiments.Registry {
 	r.Register(&kubeexp.Latency{})
 	r.Register(&kubeexp.Reelection{})
 	r.Register(&lbexp.Efficiency{})
+	r.Register(&lbexp.Sim{})
 	r.Register(&lbexp.Live{})
 	return r
 }

@@ -81,9 +81,14 @@ func TestWeightSetsFlag(t *testing.T) {
 	assert.ErrorContains(t, s.Set("1/-2"), `weight "-2"`)
 }
 
-func registry() *experiments.Registry {
+func registry(es ...experiments.Experiment) *experiments.Registry {
 	r := &experiments.Registry{}
-	r.Register(&Efficiency{})
+	if len(es) == 0 {
+		es = []experiments.Experiment{&Efficiency{}}
+	}
+	for _, e := range es {
+		r.Register(e)
+	}
 	return r
 }
 
@@ -138,4 +143,27 @@ func TestEta(t *testing.T) {
 	assert.InDelta(t, 54.0/60.0, Eta([]int{5600, 2700, 1400, 300}, []float64{100, 50, 25, 5}), 1e-9)
 	assert.Equal(t, 1.0, Eta([]int{10, 5, 0}, []float64{2, 1, 0}))
 	assert.True(t, math.IsNaN(Eta([]int{1}, []float64{0})))
+}
+
+// lb-sim: the same seed writes the same CSV byte for byte; the report
+// states the goal for each heavy cell and compares Prequal with p2c-ewma.
+func TestSimDeterministicAndReported(t *testing.T) {
+	args := []string{"--n", "4,16", "--util", "0.5,0.9", "--duration", "3s"}
+	dir := t.TempDir()
+	a := run(t, &Sim{}, dir, 5, 1, args...)
+	b := run(t, &Sim{}, t.TempDir(), 5, 1, args...)
+	c := run(t, &Sim{}, t.TempDir(), 6, 1, args...)
+	assert.Equal(t, a, b)
+	assert.NotEqual(t, a, c)
+	tab, err := experiments.ReadTable(bytes.NewReader(a))
+	require.NoError(t, err)
+	require.Len(t, tab.Rows, len(balancer.Algorithms)*2*2)
+
+	md, err := experiments.WriteReport(dir, registry(&Sim{}))
+	require.NoError(t, err)
+	body, err := os.ReadFile(md)
+	require.NoError(t, err)
+	for _, want := range []string{"n=16, load 0.9:", "Prequal against P2C", "Envoy least_request", "lb-sim-p999-n4.png"} {
+		assert.Contains(t, string(body), want)
+	}
 }

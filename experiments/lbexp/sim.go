@@ -1,0 +1,261 @@
+package lbexp
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/ringside/ringside/balancer"
+	"github.com/ringside/ringside/balancer/lbsim"
+	"github.com/ringside/ringside/experiments"
+)
+
+// Sim is lb-sim: every picker in front of N heterogeneous servers in the
+// seeded discrete-event simulation of package lbsim, at several loads.
+type Sim struct {
+	pickers          experiments.ChoiceList
+	ns               experiments.IntList
+	utils, caps      experiments.FloatList
+	slots, queue     int
+	service, dur     time.Duration
+	warmUp, probeRTT time.Duration
+	noisy            float64
+	tuning           balancer.Tuning
+}
+
+// Sources names where each picker comes from, for the report.
+var Sources = map[string]string{
+	balancer.WeightedRandom: "seed 004 (alias method)",
+	balancer.SmoothWRR:      "nginx smooth weighted round robin",
+	balancer.RoundRobin:     "round robin",
+	balancer.LeastConn:      "least connections (nginx, HAProxy)",
+	balancer.P2C:            "power of two choices on requests in flight (Mitzenmacher)",
+	balancer.P2CPeakEWMA:    "Finagle / linkerd: P2C on peak-EWMA latency × (in flight + 1)",
+	balancer.LeastRequest:   "Envoy least_request (active_request_bias, choice_count)",
+	balancer.LoadReportWRR:  "gRPC A58 weighted_round_robin on ORCA load reports",
+	balancer.Prequal:        "Prequal (Wydrowski et al., NSDI 2024): probes, hot-cold rule",
+}
+
+func (*Sim) Spec() experiments.Spec {
+	return experiments.Spec{Name: "lb-sim", Backends: []string{"sim"}, Quick: 1, Paper: 5,
+		Summary: "every picker before N ∈ {4, 16, 100, 1000} heterogeneous servers (one slowed mid-run) at 50–95 % load, simulated: p50/p99/p99.9 latency, drops, η"}
+}
+
+func (s *Sim) Flags(fs *flag.FlagSet) {
+	s.pickers = experiments.ChoiceList{Vals: balancer.Algorithms, Allowed: balancer.Algorithms}
+	s.ns = experiments.IntList{4, 16, 100, 1000}
+	s.utils = experiments.FloatList{0.5, 0.8, 0.95}
+	s.caps = experiments.FloatList{1, 2, 4}
+	fs.Var(&s.pickers, "pickers", "pickers, comma-separated")
+	fs.Var(&s.ns, "n", "numbers of servers, comma-separated")
+	fs.Var(&s.utils, "util", "offered load over nominal capacity, comma-separated")
+	fs.Var(&s.caps, "capacities", "server capacities each server draws one of (relative speeds)")
+	fs.IntVar(&s.slots, "slots", 2, "requests a server serves at once")
+	fs.IntVar(&s.queue, "queue", 200, "requests a server queues beyond its slots (more are dropped)")
+	fs.DurationVar(&s.service, "service", 10*time.Millisecond, "mean service time at capacity 1 (exponential)")
+	fs.DurationVar(&s.dur, "duration", 10*time.Second, "simulated time of arrivals per run")
+	fs.DurationVar(&s.warmUp, "warm-up", time.Second, "requests arriving before this are not measured")
+	fs.Float64Var(&s.noisy, "noisy-factor", 0.25, "server 0's capacity drops to this fraction at half time (1: no noisy neighbour)")
+	fs.DurationVar(&s.probeRTT, "probe-rtt", 200*time.Microsecond, "round trip of a prequal probe")
+	s.tuning.Define(fs, "")
+	// gRPC's 10 s blackout would outlast a 10 s run: weights from reports
+	// would never be used. One second keeps its purpose (no weight on a
+	// single sample) at the simulation's time scale.
+	fs.Lookup("blackout").DefValue = "1s"
+	fs.Set("blackout", "1s")
+}
+
+func (*Sim) Columns() []string {
+	return []string{"picker", "n", "utilisation", "rep", "seed", "requests", "dropped", "p50_ms", "p99_ms", "p999_ms", "mean_ms", "eta", "events"}
+}
+
+func (s *Sim) Run(ctx context.Context, env *experiments.Env) error {
+	if s.noisy <= 0 || s.noisy > 1 {
+		return fmt.Errorf("noisy-factor %v: want (0, 1]", s.noisy)
+	}
+	type cell struct {
+		picker string
+		n      int
+		util   float64
+	}
+	var cells []cell
+	for _, n := range s.ns {
+		for _, u := range s.utils {
+			for _, p := range s.pickers.Vals {
+				cells = append(cells, cell{p, n, u})
+			}
+		}
+	}
+	var simulated int64
+	start := time.Now()
+	err := experiments.ForEach(ctx, env, len(cells)*env.Reps, func(t int) ([]experiments.Row, error) {
+		c, rep := cells[t/env.Reps], t%env.Reps
+		// Every picker of a cell meets the same servers and arrivals.
+		seed := experiments.SubSeed(env.Seed, (t/env.Reps/len(s.pickers.Vals))*env.Reps+rep)
+		caps := s.capacities(c.n, seed)
+		noisy := 0
+		if s.noisy == 1 {
+			noisy = -1
+		}
+		r, err := lbsim.Run(lbsim.Config{Picker: c.picker, Capacities: caps, Slots: s.slots, QueueLimit: s.queue,
+			Service: s.service, Utilisation: c.util, Duration: s.dur, WarmUp: s.warmUp, Noisy: noisy,
+			NoisyFactor: s.noisy, ProbeRTT: s.probeRTT, Tuning: s.tuning}, seed)
+		if err != nil {
+			return nil, err
+		}
+		atomic.AddInt64(&simulated, int64(r.Requests+r.Dropped))
+		return []experiments.Row{{c.picker, c.n, c.util, rep, seed, r.Requests, r.Dropped, ms(r.P50), ms(r.P99), ms(r.P999),
+			ms(r.Mean), Eta(r.PerServer, caps), r.Events}}, nil
+	})
+	if err == nil {
+		wall := time.Since(start).Seconds()
+		env.Log.Info("lb-sim speed", "measured_requests", simulated, "wall_s", wall, "requests_per_s", float64(simulated)/wall)
+	}
+	return err
+}
+
+// capacities draws each server's capacity from the list.
+func (s *Sim) capacities(n int, seed uint64) []float64 {
+	rng := rand.New(rand.NewPCG(seed, 0xca9))
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = s.caps[rng.IntN(len(s.caps))]
+	}
+	return out
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func (s *Sim) Report(in *experiments.ReportInput) (string, error) {
+	t := in.Table
+	if err := t.Require("picker", "n", "utilisation", "p999_ms", "p99_ms"); err != nil {
+		return "", err
+	}
+	var pickers []string
+	for _, g := range t.GroupBy("picker") {
+		pickers = append(pickers, g.Key[0])
+	}
+	type key struct{ n, util, picker string }
+	mean := map[key][2]float64{} // p99, p99.9 over reps
+	drops := map[key]float64{}
+	var cells [][2]string
+	for _, g := range t.GroupBy("n", "utilisation", "picker") {
+		k := key{g.Key[0], g.Key[1], g.Key[2]}
+		mean[k] = [2]float64{experiments.Summarize(t.Floats(g.Rows, "p99_ms")).Mean, experiments.Summarize(t.Floats(g.Rows, "p999_ms")).Mean}
+		req, drop := 0.0, 0.0
+		for _, i := range g.Rows {
+			req += t.Float(i, "requests")
+			drop += t.Float(i, "dropped")
+		}
+		if req > 0 {
+			drops[k] = drop / req
+		}
+		if c := [2]string{g.Key[0], g.Key[1]}; !slices.Contains(cells, c) {
+			cells = append(cells, c)
+		}
+	}
+
+	var rows [][]string
+	var verdicts, prequalNotes []string
+	for _, c := range cells {
+		row := []string{c[0], c[1]}
+		for _, p := range pickers {
+			v := mean[key{c[0], c[1], p}][1]
+			cellText := experiments.Num(v, 1)
+			if d := drops[key{c[0], c[1], p}]; d > 0 {
+				cellText += fmt.Sprintf(" (%.1f %% dropped)", 100*d)
+			}
+			row = append(row, cellText)
+		}
+		rows = append(rows, row)
+		u, _ := strconv.ParseFloat(c[1], 64)
+		wr, okWR := mean[key{c[0], c[1], balancer.WeightedRandom}]
+		if u >= 0.8 && okWR {
+			best, bestP := 0.0, ""
+			for _, p := range balancer.LatencyAware {
+				if v, ok := mean[key{c[0], c[1], p}]; ok && (bestP == "" || v[1] < best) {
+					best, bestP = v[1], p
+				}
+			}
+			if bestP != "" {
+				ratio := best / wr[1]
+				mark := "meets"
+				if ratio > 0.5 {
+					mark = "**misses**"
+				}
+				verdicts = append(verdicts, fmt.Sprintf("n=%s, load %s: %s %s ms against weighted random's %s ms — %.2f×, %s the 0.5× goal",
+					c[0], c[1], bestP, experiments.Num(best, 1), experiments.Num(wr[1], 1), ratio, mark))
+			}
+		}
+		pq, ok1 := mean[key{c[0], c[1], balancer.Prequal}]
+		ew, ok2 := mean[key{c[0], c[1], balancer.P2CPeakEWMA}]
+		if ok1 && ok2 && ew[1] > 0 {
+			word := "wins"
+			if pq[1] > ew[1] {
+				word = "**loses**"
+			}
+			prequalNotes = append(prequalNotes, fmt.Sprintf("n=%s, load %s: prequal %s (p99.9 %s vs %s ms, p99 %s vs %s ms)",
+				c[0], c[1], word, experiments.Num(pq[1], 1), experiments.Num(ew[1], 1), experiments.Num(pq[0], 1), experiments.Num(ew[0], 1)))
+		}
+	}
+
+	var out strings.Builder
+	p := in.Meta.Params
+	fmt.Fprintf(&out, "Servers draw capacities from {%s}, %s slots and a queue of %s each; mean service %s at capacity 1 (exponential); "+
+		"Poisson arrivals for %s of simulated time (the first %s unmeasured); server 0's capacity drops to ×%s at half time. "+
+		"Every picker of a cell meets the same servers and arrival seed. Weighted pickers get the nominal capacities as weights.\n\n",
+		p["capacities"], p["slots"], p["queue"], p["service"], p["duration"], p["warm-up"], p["noisy-factor"])
+	out.WriteString("**p99.9 latency (ms), mean over repetitions**\n\n")
+	out.WriteString(experiments.MarkdownTable(append([]string{"n", "load"}, pickers...), rows))
+	if len(verdicts) > 0 {
+		out.WriteString("\n**Goal — at ≥ 80 % load the best latency-aware picker's p99.9 ≤ 0.5 × weighted random's:**\n\n- " + strings.Join(verdicts, "\n- ") + "\n")
+	}
+	if len(prequalNotes) > 0 {
+		out.WriteString("\n**Prequal against P2C with peak EWMA:**\n\n- " + strings.Join(prequalNotes, "\n- ") + "\n")
+	}
+	for _, n := range unique(t, "n") {
+		var lines experiments.Lines
+		for _, g := range t.GroupBy("picker", "n", "utilisation") {
+			if g.Key[1] != n {
+				continue
+			}
+			u, _ := strconv.ParseFloat(g.Key[2], 64)
+			y, lo, hi := experiments.Summarize(t.Floats(g.Rows, "p999_ms")).MeanSpread()
+			lines.Of(g.Key[0]).Point(100*u, y, lo, hi)
+		}
+		path, link := in.PlotPath("p999-n" + n)
+		if err := experiments.LinePlot(path, experiments.Axes{Title: "p99.9 latency, n=" + n, X: "offered load (%)", Y: "p99.9 (ms)", LogY: true}, lines.List); err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&out, "\n![p99.9 vs load, n=%s](%s)\n", n, link)
+	}
+	out.WriteString("\nPickers and their sources:\n\n")
+	var src [][]string
+	for _, p := range pickers {
+		src = append(src, []string{p, Sources[p]})
+	}
+	out.WriteString(experiments.MarkdownTable([]string{"picker", "source"}, src))
+	if secs := in.Meta.End.Sub(in.Meta.Start).Seconds(); secs > 0 {
+		total := 0.0
+		for i := range t.Rows {
+			total += t.Float(i, "requests") + t.Float(i, "dropped")
+		}
+		fmt.Fprintf(&out, "\nSimulated %s measured requests in %.1f s of wall time (%s per second, all cores).\n",
+			experiments.Num(total, 0), secs, experiments.Num(total/secs, 0))
+	}
+	return out.String(), nil
+}
+
+func unique(t *experiments.Table, col string) []string {
+	var out []string
+	for _, g := range t.GroupBy(col) {
+		out = append(out, g.Key[0])
+	}
+	return out
+}
