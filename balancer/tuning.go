@@ -105,9 +105,12 @@ func (t Tuning) check() error {
 	return nil
 }
 
-// Define registers the tuning flags on fs, prefixed (for example "lb-").
-func (t *Tuning) Define(fs *flag.FlagSet, prefix string) {
+// Define registers the tuning flags on fs, prefixed (for example "lb-"),
+// and returns their names.
+func (t *Tuning) Define(fs *flag.FlagSet, prefix string) []string {
 	d := DefaultTuning()
+	before := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) { before[f.Name] = true })
 	fs.DurationVar(&t.Decay, prefix+"ewma-decay", d.Decay, "p2c-ewma: time constant of the latency EWMA (Finagle)")
 	fs.DurationVar(&t.FailurePenalty, prefix+"failure-penalty", d.FailurePenalty, "p2c-ewma: latency a failed request counts as")
 	fs.Float64Var(&t.Bias, prefix+"active-bias", d.Bias, "least-request: active_request_bias (Envoy)")
@@ -121,4 +124,11 @@ func (t *Tuning) Define(fs *flag.FlagSet, prefix string) {
 	fs.IntVar(&t.Reuse, prefix+"reuse", d.Reuse, "prequal: picks one probe may serve")
 	fs.DurationVar(&t.MaxProbeAge, prefix+"probe-age", d.MaxProbeAge, "prequal: age past which a probe is dropped")
 	fs.Float64Var(&t.HotQuantile, prefix+"hot-quantile", d.HotQuantile, "prequal: RIF quantile above which a replica is hot")
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) {
+		if !before[f.Name] {
+			names = append(names, f.Name)
+		}
+	})
+	return names
 }

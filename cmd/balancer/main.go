@@ -29,7 +29,9 @@ func run(ctx context.Context, args []string) error {
 	fs := envflag.New(flag.NewFlagSet("balancer", flag.ContinueOnError))
 	addr := fs.String("addr", "BALANCER_ADDR", ":8080", "proxy address")
 	admin := fs.String("admin", "BALANCER_ADMIN", ":9090", "/metrics and /healthz address")
-	picker := fs.String("picker", "BALANCER_PICKER", balancer.WeightedRandom, "weighted-random, smooth-wrr, round-robin, least-conn or p2c")
+	picker := fs.String("picker", "BALANCER_PICKER", balancer.WeightedRandom, strings.Join(balancer.Algorithms, ", "))
+	var tuning balancer.Tuning
+	fs.Env("BALANCER", tuning.Define(fs.FlagSet, "")...)
 	feed := fs.String("feed", "AGENT_FEED", "", "agent weight feed URL, e.g. ws://agent:8081/feed")
 	token := fs.String("token", "AGENT_TOKEN", "", "the agent's feed token")
 	name := fs.String("name", "BALANCER_NAME", "", "name in reports to the agent (default: hostname)")
@@ -48,7 +50,7 @@ func run(ctx context.Context, args []string) error {
 	if *name == "" {
 		*name, _ = os.Hostname()
 	}
-	b, err := balancer.New(balancer.Options{Algorithm: *picker, Log: log})
+	b, err := balancer.New(balancer.Options{Algorithm: *picker, Log: log, Tuning: tuning})
 	if err != nil {
 		return err
 	}

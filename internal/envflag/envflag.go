@@ -107,3 +107,32 @@ func (s *Set) BoolVar(p *bool, name, key string, def bool, usage string) {
 	s.env(key, func(v string) (err error) { def, err = strconv.ParseBool(v); return })
 	s.FlagSet.BoolVar(p, name, def, help(usage, key))
 }
+
+// Env gives flags already defined on the set (by a package's own Define,
+// say) an environment fallback each: PREFIX_NAME, the flag's name upper-
+// cased with dashes as underscores. Call it before Parse, so a flag given
+// on the command line still wins.
+func (s *Set) Env(prefix string, names ...string) {
+	for _, name := range names {
+		f := s.Lookup(name)
+		if f == nil {
+			panic("envflag: no flag " + name) // a programming error, caught by any test
+		}
+		key := prefix + "_" + envName(name)
+		s.env(key, func(v string) error { return f.Value.Set(v) })
+		f.Usage = help(f.Usage, key)
+	}
+}
+
+func envName(flag string) string {
+	b := []byte(flag)
+	for i, c := range b {
+		switch {
+		case c == '-':
+			b[i] = '_'
+		case 'a' <= c && c <= 'z':
+			b[i] = c - 'a' + 'A'
+		}
+	}
+	return string(b)
+}

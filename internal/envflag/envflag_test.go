@@ -78,3 +78,22 @@ func TestTypedVarsTakeTheEnvironment(t *testing.T) {
 	assert.Equal(t, 250*time.Millisecond, d)
 	assert.Equal(t, 5, n)
 }
+
+func TestEnvForDefinedFlags(t *testing.T) {
+	t.Setenv("B_EWMA_DECAY", "3s")
+	t.Setenv("B_PROBES", "2")
+	t.Setenv("B_POOL", "x")
+	s := New(flag.NewFlagSet("t", flag.ContinueOnError))
+	decay := s.FlagSet.Duration("ewma-decay", time.Second, "decay")
+	probes := s.FlagSet.Float64("probes", 1, "")
+	s.FlagSet.Int("pool", 16, "")
+	s.Env("B", "ewma-decay", "probes")
+	require.NoError(t, s.Parse([]string{"-probes", "5"}))
+	assert.Equal(t, 3*time.Second, *decay)
+	assert.Equal(t, 5.0, *probes, "the command line wins")
+	assert.Contains(t, s.Lookup("ewma-decay").Usage, "env B_EWMA_DECAY")
+
+	s.Env("B", "pool")
+	assert.ErrorContains(t, s.Err(), `environment B_POOL="x"`)
+	assert.Panics(t, func() { s.Env("B", "nope") })
+}
