@@ -140,13 +140,14 @@ type Summary struct {
 	N                   int
 	Mean, Std, Min, Max float64
 	P10, P50, P90, P99  float64
+	P999                float64
 }
 
 // Summarize describes xs (sample standard deviation, empirical quantiles).
 func Summarize(xs []float64) Summary {
 	if len(xs) == 0 {
 		nan := math.NaN()
-		return Summary{Mean: nan, Std: nan, Min: nan, Max: nan, P10: nan, P50: nan, P90: nan, P99: nan}
+		return Summary{Mean: nan, Std: nan, Min: nan, Max: nan, P10: nan, P50: nan, P90: nan, P99: nan, P999: nan}
 	}
 	sorted := slices.Clone(xs)
 	sort.Float64s(sorted)
@@ -156,6 +157,7 @@ func Summarize(xs []float64) Summary {
 		s.Std = 0
 	}
 	s.P10, s.P50, s.P90, s.P99 = Quantile(sorted, 0.1), Quantile(sorted, 0.5), Quantile(sorted, 0.9), Quantile(sorted, 0.99)
+	s.P999 = Quantile(sorted, 0.999)
 	return s
 }
 

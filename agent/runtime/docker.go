@@ -140,6 +140,22 @@ func (d *Docker) cpuLimit(ctx context.Context, id string) (float64, error) {
 	return lim, nil
 }
 
+// SetCPULimit changes a running worker's CPU limit (docker update --cpus):
+// a neighbour taking the machine, for experiments.
+func (d *Docker) SetCPULimit(ctx context.Context, id string, cpus float64) error {
+	if !(cpus > 0) || cpus > 64 {
+		return fmt.Errorf("cpu limit %v: want (0, 64]", cpus)
+	}
+	_, err := d.cli.ContainerUpdate(ctx, id, client.ContainerUpdateOptions{Resources: &container.Resources{NanoCPUs: int64(cpus * 1e9)}})
+	if err != nil {
+		return fmt.Errorf("update %s: %w", id[:min(12, len(id))], err)
+	}
+	d.mu.Lock()
+	d.limits[id] = cpus
+	d.mu.Unlock()
+	return nil
+}
+
 // Sample reads one stats record (one-shot: no second sample inside the
 // daemon, the caller keeps the previous one).
 func (d *Docker) Sample(ctx context.Context, inst Instance) (score.Sample, error) {

@@ -92,3 +92,46 @@ func TestParseSpecs(t *testing.T) {
 		assert.Error(t, err, bad)
 	}
 }
+
+// SetCPULimit slows a running worker from outside, on both runtimes: a
+// CPU-bound request takes about limit/new-limit as long.
+func TestSetCPULimitSlowsAWorker(t *testing.T) {
+	ctx := context.Background()
+	timeOne := func(addr string) time.Duration {
+		best := time.Hour
+		for range 3 {
+			start := time.Now()
+			resp, err := http.Get("http://" + addr + "/work?cost=1000000") // ~75 ms: longer than the 100 ms CFS period holds at 0.2 CPU
+			require.NoError(t, err)
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			best = min(best, time.Since(start))
+		}
+		return best
+	}
+	type throttler interface {
+		Start(context.Context, runtime.Spec) (runtime.Instance, error)
+		SetCPULimit(context.Context, string, float64) error
+	}
+	bin := dockertest.WorkerBinary(t)
+	proc := runtime.NewProcess(bin)
+	defer proc.RemoveAll(ctx)
+	for name, rt := range map[string]throttler{"docker": dockertest.Pool(t), "process": proc} {
+		w, err := rt.Start(ctx, runtime.Spec{CPULimit: 1})
+		require.NoError(t, err, name)
+		require.Eventually(t, func() bool {
+			resp, err := http.Get("http://" + w.Addr + "/healthz")
+			if err == nil {
+				resp.Body.Close()
+			}
+			return err == nil
+		}, 10*time.Second, 20*time.Millisecond, "%s: the worker answers", name)
+		fast := timeOne(w.Addr)
+		require.NoError(t, rt.SetCPULimit(ctx, w.ID, 0.2), name)
+		slow := timeOne(w.Addr)
+		assert.Greater(t, slow, 2*fast, "%s: at a fifth of the CPU, %v against %v", name, slow, fast)
+		require.NoError(t, rt.SetCPULimit(ctx, w.ID, 1), name)
+		assert.Less(t, timeOne(w.Addr), slow/2, "%s: back at full speed", name)
+		assert.ErrorContains(t, rt.SetCPULimit(ctx, w.ID, 0), "cpu limit", name)
+	}
+}

@@ -33,8 +33,9 @@ type Process struct {
 
 type worker struct {
 	*proc.Proc
-	inst  Instance
-	memMB int
+	inst     Instance
+	memMB    int
+	throttle chan struct{} // closed to end the duty cycle SetCPULimit runs
 }
 
 // NewProcess runs the worker binary bin with extra args.
@@ -171,11 +172,67 @@ func (p *Process) Stop(_ context.Context, id string) error {
 	p.mu.Lock()
 	pr := p.procs[id]
 	delete(p.procs, id)
+	if pr != nil && pr.throttle != nil {
+		close(pr.throttle)
+		pr.throttle = nil
+	}
 	p.mu.Unlock()
 	if pr == nil {
 		return nil
 	}
+	pr.Signal(syscall.SIGCONT) // a stopped process cannot take SIGTERM's turn
 	pr.Stop(syscall.SIGTERM, 2*time.Second)
+	return nil
+}
+
+// SetCPULimit slows a running worker down to cpus from outside, as
+// docker update --cpus does to a container: the worker's own throttle
+// stays at the limit it started with, and the process is stopped and
+// continued (SIGSTOP/SIGCONT) so that it runs cpus/limit of every 20 ms.
+// A limit at or above the one it started with ends the duty cycle.
+func (p *Process) SetCPULimit(_ context.Context, id string, cpus float64) error {
+	if !(cpus > 0) || cpus > 64 {
+		return fmt.Errorf("cpu limit %v: want (0, 64]", cpus)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pr := p.procs[id]
+	if pr == nil || pr.Exited() {
+		return fmt.Errorf("worker %s: not running", id)
+	}
+	if pr.throttle != nil {
+		close(pr.throttle)
+		pr.throttle = nil
+	}
+	duty := cpus / pr.inst.CPULimit
+	if pr.inst.CPULimit == 0 || duty >= 1 {
+		return nil
+	}
+	stop := make(chan struct{})
+	pr.throttle = stop
+	go func() {
+		const period = 20 * time.Millisecond
+		run := time.Duration(duty * float64(period))
+		defer pr.Signal(syscall.SIGCONT)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-pr.Done():
+				return
+			case <-time.After(run):
+			}
+			pr.Signal(syscall.SIGSTOP)
+			select {
+			case <-stop:
+				return
+			case <-pr.Done():
+				return
+			case <-time.After(period - run):
+			}
+			pr.Signal(syscall.SIGCONT)
+		}
+	}()
 	return nil
 }
 

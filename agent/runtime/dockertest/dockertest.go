@@ -42,3 +42,12 @@ func Pool(t *testing.T) *runtime.Docker {
 	})
 	return d
 }
+
+// WorkerBinary builds the worker as a static binary, for the process
+// runtime.
+func WorkerBinary(t *testing.T) string {
+	t.Helper()
+	bin, err := imagebuild.Static(context.Background(), "github.com/ringside/ringside/cmd/worker")
+	require.NoError(t, err)
+	return bin
+}
