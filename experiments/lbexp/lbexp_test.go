@@ -105,7 +105,7 @@ func TestLiveBothBackends(t *testing.T) {
 	for _, backend := range []string{"process", "docker"} {
 		t.Run(backend, func(t *testing.T) {
 			dir := t.TempDir()
-			tab := runBackend(t, &Live{}, dir, backend, "--duration", "700ms", "--pickers", "weighted-random,least-conn",
+			tab := runBackend(t, &Live{}, dir, backend, "--duration", "700ms", "--pickers", "weighted-random,prequal",
 				"--clients", "4", "--workers", "1:default,0.5:default", "--interval", "200ms")
 			cells := tab.GroupBy("workload", "target", "clients")
 			var names []string
@@ -115,7 +115,8 @@ func TestLiveBothBackends(t *testing.T) {
 				assert.Equal(t, len(g.Rows), tab.Count(g.Rows, "status", "200"), "%v had failures", g.Key)
 				assert.Equal(t, backend, tab.Str(g.Rows[0], "backend"))
 			}
-			assert.Equal(t, []string{"cpu/weighted-random", "cpu/least-conn", "proxy/weighted-random", "proxy/direct", "proxy/nginx"}, names)
+			assert.Equal(t, []string{"cpu/weighted-random", "cpu/prequal", "cpu-throttled/weighted-random", "cpu-throttled/prequal",
+				"cpu-throttled/direct", "cpu-throttled/nginx", "proxy/weighted-random", "proxy/direct", "proxy/nginx"}, names)
 			// Requests came from both workers, named after their limits.
 			workers := map[string]bool{}
 			for i := range tab.Rows {
@@ -133,6 +134,8 @@ func TestLiveBothBackends(t *testing.T) {
 			require.NoError(t, err)
 			assert.Contains(t, string(md), "× nginx's")
 			assert.Contains(t, string(md), "added p99 latency over direct")
+			assert.Contains(t, string(md), "One worker throttled mid-cell")
+			assert.Contains(t, string(md), "prequal, 4 clients: p99")
 			assert.FileExists(t, filepath.Join(dir, "lb-live-utilisation.png"))
 		})
 	}

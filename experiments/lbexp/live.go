@@ -11,7 +11,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -44,6 +46,7 @@ type Live struct {
 	maxWorkers  int
 	tLow, tHigh time.Duration
 	low, high   float64
+	throttle    float64
 }
 
 // Workloads: cpu burns --cost per request (seed 004's utilisation over
@@ -51,6 +54,11 @@ type Live struct {
 const (
 	WorkloadCPU   = "cpu"
 	WorkloadProxy = "proxy"
+	// WorkloadThrottled is cpu with the first worker throttled to
+	// --throttle CPUs halfway through each cell (docker update --cpus): a
+	// neighbour taking its machine, which only latency- and load-aware
+	// pickers see at once.
+	WorkloadThrottled = "cpu-throttled"
 	TargetDirect  = "direct"
 	TargetNginx   = "nginx"
 )
@@ -80,6 +88,7 @@ func (l *Live) Flags(fs *flag.FlagSet) {
 	// pool rarely reaches the agent's production threshold of 75 %.
 	fs.Float64Var(&l.low, "low", 20, "utilisation % below which a worker is Low")
 	fs.Float64Var(&l.high, "high", 50, "utilisation % above which a worker is High")
+	fs.Float64Var(&l.throttle, "throttle", 0.1, "CPUs the first worker drops to halfway through each cpu-throttled cell (0: no such cells)")
 }
 
 func (*Live) Columns() []string {
@@ -261,6 +270,16 @@ func (l *Live) Run(ctx context.Context, env *experiments.Env) error {
 			cells = append(cells, cell{p, WorkloadCPU, c, l.cost})
 		}
 	}
+	if l.throttle > 0 {
+		for _, p := range append(slices.Clone(l.pickers.Vals), l.baselines.Vals...) {
+			if p == TargetNginx && nginxBinary() == "" {
+				continue
+			}
+			for _, c := range l.clients {
+				cells = append(cells, cell{p, WorkloadThrottled, c, l.cost})
+			}
+		}
+	}
 	proxyTargets := []string{balancer.WeightedRandom}
 	for _, b := range l.baselines.Vals {
 		if b == TargetNginx && nginxBinary() == "" {
@@ -276,7 +295,11 @@ func (l *Live) Run(ctx context.Context, env *experiments.Env) error {
 	for rep := range env.Reps {
 		for _, c := range cells {
 			ph.set(c.target, c.workload, c.clients)
-			shots, err := l.cell(ctx, env, a, feed, token, c.target, c.clients, c.cost, d)
+			var during func(context.Context) func()
+			if c.workload == WorkloadThrottled {
+				during = l.throttler(rt, a, specs[0].CPULimit, d/2, env.Log)
+			}
+			shots, err := l.cell(ctx, env, a, feed, token, c.target, c.clients, c.cost, d, during)
 			if err != nil {
 				return fmt.Errorf("%s %s clients=%d: %w", c.workload, c.target, c.clients, err)
 			}
@@ -316,8 +339,51 @@ func emitAll(env *experiments.Env, suffix string, header []string, rows [][]stri
 	return nil
 }
 
-// cell runs one load level against one target and returns its requests.
-func (l *Live) cell(ctx context.Context, env *experiments.Env, a *agent.Agent, feed, token, target string, clients, cost int, d time.Duration) ([]shot, error) {
+// cpuSetter is a runtime that can change a running worker's CPU limit.
+type cpuSetter interface {
+	SetCPULimit(ctx context.Context, id string, cpus float64) error
+}
+
+// throttler returns what a cpu-throttled cell runs beside its load: the
+// first worker drops to --throttle CPUs after, and gets its own limit
+// back when the returned stop is called.
+func (l *Live) throttler(rt liveRuntime, a *agent.Agent, own float64, after time.Duration, log *slog.Logger) func(context.Context) func() {
+	return func(ctx context.Context) func() {
+		set, ok := rt.(cpuSetter)
+		id := ""
+		for _, w := range a.View().Workers {
+			if strings.HasPrefix(w.Name, "w1-") {
+				id = w.ID
+			}
+		}
+		if !ok || id == "" {
+			log.Warn("cannot throttle the first worker", "runtime_can", ok, "worker_id", id)
+			return func() {}
+		}
+		t := time.AfterFunc(after, func() {
+			if err := set.SetCPULimit(ctx, id, l.throttle); err != nil {
+				log.Warn("throttling the first worker", "err", err)
+			}
+		})
+		return func() {
+			t.Stop()
+			if err := set.SetCPULimit(context.WithoutCancel(ctx), id, own); err != nil {
+				log.Warn("restoring the first worker", "err", err)
+			}
+		}
+	}
+}
+
+// cell runs one load level against one target and returns its requests;
+// during, if set, starts alongside the load and its result runs after.
+func (l *Live) cell(ctx context.Context, env *experiments.Env, a *agent.Agent, feed, token, target string, clients, cost int, d time.Duration,
+	during func(context.Context) func()) ([]shot, error) {
+	load := func(urlFor func(client, seq int) string) []shot {
+		if during != nil {
+			defer during(ctx)()
+		}
+		return generate(ctx, clients, d, urlFor)
+	}
 	path := "/work?cost=" + strconv.Itoa(cost)
 	var workers []string
 	var weights []float64
@@ -337,7 +403,7 @@ func (l *Live) cell(ctx context.Context, env *experiments.Env, a *agent.Agent, f
 		if err != nil {
 			return nil, err
 		}
-		return generate(ctx, clients, d, func(int, int) string {
+		return load(func(int, int) string {
 			return "http://" + workers[p.Pick(rand.Uint64())] + path
 		}), nil
 	case TargetNginx:
@@ -347,7 +413,7 @@ func (l *Live) cell(ctx context.Context, env *experiments.Env, a *agent.Agent, f
 		}
 		defer n.stop()
 		defer os.RemoveAll(filepath.Join(env.Dir, ".nginx"))
-		return generate(ctx, clients, d, func(int, int) string { return "http://" + n.addr + path }), nil
+		return load(func(int, int) string { return "http://" + n.addr + path }), nil
 	}
 	b, err := balancer.New(balancer.Options{Algorithm: target, Log: slog.New(warnOnly{env.Log.Handler()}).With("component", "balancer")})
 	if err != nil {
@@ -368,7 +434,7 @@ func (l *Live) cell(ctx context.Context, env *experiments.Env, a *agent.Agent, f
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return generate(ctx, clients, d, func(int, int) string { return url + path }), nil
+	return load(func(int, int) string { return url + path }), nil
 }
 
 func serve(h http.Handler) (*http.Server, string, error) {

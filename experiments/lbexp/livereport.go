@@ -90,6 +90,8 @@ func (l *Live) Report(in *experiments.ReportInput) (string, error) {
 		out += " Load generator, proxies and workers share this machine's cores.\n"
 	}
 
+	out += throttledReport(stats)
+
 	// Utilisation over time (seed 004 Figure 3) and the agent's events.
 	samples, err := in.ExtraTable(samplesCSV)
 	if err == nil {
@@ -136,4 +138,46 @@ func (l *Live) Report(in *experiments.ReportInput) (string, error) {
 	out += "\nShares are of successful requests; workers have different CPU limits (names say which), so a share " +
 		"proportional to capacity is the goal, not an equal one. Seed 004 reports no throughput or latency figures to compare with.\n"
 	return out, nil
+}
+
+// throttledReport compares the pickers while the first worker is
+// throttled mid-cell: tail latency and errors per picker and load, and the
+// goal that the latency-aware pickers' p99 stays at or below weighted
+// random's in the same run.
+func throttledReport(stats []cellStats) string {
+	var rows [][]string
+	wr := map[int]cellStats{}
+	var verdicts []string
+	for _, c := range stats {
+		if c.workload != WorkloadThrottled {
+			continue
+		}
+		rows = append(rows, []string{c.target, strconv.Itoa(c.clients), strconv.Itoa(c.n), strconv.Itoa(c.n - c.ok),
+			experiments.Num(c.rps, 0), experiments.Num(c.lat.P50, 2), experiments.Num(c.lat.P99, 2), experiments.Num(c.lat.P999, 2)})
+		if c.target == balancer.WeightedRandom {
+			wr[c.clients] = c
+		}
+	}
+	if len(rows) == 0 {
+		return ""
+	}
+	for _, c := range stats {
+		base, ok := wr[c.clients]
+		if c.workload != WorkloadThrottled || !ok || !slices.Contains(balancer.LatencyAware, c.target) {
+			continue
+		}
+		mark := "≤"
+		if c.lat.P99 > base.lat.P99 {
+			mark = "**>**"
+		}
+		verdicts = append(verdicts, fmt.Sprintf("%s, %d clients: p99 %s ms %s weighted random's %s ms", c.target, c.clients,
+			experiments.Num(c.lat.P99, 1), mark, experiments.Num(base.lat.P99, 1)))
+	}
+	out := "\n**One worker throttled mid-cell** (cpu-throttled: the first worker drops to --throttle CPUs halfway through each cell, " +
+		"docker update --cpus on Docker, a stop/continue duty cycle on processes):\n\n"
+	out += experiments.MarkdownTable([]string{"target", "clients", "requests", "failed", "req/s", "p50 ms", "p99 ms", "p99.9 ms"}, rows)
+	if len(verdicts) > 0 {
+		out += "\nGoal — latency-aware pickers' p99 ≤ weighted random's, same run:\n\n- " + strings.Join(verdicts, "\n- ") + "\n"
+	}
+	return out
 }
