@@ -59,8 +59,8 @@ const (
 	// neighbour taking its machine, which only latency- and load-aware
 	// pickers see at once.
 	WorkloadThrottled = "cpu-throttled"
-	TargetDirect  = "direct"
-	TargetNginx   = "nginx"
+	TargetDirect      = "direct"
+	TargetNginx       = "nginx"
 )
 
 func (*Live) Spec() experiments.Spec {
