@@ -1,6 +1,7 @@
 package balancer
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -46,39 +47,14 @@ func DefaultTuning() Tuning {
 // WithDefaults is t with its zero fields set to the defaults.
 func (t Tuning) WithDefaults() Tuning {
 	d := DefaultTuning()
-	def := func(v *time.Duration, dv time.Duration) {
-		if *v == 0 {
-			*v = dv
-		}
+	return Tuning{
+		Decay: cmp.Or(t.Decay, d.Decay), FailurePenalty: cmp.Or(t.FailurePenalty, d.FailurePenalty),
+		Bias: cmp.Or(t.Bias, d.Bias), Choices: cmp.Or(t.Choices, d.Choices),
+		Blackout: cmp.Or(t.Blackout, d.Blackout), Expiry: cmp.Or(t.Expiry, d.Expiry), Period: cmp.Or(t.Period, d.Period),
+		ErrorPenalty: cmp.Or(t.ErrorPenalty, d.ErrorPenalty),
+		RProbe:       cmp.Or(t.RProbe, d.RProbe), PoolSize: cmp.Or(t.PoolSize, d.PoolSize), Reuse: cmp.Or(t.Reuse, d.Reuse),
+		MaxProbeAge: cmp.Or(t.MaxProbeAge, d.MaxProbeAge), HotQuantile: cmp.Or(t.HotQuantile, d.HotQuantile),
 	}
-	def(&t.Decay, d.Decay)
-	def(&t.FailurePenalty, d.FailurePenalty)
-	def(&t.Blackout, d.Blackout)
-	def(&t.Expiry, d.Expiry)
-	def(&t.Period, d.Period)
-	def(&t.MaxProbeAge, d.MaxProbeAge)
-	if t.Bias == 0 {
-		t.Bias = d.Bias
-	}
-	if t.Choices == 0 {
-		t.Choices = d.Choices
-	}
-	if t.ErrorPenalty == 0 {
-		t.ErrorPenalty = d.ErrorPenalty
-	}
-	if t.RProbe == 0 {
-		t.RProbe = d.RProbe
-	}
-	if t.PoolSize == 0 {
-		t.PoolSize = d.PoolSize
-	}
-	if t.Reuse == 0 {
-		t.Reuse = d.Reuse
-	}
-	if t.HotQuantile == 0 {
-		t.HotQuantile = d.HotQuantile
-	}
-	return t
 }
 
 // check names the first parameter out of range (after defaults).

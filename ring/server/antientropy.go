@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"time"
@@ -99,12 +100,7 @@ func (s *Server) noteLost(old, nm *membership.Metadata) {
 func (s *Server) lostServers() []string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := make([]string, 0, len(s.lost))
-	for a := range s.lost {
-		out = append(out, a)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(s.lost))
 }
 
 func (s *Server) fetchMeta(ctx context.Context, addr string) (*membership.Metadata, error) {

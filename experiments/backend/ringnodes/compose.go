@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -215,12 +216,7 @@ func (c *Compose) Addrs() []string {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]string, 0, len(c.ids))
-	for a := range c.ids {
-		out = append(out, a)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(c.ids))
 }
 
 // Kill sends SIGKILL to the server's container.
@@ -271,11 +267,7 @@ func (c *Compose) Restart(ctx context.Context, addr string) error {
 func (c *Compose) snapshot() map[string]string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make(map[string]string, len(c.ids))
-	for a, id := range c.ids {
-		out[a] = id
-	}
-	return out
+	return maps.Clone(c.ids)
 }
 
 // Down lists the servers killed and not yet restarted.
