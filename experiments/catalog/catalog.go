@@ -27,5 +27,6 @@ func New() *experiments.Registry {
 	r.Register(&lbexp.Efficiency{})
 	r.Register(&lbexp.Sim{})
 	r.Register(&lbexp.Live{})
+	r.Register(&lbexp.Proxy{})
 	return r
 }

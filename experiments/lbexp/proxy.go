@@ -1,0 +1,313 @@
+package lbexp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ringside/ringside/agent/runtime"
+	"github.com/ringside/ringside/balancer"
+	"github.com/ringside/ringside/experiments"
+	"github.com/ringside/ringside/internal/imagebuild"
+	"github.com/ringside/ringside/internal/proc"
+)
+
+// Proxy is lb-proxy: the balancer's own cost against nginx's. Both run as
+// processes on this machine in front of the same workers, and one external
+// load generator (wrk from Debian) drives each in turn with near-free
+// requests, in one run, alternating which goes first.
+type Proxy struct {
+	workers, conns, threads, cost int
+	duration                      time.Duration
+	picker                        string
+	profile                       bool
+}
+
+const (
+	TargetBalancer = "balancer"
+	proxyProfile   = "lb-proxy-balancer.pprof"
+)
+
+func (*Proxy) Spec() experiments.Spec {
+	return experiments.Spec{Name: "lb-proxy", Backends: []string{"process"}, Quick: 3, Paper: 10,
+		Summary: "requests per second and latency of the balancer and of nginx in front of the same workers, driven by wrk with near-free requests, beside the goal of ≥ 0.9 × nginx"}
+}
+
+func (p *Proxy) Flags(fs *flag.FlagSet) {
+	fs.IntVar(&p.workers, "workers", 2, "worker processes behind both proxies")
+	fs.IntVar(&p.conns, "connections", 16, "wrk connections")
+	fs.IntVar(&p.threads, "threads", 2, "wrk threads")
+	fs.IntVar(&p.cost, "cost", 0, "hash rounds per request (0: near-free, the proxies' cost shows)")
+	fs.DurationVar(&p.duration, "duration", 3*time.Second, "wrk run per target and repetition")
+	fs.StringVar(&p.picker, "picker", balancer.WeightedRandom, "the balancer's picker")
+	fs.BoolVar(&p.profile, "profile-balancer", true, "keep a CPU profile of the balancer's first run beside the CSV ("+proxyProfile+")")
+}
+
+func (*Proxy) Columns() []string {
+	return []string{"target", "rep", "connections", "requests", "requests_per_s", "p50_ms", "p99_ms", "errors"}
+}
+
+func (p *Proxy) Run(ctx context.Context, env *experiments.Env) error {
+	if p.workers < 1 || p.conns < 1 || p.threads < 1 || p.threads > p.conns || p.duration < time.Second {
+		return fmt.Errorf("want workers, connections ≥ 1, 1 ≤ threads ≤ connections, duration ≥ 1s")
+	}
+	wrk, err := exec.LookPath("wrk")
+	if err != nil {
+		return errors.New("wrk not found (apt-get install wrk): lb-proxy needs an external load generator")
+	}
+	if nginxBinary() == "" {
+		return errors.New("nginx not found (apt-get install nginx): lb-proxy measures the balancer against it")
+	}
+	workerBin, err := imagebuild.Static(ctx, "github.com/ringside/ringside/cmd/worker")
+	if err != nil {
+		return err
+	}
+	balancerBin, err := imagebuild.Static(ctx, "github.com/ringside/ringside/cmd/balancer")
+	if err != nil {
+		return err
+	}
+	rt := runtime.NewProcess(workerBin)
+	defer rt.RemoveAll(context.Background())
+	var addrs []string
+	var weights []float64
+	for i := range p.workers {
+		w, err := rt.Start(ctx, runtime.Spec{Name: fmt.Sprintf("w%d", i+1)})
+		if err != nil {
+			return err
+		}
+		addrs, weights = append(addrs, w.Addr), append(weights, 1)
+	}
+	b, err := startBalancer(ctx, balancerBin, p.picker, addrs)
+	if err != nil {
+		return err
+	}
+	defer b.Stop(os.Interrupt, 3*time.Second)
+	dir := filepath.Join(env.Dir, ".nginx-proxy")
+	defer os.RemoveAll(dir)
+	n, err := startNginx(ctx, dir, addrs, weights)
+	if err != nil {
+		return err
+	}
+	defer n.stop()
+
+	path := "/work?cost=" + strconv.Itoa(p.cost)
+	targets := map[string]string{TargetBalancer: "http://" + b.addr + path, TargetNginx: "http://" + n.addr + path}
+	env.Progress.SetTotal(2 * env.Reps)
+	for rep := range env.Reps {
+		order := []string{TargetBalancer, TargetNginx}
+		if rep%2 == 1 {
+			order[0], order[1] = order[1], order[0]
+		}
+		for _, target := range order {
+			var profiled chan error
+			if p.profile && rep == 0 && target == TargetBalancer {
+				profiled = make(chan error, 1)
+				go func() { profiled <- b.profile(ctx, p.duration-500*time.Millisecond, filepath.Join(env.Dir, proxyProfile)) }()
+			}
+			out, err := runCmd(ctx, wrk, "-t", strconv.Itoa(p.threads), "-c", strconv.Itoa(p.conns), "-d", p.duration.String(), "--latency", targets[target])
+			if err != nil {
+				return fmt.Errorf("wrk against %s: %w", target, err)
+			}
+			r, err := ParseWrk(out)
+			if err != nil {
+				return fmt.Errorf("wrk against %s: %w", target, err)
+			}
+			if profiled != nil {
+				if err := <-profiled; err != nil {
+					env.Log.Warn("profiling the balancer", "err", err)
+				}
+			}
+			if err := env.Emit(experiments.Row{target, rep, p.conns, r.Requests, r.RPS, ms(r.P50), ms(r.P99), r.Errors}); err != nil {
+				return err
+			}
+			env.Progress.Add(1)
+		}
+	}
+	return nil
+}
+
+func runCmd(ctx context.Context, bin string, args ...string) (string, error) {
+	var out, errb bytes.Buffer
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("%v: %s", err, strings.TrimSpace(errb.String()))
+	}
+	return out.String(), nil
+}
+
+// balancerProc is cmd/balancer as a process, as nginx is one.
+type balancerProc struct {
+	*proc.Proc
+	addr, admin string
+}
+
+func startBalancer(ctx context.Context, bin, picker string, addrs []string) (*balancerProc, error) {
+	ports := make([]string, 2)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = l.Addr().String()
+		l.Close()
+	}
+	var ws []string
+	for _, a := range addrs {
+		ws = append(ws, a+"=1")
+	}
+	var errb bytes.Buffer
+	cmd := exec.Command(bin, "--addr", ports[0], "--admin", ports[1], "--picker", picker, "--workers", strings.Join(ws, ","), "--log-level", "warn")
+	cmd.Stderr = &errb
+	pr, err := proc.Start(cmd, nil)
+	if err != nil {
+		return nil, err
+	}
+	b := &balancerProc{Proc: pr, addr: ports[0], admin: ports[1]}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if resp, err := http.Get("http://" + b.admin + "/healthz"); err == nil {
+			resp.Body.Close()
+			return b, nil
+		}
+		if pr.Exited() || time.Now().After(deadline) || ctx.Err() != nil {
+			pr.Kill()
+			return nil, fmt.Errorf("balancer did not come up: %s", strings.TrimSpace(errb.String()))
+		}
+	}
+}
+
+// profile saves a CPU profile of the balancer over d.
+func (b *balancerProc) profile(ctx context.Context, d time.Duration, path string) error {
+	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", b.admin, max(1, int(d.Seconds())))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, body, 0o644)
+}
+
+// WrkResult is what one wrk run reports.
+type WrkResult struct {
+	Requests, Errors int
+	RPS              float64
+	P50, P99         time.Duration
+}
+
+var (
+	wrkRequests = regexp.MustCompile(`(?m)^\s*(\d+) requests in `)
+	wrkRPS      = regexp.MustCompile(`(?m)^Requests/sec:\s+([0-9.]+)\s*$`)
+	wrkLatency  = regexp.MustCompile(`(?m)^\s+(50|99)%\s+([0-9.]+)(us|ms|s|m)\s*$`)
+	wrkNon2xx   = regexp.MustCompile(`(?m)^\s*Non-2xx or 3xx responses:\s+(\d+)\s*$`)
+	wrkSocket   = regexp.MustCompile(`(?m)^\s*Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)\s*$`)
+)
+
+// ParseWrk reads wrk --latency output; missing totals or quantiles are an
+// error naming what is missing.
+func ParseWrk(out string) (WrkResult, error) {
+	var r WrkResult
+	m := wrkRequests.FindStringSubmatch(out)
+	if m == nil {
+		return r, errors.New("wrk output: no \"N requests in\" line")
+	}
+	r.Requests, _ = strconv.Atoi(m[1])
+	if m = wrkRPS.FindStringSubmatch(out); m == nil {
+		return r, errors.New("wrk output: no Requests/sec line")
+	}
+	r.RPS, _ = strconv.ParseFloat(m[1], 64)
+	for _, l := range wrkLatency.FindAllStringSubmatch(out, -1) {
+		v, err := strconv.ParseFloat(l[2], 64)
+		if err != nil {
+			return r, fmt.Errorf("wrk output: latency %q", l[2])
+		}
+		unit := map[string]time.Duration{"us": time.Microsecond, "ms": time.Millisecond, "s": time.Second, "m": time.Minute}[l[3]]
+		d := time.Duration(v * float64(unit))
+		if l[1] == "50" {
+			r.P50 = d
+		} else {
+			r.P99 = d
+		}
+	}
+	if r.P50 == 0 || r.P99 == 0 {
+		return r, errors.New("wrk output: no 50% and 99% latency (run with --latency)")
+	}
+	if m = wrkNon2xx.FindStringSubmatch(out); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		r.Errors += n
+	}
+	if m = wrkSocket.FindStringSubmatch(out); m != nil {
+		for _, s := range m[1:] {
+			n, _ := strconv.Atoi(s)
+			r.Errors += n
+		}
+	}
+	return r, nil
+}
+
+func (p *Proxy) Report(in *experiments.ReportInput) (string, error) {
+	t := in.Table
+	if err := t.Require("target", "rep", "requests_per_s"); err != nil {
+		return "", err
+	}
+	var rows [][]string
+	var ratios []float64
+	for _, g := range t.GroupBy("rep") {
+		rps := map[string]float64{}
+		for _, i := range g.Rows {
+			rps[t.Str(i, "target")] = t.Float(i, "requests_per_s")
+		}
+		if rps[TargetNginx] > 0 {
+			ratios = append(ratios, rps[TargetBalancer]/rps[TargetNginx])
+		}
+	}
+	for _, g := range t.GroupBy("target") {
+		r := experiments.Summarize(t.Floats(g.Rows, "requests_per_s"))
+		p50 := experiments.Summarize(t.Floats(g.Rows, "p50_ms"))
+		p99 := experiments.Summarize(t.Floats(g.Rows, "p99_ms"))
+		errs := 0.0
+		for _, v := range t.Floats(g.Rows, "errors") {
+			errs += v
+		}
+		rows = append(rows, []string{g.Key[0], strconv.Itoa(r.N), experiments.Num(r.P50, 0), experiments.Num(r.Min, 0), experiments.Num(r.Max, 0),
+			experiments.Num(p50.P50, 3), experiments.Num(p99.P50, 3), experiments.Num(errs, 0)})
+	}
+	ratio := experiments.Summarize(ratios)
+	verdict := "meets"
+	if ratio.P50 < 0.9 {
+		verdict = "**misses**"
+	}
+	pm := in.Meta.Params
+	out := fmt.Sprintf("wrk -t%s -c%s -d%s against each proxy in turn (order alternating), %s worker processes behind both, /work?cost=%s; "+
+		"the balancer (cmd/balancer, picker %s) and nginx (worker_processes auto, upstream keep-alive) are both processes on this machine.\n\n",
+		pm["threads"], pm["connections"], pm["duration"], pm["workers"], pm["cost"], pm["picker"])
+	out += experiments.MarkdownTable([]string{"target", "runs", "req/s median", "min", "max", "p50 ms (median)", "p99 ms (median)", "errors"}, rows)
+	out += fmt.Sprintf("\n**Balancer / nginx requests per second: %s median over %d runs (%s–%s)** — %s the goal of ≥ 0.9.\n",
+		experiments.Num(ratio.P50, 2), ratio.N, experiments.Num(ratio.Min, 2), experiments.Num(ratio.Max, 2), verdict)
+	if _, err := os.Stat(filepath.Join(in.Dir, proxyProfile)); err == nil {
+		out += "\nWhere the balancer's time goes: `go tool pprof -top " + proxyProfile + "` (a CPU profile of its first run, beside this report).\n"
+	}
+	return out, nil
+}
