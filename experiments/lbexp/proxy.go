@@ -114,7 +114,9 @@ func (p *Proxy) Run(ctx context.Context, env *experiments.Env) error {
 			var profiled chan error
 			if p.profile && rep == 0 && target == TargetBalancer {
 				profiled = make(chan error, 1)
-				go func() { profiled <- b.profile(ctx, p.duration-500*time.Millisecond, filepath.Join(env.Dir, proxyProfile)) }()
+				go func() {
+					profiled <- b.profile(ctx, p.duration-500*time.Millisecond, filepath.Join(env.Dir, proxyProfile))
+				}()
 			}
 			out, err := runCmd(ctx, wrk, "-t", strconv.Itoa(p.threads), "-c", strconv.Itoa(p.conns), "-d", p.duration.String(), "--latency", targets[target])
 			if err != nil {
