@@ -32,6 +32,8 @@ func (s *Server) installMeta(nm *membership.Metadata) bool {
 // reached in a ring it left does not compare with the new ring's rounds.
 func (s *Server) adoptMeta(nm *membership.Metadata) {
 	s.role.Adopt(s.now(), nm)
+	s.joins.Add(1)
+	s.settled.Store(false)
 	s.node = nil
 	s.publish(nm)
 }

@@ -44,6 +44,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("PUT /internal/replicate/{key...}", s.peerOnly(s.handleReplicate))
 	mux.HandleFunc("DELETE /internal/replicate/{key...}", s.peerOnly(s.handleReplicate))
 	mux.HandleFunc("POST /internal/transfer", s.peerOnly(s.handleTransfer))
+	mux.HandleFunc("POST /internal/pull", s.peerOnly(s.handlePull))
 	mux.HandleFunc("PUT /internal/metadata", s.peerOnly(s.handleMetadata))
 	mux.HandleFunc("POST /internal/join", s.peerOnly(s.handleJoin))
 	// Read-only views, open: smart clients read the ring, experiments the status.
@@ -283,6 +284,10 @@ func (s *Server) handleRead(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp := meta.Responsible(key)
+	if resp[0] == s.cfg.Addr && !s.settled.Load() && hops(r) < maxHops {
+		s.readNewest(w, r, key, resp[1:])
+		return
+	}
 	if resp[0] == s.cfg.Addr || hops(r) >= maxHops {
 		s.serveLocal(w, key)
 		return
@@ -314,10 +319,21 @@ func (s *Server) handleLocalRead(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) serveLocal(w http.ResponseWriter, key string) {
 	e, ok, err := s.store.Get(key)
-	switch {
-	case err != nil:
+	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
-	case !ok || e.Deleted:
+		return
+	}
+	writeEntry(w, e, ok)
+}
+
+// writeEntry answers a read with e; a tombstone is 404 with its version,
+// so a reader comparing copies can tell a delete from a key never written.
+func writeEntry(w http.ResponseWriter, e kv.Entry, ok bool) {
+	switch {
+	case !ok:
+		http.Error(w, "not found", http.StatusNotFound)
+	case e.Deleted:
+		w.Header().Set(HeaderVersion, strconv.FormatUint(e.Version, 10))
 		http.Error(w, "not found", http.StatusNotFound)
 	default:
 		w.Header().Set("Content-Type", "application/octet-stream")

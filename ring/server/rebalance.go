@@ -37,7 +37,11 @@ func (s *Server) rebalancer(ctx context.Context) {
 		if cur == nil || cur == done || !cur.Has(s.cfg.Addr) {
 			continue
 		}
-		moved, err := s.moveData(ctx, done, cur)
+		var moved int
+		err := s.settle(ctx, cur)
+		if err == nil {
+			moved, err = s.moveData(ctx, done, cur)
+		}
 		s.moved.Add(int64(moved))
 		if err != nil {
 			backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
@@ -127,5 +131,22 @@ func (s *Server) postTransfer(ctx context.Context, to string, body []byte) error
 	if resp.StatusCode != http.StatusNoContent {
 		return fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(msg))
 	}
+	return nil
+}
+
+// settle pulls, once per (re)join, what this server is responsible for.
+func (s *Server) settle(ctx context.Context, cur *membership.Metadata) error {
+	if s.settled.Load() {
+		return nil
+	}
+	epoch := s.joins.Load()
+	if err := s.pull(ctx, cur); err != nil {
+		return err
+	}
+	if s.joins.Load() != epoch {
+		return fmt.Errorf("rejoined while settling: settle again")
+	}
+	s.settled.Store(true)
+	s.log.Info("settled: pulled what this server is responsible for", "version", cur.Version)
 	return nil
 }

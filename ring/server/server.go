@@ -148,7 +148,11 @@ type Server struct {
 	stopped atomic.Bool
 	// rejoining is set while rejoin runs.
 	rejoining atomic.Bool
-	lost      map[string]time.Time // servers the ring lost, when (antientropy.go)
+	// settled is set once this server has pulled what it is responsible
+	// for from the other members (settle.go).
+	settled atomic.Bool
+	joins   atomic.Uint64        // rejoins so far: a settle that spans one does not count
+	lost    map[string]time.Time // servers the ring lost, when (antientropy.go)
 }
 
 // New opens the store and binds the listener; Run starts serving.

@@ -42,7 +42,14 @@ const testSecret = "ring-secret-for-tests"
 
 func startNode(t testing.TB, join ...string) *node {
 	t.Helper()
-	s, err := New(Config{Addr: freeAddr(t), Join: join, Dir: t.TempDir(), HopBound: 5 * time.Millisecond, Secret: testSecret,
+	return startNodeAt(t, freeAddr(t), t.TempDir(), join...)
+}
+
+// startNodeAt starts a server on addr with its data in dir: a restart
+// when both are a stopped server's.
+func startNodeAt(t testing.TB, addr, dir string, join ...string) *node {
+	t.Helper()
+	s, err := New(Config{Addr: addr, Join: join, Dir: dir, HopBound: 5 * time.Millisecond, Secret: testSecret,
 		SuspectTimeout: 300 * time.Millisecond, HeartbeatInterval: 50 * time.Millisecond,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
@@ -484,4 +491,51 @@ func TestTransfersAreBoundedInConcurrency(t *testing.T) {
 			resp.Body.Close()
 		}
 	}
+}
+
+// A server that rejoins with stale data never serves it: until it has
+// pulled what it is responsible for, its reads as owner take the newest
+// copy among the responsible servers.
+func TestRejoinedOwnerServesNoStaleRead(t *testing.T) {
+	nodes := startRing(t, 3)
+	meta := nodes[0].currentMeta()
+	owner := nodes[1]
+	key := ""
+	for i := 0; key == ""; i++ {
+		if k := fmt.Sprint("k", i); meta.Owner(k) == owner.Addr() {
+			key = k
+		}
+	}
+	code, msg := do(t, http.MethodPut, "http://"+owner.Addr()+"/kv/"+key, []byte("old"))
+	require.Equal(t, http.StatusNoContent, code, msg)
+
+	// The mechanism: an unsettled owner with a stale copy reads the newest.
+	code, msg = do(t, http.MethodPut, "http://"+owner.Addr()+"/kv/"+key, []byte("new"))
+	require.Equal(t, http.StatusNoContent, code, msg)
+	v := owner.store.Version(key)
+	require.NoError(t, owner.store.Forget(key))
+	_, err := owner.store.Apply(key, kv.Entry{Value: []byte("old"), Version: v - 1})
+	require.NoError(t, err)
+	_, body := do(t, http.MethodGet, "http://"+owner.Addr()+"/kv/"+key, nil)
+	assert.Equal(t, "old", body, "a settled owner trusts its store (the planted stale copy)")
+	owner.settled.Store(false)
+	_, body = do(t, http.MethodGet, "http://"+owner.Addr()+"/kv/"+key, nil)
+	assert.Equal(t, "new", body, "unsettled, it reads the newest copy")
+
+	// For real: the owner dies, a newer write lands while it is away, and
+	// it restarts from its log on its address.
+	addr, dir := owner.Addr(), owner.cfg.Dir
+	owner.stop()
+	require.Eventually(t, func() bool { return !nodes[0].currentMeta().Has(addr) }, 5*time.Second, 20*time.Millisecond)
+	code, msg = do(t, http.MethodPut, "http://"+nodes[0].Addr()+"/kv/"+key, []byte("newest"))
+	require.Equal(t, http.StatusNoContent, code, msg)
+	back := startNodeAt(t, addr, dir, nodes[0].Addr())
+	require.Eventually(t, func() bool { m := back.currentMeta(); return m != nil && m.Has(addr) }, 5*time.Second, 5*time.Millisecond)
+	for range 20 {
+		_, body := do(t, http.MethodGet, "http://"+addr+"/kv/"+key, nil)
+		assert.Equal(t, "newest", body)
+	}
+	require.Eventually(t, back.settled.Load, 5*time.Second, 10*time.Millisecond, "it settles")
+	_, body = do(t, http.MethodGet, "http://"+addr+"/kv/"+key, nil)
+	assert.Equal(t, "newest", body)
 }
