@@ -247,15 +247,9 @@ func (p *pickingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	var tried []int
 	var lastErr error
 	for range attempts {
-		i := t.picker.Pick(rand.Uint64())
-		if slices.Contains(tried, i) {
-			i = t.fallback(tried)
-		}
+		i := b.choose(t, tried)
 		if i < 0 {
 			break
-		}
-		if pr, ok := t.picker.(Prober); ok {
-			b.probe(t, pr)
 		}
 		tried = append(tried, i)
 		be := t.backends[i]
@@ -271,22 +265,14 @@ func (p *pickingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 			}
 		}
 		out.URL.Host, out.Host = be.Addr, ""
-		be.c.requests.Add(1)
-		be.c.Active.Add(1)
-		start := b.now()
+		start := b.begin(be)
 		resp, err := p.next.RoundTrip(out)
 		if err == nil {
-			if _, ok := t.picker.(*reportWRR); ok {
-				b.reported(be, resp.Header.Get(loadreport.Header))
-			}
+			b.answered(t, i, resp.Header)
 			resp.Body = &doneBody{ReadCloser: resp.Body, t: t, i: i, start: start, b: b}
 			return resp, nil
 		}
-		be.c.Active.Add(-1)
-		be.c.failures.Add(1)
-		if o, ok := t.picker.(Observer); ok {
-			o.Observe(i, b.now()-start, true)
-		}
+		b.done(t, i, start, true)
 		lastErr = fmt.Errorf("worker %s (%s): %w", be.ID, be.Addr, err)
 		if r.Context().Err() != nil {
 			break
@@ -297,6 +283,48 @@ func (p *pickingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, errNoWorker
 	}
 	return nil, lastErr
+}
+
+// choose picks the backend of one attempt, never one already tried, and
+// sends the probes the picker asks for; −1 when none is left.
+func (b *Balancer) choose(t *table, tried []int) int {
+	i := t.picker.Pick(rand.Uint64())
+	if slices.Contains(tried, i) {
+		i = t.fallback(tried)
+	}
+	if i >= 0 {
+		if pr, ok := t.picker.(Prober); ok {
+			b.probe(t, pr)
+		}
+	}
+	return i
+}
+
+// begin counts a request sent to be and returns its start time.
+func (b *Balancer) begin(be backend) time.Duration {
+	be.c.requests.Add(1)
+	be.c.Active.Add(1)
+	return b.now()
+}
+
+// answered takes what a response's headers tell the picker.
+func (b *Balancer) answered(t *table, i int, h http.Header) {
+	if _, ok := t.picker.(*reportWRR); ok {
+		b.reported(t.backends[i], h.Get(loadreport.Header))
+	}
+}
+
+// done ends a request to backend i: one fewer in flight, its latency (or
+// failure) observed.
+func (b *Balancer) done(t *table, i int, start time.Duration, failed bool) {
+	c := t.backends[i].c
+	c.Active.Add(-1)
+	if failed {
+		c.failures.Add(1)
+	}
+	if o, ok := t.picker.(Observer); ok {
+		o.Observe(i, b.now()-start, failed)
+	}
 }
 
 // now is the pickers' clock.
@@ -387,12 +415,7 @@ type doneBody struct {
 }
 
 func (d *doneBody) Close() error {
-	d.once.Do(func() {
-		d.t.backends[d.i].c.Active.Add(-1)
-		if o, ok := d.t.picker.(Observer); ok {
-			o.Observe(d.i, d.b.now()-d.start, false)
-		}
-	})
+	d.once.Do(func() { d.b.done(d.t, d.i, d.start, false) })
 	return d.ReadCloser.Close()
 }
 

@@ -9,10 +9,16 @@ import (
 	"time"
 )
 
+// Server is what Until runs: *http.Server, or a server of the same shape.
+type Server interface {
+	ListenAndServe() error
+	Shutdown(ctx context.Context) error
+}
+
 // Until serves every server until ctx ends, then gives in-flight requests
 // grace to finish. A server that cannot serve (its address taken) ends
 // them all and its error is returned.
-func Until(ctx context.Context, grace time.Duration, srvs ...*http.Server) error {
+func Until(ctx context.Context, grace time.Duration, srvs ...Server) error {
 	errc := make(chan error, len(srvs))
 	for _, srv := range srvs {
 		go func() {

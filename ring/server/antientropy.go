@@ -26,7 +26,9 @@ const (
 // the servers its ring lost (in turn). A partition leaves two rings that
 // removed each other, and their own members drop each other's messages,
 // so nothing else would bring them back together: the side that finds
-// the other ring and yields to it (coordinator.Yields) rejoins there.
+// the other ring and yields to it (coordinator.Yields) rejoins there. The
+// join seeds are asked too, which joins a server that started its own
+// ring of one because no seed answered while they were all starting.
 func (s *Server) syncMeta(ctx context.Context) {
 	every := max(s.cfg.SuspectTimeout, 200*time.Millisecond)
 	for i := 0; ; i++ {
@@ -53,7 +55,10 @@ func (s *Server) syncMeta(ctx context.Context) {
 				})
 			}
 		}
-		if lost := s.lostServers(); len(lost) > 0 {
+		// Servers this ring lost, and the join seeds: a server that
+		// bootstrapped alone because no seed answered in time (they were
+		// starting too) finds their ring this way.
+		if lost := append(s.lostServers(), s.cfg.Join...); len(lost) > 0 {
 			addr := lost[i%len(lost)]
 			if other, err := s.fetchMeta(ctx, addr); err == nil && !other.Has(s.cfg.Addr) && coordinator.Yields(cur, other) {
 				s.log.Warn("found a larger ring this one had lost; leaving for it", "via", addr,

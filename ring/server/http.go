@@ -25,6 +25,8 @@ import (
 // Headers of the internal protocol.
 const (
 	HeaderVersion = "X-Ringside-Version" // entry version on replication and reads
+	HeaderOwner   = "X-Ringside-Owner"   // the owner sending a replication
+	HeaderEpoch   = "X-Ringside-Epoch"   // its metadata's round.version
 	HeaderHops    = "X-Ringside-Hops"    // forwarding depth, to stop loops on stale metadata
 	HeaderSecret  = "X-Ringside-Secret"  // the cluster secret, on every peer-only request
 	maxHops       = 2
@@ -169,7 +171,7 @@ func (s *Server) handleWrite(rw http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	if missing := s.replicate(r.Context(), meta.Responsible(key)[1:], key, e); len(missing) > 0 {
+	if missing := s.replicate(r.Context(), meta, key, e); len(missing) > 0 {
 		// Not acknowledged: the write may or may not survive, and the
 		// client is told so rather than told it is safe.
 		w.Header().Set("Retry-After", "1")
@@ -183,7 +185,9 @@ func (s *Server) handleWrite(rw http.ResponseWriter, r *http.Request) {
 
 // replicate sends e to every replica, waits for all of them, and returns
 // the ones that did not store it, sorted, each with its reason.
-func (s *Server) replicate(ctx context.Context, replicas []string, key string, e kv.Entry) []string {
+func (s *Server) replicate(ctx context.Context, meta *membership.Metadata, key string, e kv.Entry) []string {
+	replicas := meta.Responsible(key)[1:]
+	epoch := fmt.Sprintf("%d.%d", meta.Round, meta.Version)
 	type result struct {
 		to  string
 		err error
@@ -195,7 +199,7 @@ func (s *Server) replicate(ctx context.Context, replicas []string, key string, e
 	}
 	for _, to := range replicas {
 		go func() {
-			results <- result{to, s.replicateTo(ctx, method, to, key, e)}
+			results <- result{to, s.replicateTo(ctx, method, to, key, e, epoch)}
 		}()
 	}
 	var missing []string
@@ -210,18 +214,41 @@ func (s *Server) replicate(ctx context.Context, replicas []string, key string, e
 	return missing
 }
 
-func (s *Server) replicateTo(ctx context.Context, method, to, key string, e kv.Entry) error {
-	resp, err := s.peerRequest(ctx, method, to, KeyPath("/internal/replicate/", key), e.Value, HeaderVersion, strconv.FormatUint(e.Version, 10))
+func (s *Server) replicateTo(ctx context.Context, method, to, key string, e kv.Entry, epoch string) error {
+	resp, err := s.peerRequest(ctx, method, to, KeyPath("/internal/replicate/", key), e.Value,
+		HeaderVersion, strconv.FormatUint(e.Version, 10), HeaderOwner, s.cfg.Addr, HeaderEpoch, epoch)
 	if err != nil {
 		return err
 	}
-	io.Copy(io.Discard, resp.Body)
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNoContent {
-		return errors.New(resp.Status)
+		return fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(msg))
 	}
 	return nil
 }
+
+// staleOwner fences replication: a replica whose metadata is newer than
+// the sender's, and names another owner of the key, refuses the write, so
+// a server that has not yet learnt it lost a key cannot have a write
+// acknowledged beside the new owner's.
+func (s *Server) staleOwner(r *http.Request, key string) error {
+	owner := r.Header.Get(HeaderOwner)
+	var round, version uint64
+	if _, err := fmt.Sscanf(r.Header.Get(HeaderEpoch), "%d.%d", &round, &version); err != nil || owner == "" {
+		return fmt.Errorf("%s and %s: want the sender's address and metadata round.version", HeaderOwner, HeaderEpoch)
+	}
+	cur := s.currentMeta()
+	if cur == nil || !(cur.Round > round || cur.Round == round && cur.Version > version) {
+		return nil
+	}
+	if now := cur.Owner(key); now != owner {
+		return fmt.Errorf("%w: under metadata %d.%d the owner of %q is %s, not %s", errStaleOwner, cur.Round, cur.Version, key, now, owner)
+	}
+	return nil
+}
+
+var errStaleOwner = errors.New("stale owner")
 
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, to string, body []byte) {
 	if hops(r) >= maxHops {
@@ -351,6 +378,13 @@ func (s *Server) handleReplicate(w http.ResponseWriter, r *http.Request) {
 	v, err := strconv.ParseUint(r.Header.Get(HeaderVersion), 10, 64)
 	if err != nil || v == 0 {
 		s.badRequest(w, "replicate", fmt.Errorf("%s: %q is not a positive version", HeaderVersion, r.Header.Get(HeaderVersion)))
+		return
+	}
+	if err := s.staleOwner(r, key); errors.Is(err, errStaleOwner) {
+		http.Error(w, err.Error(), http.StatusConflict)
+		return
+	} else if err != nil {
+		s.badRequest(w, "replicate", err)
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, kv.MaxValueLen+1))

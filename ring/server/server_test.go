@@ -539,3 +539,42 @@ func TestRejoinedOwnerServesNoStaleRead(t *testing.T) {
 	_, body = do(t, http.MethodGet, "http://"+addr+"/kv/"+key, nil)
 	assert.Equal(t, "newest", body)
 }
+
+// Replication is fenced by metadata: a replica whose metadata is newer
+// than the sender's refuses a write from a server that is no longer the
+// key's owner, and a replication without the sender's epoch is malformed.
+func TestReplicationFromAStaleOwnerIsRefused(t *testing.T) {
+	nodes := startRing(t, 2)
+	a := nodes[0]
+	meta := a.currentMeta()
+	key := "fenced"
+	owner := meta.Owner(key)
+	other := nodes[0].Addr()
+	if other == owner {
+		other = nodes[1].Addr()
+	}
+	send := func(from, epoch string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPut, "http://"+a.Addr()+"/internal/replicate/"+key, strings.NewReader("v"))
+		req.Header.Set(HeaderSecret, testSecret)
+		req.Header.Set(HeaderVersion, "7")
+		if from != "" {
+			req.Header.Set(HeaderOwner, from)
+			req.Header.Set(HeaderEpoch, epoch)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, body := send(other, "0.1")
+	assert.Equal(t, http.StatusConflict, code)
+	assert.Contains(t, body, "stale owner")
+	code, _ = send(owner, "0.1")
+	assert.Equal(t, http.StatusNoContent, code, "the owner, even with older metadata")
+	code, _ = send(other, fmt.Sprintf("%d.%d", meta.Round, meta.Version+5))
+	assert.Equal(t, http.StatusNoContent, code, "a sender with newer metadata is believed")
+	code, body = send("", "")
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Contains(t, body, HeaderEpoch)
+}
