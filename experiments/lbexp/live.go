@@ -422,11 +422,15 @@ func (l *Live) cell(ctx context.Context, env *experiments.Env, a *agent.Agent, f
 	bctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go b.Follow(bctx, balancer.FeedOptions{URL: feed, Token: token, Name: "lb-live", ReportEvery: l.interval})
-	srv, url, err := serve(b)
+	// The balancer's network front, as cmd/balancer serves it.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	defer srv.Close()
+	front := &balancer.Front{B: b}
+	go front.Serve(ln)
+	defer front.Shutdown(context.WithoutCancel(ctx))
+	url := "http://" + ln.Addr().String()
 	deadline := time.Now().Add(10 * time.Second)
 	for len(b.Workers()) == 0 {
 		if time.Now().After(deadline) {
