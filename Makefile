@@ -3,14 +3,16 @@
 GO      ?= go
 RESULTS ?= results
 KUBE_VERSION ?= v1.32.13
+COMPOSE_VERSION ?= v2.40.3
 
-.PHONY: build test experiments lint bench kube-tools ringnode-image compose-ring lb-images compose-lb compose-lb-down elector-image kind-up kind-deploy kind-experiment kind-down clean
+.PHONY: build test experiments lint bench kube-tools compose-v2 ringnode-image compose-ring lb-images compose-lb compose-lb-down elector-image kind-up kind-deploy kind-experiment kind-down clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/...
 
-# The kube tests run a real kube-apiserver and etcd, built by kube-tools.
-test: kube-tools
+# The kube tests run a real kube-apiserver and etcd, built by kube-tools;
+# the compose tests run docker-compose 1.29 and compose v2 (compose-v2).
+test: kube-tools compose-v2
 	$(GO) vet ./...
 	$(GO) test -race ./...
 
@@ -34,6 +36,18 @@ bin/kube-apiserver:
 
 bin/etcd:
 	cd tools/etcd && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o ../../bin/etcd go.etcd.io/etcd/server/v3
+
+# Compose v2 from the Go module proxy (tools/compose), built once into bin/
+# by version and installed as the docker CLI plugin beside Debian's
+# docker-compose 1.29, so both are tested.
+compose-v2: bin/docker-compose-$(COMPOSE_VERSION)
+	mkdir -p $(HOME)/.docker/cli-plugins
+	install -m 0755 $< $(HOME)/.docker/cli-plugins/docker-compose
+
+bin/docker-compose-$(COMPOSE_VERSION):
+	cd tools/compose && CGO_ENABLED=0 $(GO) build -trimpath \
+		-ldflags "-s -w -X github.com/docker/compose/v2/internal.Version=$(COMPOSE_VERSION)" \
+		-o ../../$@ github.com/docker/compose/v2/cmd
 
 # The ringnode image FROM scratch (no registry here) and a 5-server ring.
 ringnode-image:

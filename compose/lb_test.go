@@ -22,8 +22,8 @@ import (
 	"github.com/ringside/ringside/internal/imagebuild"
 )
 
-// compose/lb.yml brought up as a user would: Redis, agent, balancer and the
-// two default workers; requests through the balancer reach both workers,
+// compose/lb.yml brought up as a user would, with docker-compose 1.29 and
+// with compose v2: Redis, agent, balancer and the two default workers; requests through the balancer reach both workers,
 // the agent's dashboard data shows them and the connected balancer.
 func TestLBStackUp(t *testing.T) {
 	ctx := context.Background()
@@ -35,7 +35,12 @@ func TestLBStackUp(t *testing.T) {
 	}
 	out, err := exec.Command("./redis-image.sh", "ringside/redis:test").CombinedOutput()
 	require.NoError(t, err, "%s", out)
+	for _, v := range []string{ringnodes.ComposeV1, ringnodes.ComposeV2} {
+		t.Run(v, func(t *testing.T) { lbStack(t, v) })
+	}
+}
 
+func lbStack(t *testing.T, version string) {
 	id := fmt.Sprintf("lbt%d", time.Now().UnixNano()%1e6)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "lb.yml")
@@ -44,7 +49,7 @@ func TestLBStackUp(t *testing.T) {
 		"BALANCER_IMAGE=ringside/balancer:test", "WORKER_IMAGE=ringside/worker:test", "LB_POOL="+id, "LB_NETWORK="+id,
 		"AGENT_PORT=0", "BALANCER_PORT=0", "AGENT_TOKEN=t0ken")
 	dc := func(args ...string) (string, error) {
-		cmd := ringnodes.ComposeCommand(append([]string{"-p", id, "-f", file}, args...)...)
+		cmd := ringnodes.ComposeCommand(version, append([]string{"-p", id, "-f", file}, args...)...)
 		cmd.Env = env
 		b, err := cmd.CombinedOutput()
 		return string(b), err

@@ -147,6 +147,9 @@ type joinRequest struct {
 
 type joinRedirect struct {
 	Coordinator string `json:"coordinator"`
+	// Self is the answering server's address when it knows no
+	// coordinator: it is joining too.
+	Self string `json:"self,omitempty"`
 }
 
 // handleJoin admits a server (coordinator) or names the coordinator.
@@ -176,7 +179,11 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 	case nm == nil:
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusConflict)
-		json.NewEncoder(w).Encode(joinRedirect{Coordinator: redirect})
+		red := joinRedirect{Coordinator: redirect}
+		if redirect == "" {
+			red.Self = s.cfg.Addr
+		}
+		json.NewEncoder(w).Encode(red)
 	default:
 		s.log.Info("admitted server", "addr", req.Addr, "version", nm.Version)
 		w.Header().Set("Content-Type", "application/json")
@@ -188,28 +195,34 @@ var errUnreachable = errors.New("unreachable")
 
 // tryJoin asks one server to admit us: metadata, or the coordinator to ask.
 func (s *Server) tryJoin(ctx context.Context, addr string) (*membership.Metadata, string, error) {
+	m, red, err := s.askJoin(ctx, addr)
+	return m, red.Coordinator, err
+}
+
+// askJoin is tryJoin that also tells who answered when it is joining too.
+func (s *Server) askJoin(ctx context.Context, addr string) (*membership.Metadata, joinRedirect, error) {
 	body, _ := json.Marshal(joinRequest{Addr: s.cfg.Addr})
 	resp, err := s.peerRequest(ctx, http.MethodPost, addr, "/internal/join", body)
 	if err != nil {
-		return nil, "", fmt.Errorf("%w: %v", errUnreachable, err)
+		return nil, joinRedirect{}, fmt.Errorf("%w: %v", errUnreachable, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return nil, "", err
+		return nil, joinRedirect{}, err
 	}
 	switch resp.StatusCode {
 	case http.StatusOK:
 		m, err := membership.Decode(b)
-		return m, "", err
+		return m, joinRedirect{}, err
 	case http.StatusConflict:
 		var red joinRedirect
 		if err := json.Unmarshal(b, &red); err != nil {
-			return nil, "", fmt.Errorf("join redirect from %s: %w", addr, err)
+			return nil, joinRedirect{}, fmt.Errorf("join redirect from %s: %w", addr, err)
 		}
-		return nil, red.Coordinator, nil
+		return nil, red, nil
 	}
-	return nil, "", fmt.Errorf("join via %s: %s: %s", addr, resp.Status, bytes.TrimSpace(b))
+	return nil, joinRedirect{}, fmt.Errorf("join via %s: %s: %s", addr, resp.Status, bytes.TrimSpace(b))
 }
 
 // join admits this server to the ring through the seeds, or bootstraps a
@@ -218,14 +231,23 @@ func (s *Server) join(ctx context.Context) error {
 	seeds := slices.DeleteFunc(slices.Clone(s.cfg.Join), func(a string) bool { return a == s.cfg.Addr })
 	deadline := time.Now().Add(s.cfg.JoinTimeout)
 	for {
-		reachable := false
+		// Seeds that answered but are joining too (all started at once,
+		// as docker compose v2 starts them): the one of largest UID — the
+		// coordinator Chang–Roberts would elect — starts the ring, the
+		// others join it.
+		reachable, onlyJoining, largest := false, true, true
 		for _, seed := range seeds {
-			m, red, err := s.tryJoin(ctx, seed)
-			if err == nil && red != "" && red != seed {
-				m, _, err = s.tryJoin(ctx, red)
+			m, red, err := s.askJoin(ctx, seed)
+			if err == nil && red.Coordinator != "" && red.Coordinator != seed {
+				m, _, err = s.tryJoin(ctx, red.Coordinator)
 			}
 			if err == nil || !errors.Is(err, errUnreachable) {
 				reachable = true
+				if err != nil || red.Self == "" {
+					onlyJoining = false
+				} else if ring.UIDOf(s.cfg.Addr).Less(ring.UIDOf(red.Self)) {
+					largest = false
+				}
 			}
 			if m != nil {
 				return s.do(ctx, func() { s.installMeta(m) })
@@ -234,9 +256,9 @@ func (s *Server) join(ctx context.Context) error {
 				s.log.Debug("join attempt failed", "seed", seed, "err", err)
 			}
 		}
-		if !reachable {
+		if !reachable || onlyJoining && largest {
 			if len(seeds) > 0 {
-				s.log.Info("no seed reachable; starting a new ring", "seeds", seeds)
+				s.log.Info("no seed in a ring; starting a new one", "seeds", seeds, "seeds_reachable", reachable)
 			}
 			var berr error
 			err := s.do(ctx, func() {

@@ -27,11 +27,14 @@ type ComposeOptions struct {
 	Env   []string // RINGNODE_* settings passed to compose/ring.yml
 	Image string   // default DefaultRingnodeImage
 	Log   *slog.Logger
+	// Compose is ComposeV1 or ComposeV2 ("": see ComposeCommand).
+	Compose string
 }
 
 // Compose is a ring of ringnode containers started from compose/ring.yml.
 type Compose struct {
 	project, dir string
+	version      string   // compose implementation
 	files        []string // ring.yml and the subnet override
 	env          []string
 	log          *slog.Logger
@@ -42,11 +45,27 @@ type Compose struct {
 	nodes        int
 }
 
-// ComposeCommand returns docker-compose v1, or the v2 plugin when that is all
-// there is.
-func ComposeCommand(args ...string) *exec.Cmd {
-	if p, err := exec.LookPath("docker-compose"); err == nil {
-		return exec.Command(p, args...)
+// Compose implementations: Debian's docker-compose 1.29 and the docker
+// CLI plugin of compose v2 (built by make compose-v2).
+const (
+	ComposeV1 = "v1"
+	ComposeV2 = "v2"
+)
+
+// ComposeCommand runs compose version (ComposeV1 or ComposeV2; "" takes
+// $RINGSIDE_COMPOSE, else v1 when it is installed, else v2).
+func ComposeCommand(version string, args ...string) *exec.Cmd {
+	if version == "" {
+		version = os.Getenv("RINGSIDE_COMPOSE")
+	}
+	if version == "" {
+		version = ComposeV2
+		if _, err := exec.LookPath("docker-compose"); err == nil {
+			version = ComposeV1
+		}
+	}
+	if version == ComposeV1 {
+		return exec.Command("docker-compose", args...)
 	}
 	return exec.Command("docker", append([]string{"compose"}, args...)...)
 }
@@ -109,7 +128,7 @@ func StartCompose(ctx context.Context, n int, o ComposeOptions) (*Compose, error
 	}
 	c := &Compose{
 		project: fmt.Sprintf("ringside%d%d", os.Getpid(), time.Now().UnixNano()%100000),
-		files:   []string{filepath.Join(dir, "ring.yml"), filepath.Join(dir, "subnet.yml")}, dir: dir, log: o.Log, ids: map[string]string{},
+		files:   []string{filepath.Join(dir, "ring.yml"), filepath.Join(dir, "subnet.yml")}, dir: dir, version: o.Compose, log: o.Log, ids: map[string]string{},
 		env: append(append(os.Environ(), "RINGNODE_IMAGE="+o.Image, "RINGNODE_SECRET="+NewSecret()), o.Env...),
 	}
 	if err := os.WriteFile(c.files[0], compose.Ring, 0o644); err != nil {
@@ -154,7 +173,7 @@ func (c *Compose) compose(ctx context.Context, args ...string) (string, error) {
 	for _, f := range c.files {
 		files = append(files, "-f", f)
 	}
-	cmd := ComposeCommand(append(append([]string{"-p", c.project}, files...), args...)...)
+	cmd := ComposeCommand(c.version, append(append([]string{"-p", c.project}, files...), args...)...)
 	cmd.Env = c.env
 	return run(ctx, cmd)
 }

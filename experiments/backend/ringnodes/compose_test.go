@@ -45,3 +45,19 @@ func TestComposePartitionAndPause(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, coord, st.Leader)
 }
+
+// compose/ring.yml forms one ring with Debian's docker-compose 1.29 and
+// with compose v2, which starts every container at once: the servers that
+// find only servers joining too leave the ring to the largest UID.
+func TestComposeRingOnV1AndV2(t *testing.T) {
+	for _, v := range []string{ComposeV1, ComposeV2} {
+		t.Run(v, func(t *testing.T) {
+			c, err := StartCompose(context.Background(), 5, ComposeOptions{Compose: v})
+			require.NoError(t, err, "compose %s must be installed (make compose-v2 builds v2)", v)
+			defer c.Close()
+			require.Len(t, c.Addrs(), 5)
+			_, err = WaitSettled(context.Background(), c.Addrs(), 15*time.Second)
+			require.NoError(t, err)
+		})
+	}
+}
