@@ -311,7 +311,7 @@ func (s *Server) handleRead(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp := meta.Responsible(key)
-	if resp[0] == s.cfg.Addr && !s.settled.Load() && hops(r) < maxHops {
+	if resp[0] == s.cfg.Addr && !s.trusted() && hops(r) < maxHops {
 		s.readNewest(w, r, key, resp[1:])
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/ringside/ringside/ring/kv"
 	"github.com/ringside/ringside/ring/membership"
@@ -21,6 +22,23 @@ import (
 // store alone, so a stale copy is never served (kv-chaos on compose found
 // exactly that after partitions healed). Pushes from the old holders
 // (rebalance.go) still happen; versions make the overlap harmless.
+//
+// Settled is not enough at once: until every member has the metadata
+// that names this server owner, the old owner still takes writes and
+// replicates them to its own successors, not here. So reads keep taking
+// the newest copy for a grace period after settling, long enough for the
+// metadata to reach everyone (pushed at once, anti-entropy as a backstop).
+// Replication fencing stops the old owner as soon as its replicas know.
+
+// trusted reports whether this server may answer its keys from its own
+// store: settled, and past the grace period.
+func (s *Server) trusted() bool {
+	if !s.settled.Load() {
+		return false
+	}
+	grace := max(3*s.cfg.SuspectTimeout, 2*time.Second)
+	return time.Since(time.Unix(0, s.settledAt.Load())) > grace
+}
 
 // maxPull bounds one pull answer: everything one member holds for the
 // joiner.
