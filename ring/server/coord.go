@@ -238,6 +238,9 @@ func (s *Server) join(ctx context.Context) error {
 		reachable, onlyJoining, largest := false, true, true
 		for _, seed := range seeds {
 			m, red, err := s.askJoin(ctx, seed)
+			if err == nil && red.Self == s.cfg.Addr {
+				continue // a seed name that resolved to this server
+			}
 			if err == nil && red.Coordinator != "" && red.Coordinator != seed {
 				m, _, err = s.tryJoin(ctx, red.Coordinator)
 			}
