@@ -231,22 +231,11 @@ func (f *Front) handle(c net.Conn, req *http.Request, bw *bufio.Writer) bool {
 	if idempotent(req) && replayable {
 		attempts += b.retries
 	}
-	var tried []int
-	var lastErr error
-	for range attempts {
-		i := b.choose(t, tried)
-		if i < 0 {
-			break
-		}
-		tried = append(tried, i)
-		be := t.backends[i]
-		start := b.begin(be)
+	var keepClient bool
+	err := b.try(t, attempts, func(i int, be backend, start time.Duration, _ bool) error {
 		resp, pc, err := f.exchange(be.Addr, req, replayable)
 		if err != nil {
-			b.done(t, i, start, true)
-			lastErr = fmt.Errorf("worker %s (%s): %w", be.ID, be.Addr, err)
-			b.log.Debug("worker failed", "worker", be.ID, "err", err)
-			continue
+			return err
 		}
 		b.answered(t, i, resp.Header)
 		backendKeep := !resp.Close
@@ -262,15 +251,17 @@ func (f *Front) handle(c net.Conn, req *http.Request, bw *bufio.Writer) bool {
 		} else {
 			pc.Close()
 		}
-		return keep && werr == nil
+		keepClient = keep && werr == nil
+		return nil
+	})
+	if err == nil {
+		return keepClient
 	}
-	status, msg := http.StatusBadGateway, ""
-	if lastErr == nil {
-		status, msg = http.StatusServiceUnavailable, errNoWorker.Error()
-	} else {
-		msg = lastErr.Error()
+	status := http.StatusBadGateway
+	if errors.Is(err, errNoWorker) {
+		status = http.StatusServiceUnavailable
 	}
-	writeError(bw, req, status, msg, !keep)
+	writeError(bw, req, status, err.Error(), !keep)
 	drain(req)
 	return keep
 }

@@ -1,12 +1,10 @@
 package balancer
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -16,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ringside/ringside/internal/loadreport"
 	"github.com/ringside/ringside/internal/weightfeed"
 )
 
@@ -226,14 +223,6 @@ type pickingTransport struct {
 	next http.RoundTripper
 }
 
-func idempotent(r *http.Request) bool {
-	switch r.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions:
-		return r.Body == nil || r.Body == http.NoBody || r.GetBody != nil
-	}
-	return r.Header.Get("Idempotency-Key") != "" && (r.Body == nil || r.Body == http.NoBody || r.GetBody != nil)
-}
-
 func (p *pickingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	b := p.b
 	t := b.table.Load()
@@ -244,163 +233,33 @@ func (p *pickingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if idempotent(r) {
 		attempts += b.retries
 	}
-	var tried []int
-	var lastErr error
-	for range attempts {
-		i := b.choose(t, tried)
-		if i < 0 {
-			break
-		}
-		tried = append(tried, i)
-		be := t.backends[i]
+	var resp *http.Response
+	err := b.try(t, attempts, func(i int, be backend, start time.Duration, retry bool) error {
 		out := r
-		if len(tried) > 1 {
+		if retry {
 			out = r.Clone(r.Context())
 			if r.GetBody != nil {
 				body, err := r.GetBody()
 				if err != nil {
-					return nil, err
+					return stop(err)
 				}
 				out.Body = body
 			}
 		}
 		out.URL.Host, out.Host = be.Addr, ""
-		start := b.begin(be)
-		resp, err := p.next.RoundTrip(out)
-		if err == nil {
-			b.answered(t, i, resp.Header)
-			resp.Body = &doneBody{ReadCloser: resp.Body, t: t, i: i, start: start, b: b}
-			return resp, nil
-		}
-		b.done(t, i, start, true)
-		lastErr = fmt.Errorf("worker %s (%s): %w", be.ID, be.Addr, err)
-		if r.Context().Err() != nil {
-			break
-		}
-		b.log.Debug("worker failed", "worker", be.ID, "err", err)
-	}
-	if lastErr == nil {
-		return nil, errNoWorker
-	}
-	return nil, lastErr
-}
-
-// choose picks the backend of one attempt, never one already tried, and
-// sends the probes the picker asks for; −1 when none is left.
-func (b *Balancer) choose(t *table, tried []int) int {
-	i := t.picker.Pick(rand.Uint64())
-	if slices.Contains(tried, i) {
-		i = t.fallback(tried)
-	}
-	if i >= 0 {
-		if pr, ok := t.picker.(Prober); ok {
-			b.probe(t, pr)
-		}
-	}
-	return i
-}
-
-// begin counts a request sent to be and returns its start time.
-func (b *Balancer) begin(be backend) time.Duration {
-	be.c.requests.Add(1)
-	be.c.Active.Add(1)
-	return b.now()
-}
-
-// answered takes what a response's headers tell the picker.
-func (b *Balancer) answered(t *table, i int, h http.Header) {
-	if _, ok := t.picker.(*reportWRR); ok {
-		b.reported(t.backends[i], h.Get(loadreport.Header))
-	}
-}
-
-// done ends a request to backend i: one fewer in flight, its latency (or
-// failure) observed.
-func (b *Balancer) done(t *table, i int, start time.Duration, failed bool) {
-	c := t.backends[i].c
-	c.Active.Add(-1)
-	if failed {
-		c.failures.Add(1)
-	}
-	if o, ok := t.picker.(Observer); ok {
-		o.Observe(i, b.now()-start, failed)
-	}
-}
-
-// now is the pickers' clock.
-func (b *Balancer) now() time.Duration { return time.Since(b.start) }
-
-// reported feeds a response's load report to the worker's Load; a
-// malformed one is logged and changes nothing.
-func (b *Balancer) reported(be backend, header string) {
-	if header == "" {
-		return
-	}
-	r, err := loadreport.ParseHeader(header)
-	if err != nil {
-		b.log.Debug("load report refused", "worker", be.ID, "err", err)
-		return
-	}
-	be.c.Reported(b.now(), Report{QPS: r.QPS, EPS: r.EPS, Utilization: r.Utilization}, b.tuning.ErrorPenalty, b.tuning.Expiry)
-}
-
-// maxProbes bounds the probes in flight; past it a probe is skipped
-// (prequal then has fewer, older probes, never a stalled request).
-const maxProbes = 64
-
-// probe sends the probes the picker asks for, asynchronously: GET /load on
-// each backend, the answer reported back with Probed.
-func (b *Balancer) probe(t *table, pr Prober) {
-	var buf [16]int
-	for _, i := range pr.TakeProbes(buf[:0], rand.Uint64()) {
-		select {
-		case b.probes <- struct{}{}:
-		default:
-			continue
-		}
-		go func() {
-			defer func() { <-b.probes }()
-			r, err := b.getLoad(t.backends[i].Addr)
-			if err != nil {
-				b.log.Debug("probe failed", "worker", t.backends[i].ID, "err", err)
-				return
+		res, err := p.next.RoundTrip(out)
+		if err != nil {
+			if r.Context().Err() != nil {
+				return stop(err)
 			}
-			pr.Probed(i, r.RIF, r.Latency())
-		}()
-	}
-}
-
-func (b *Balancer) getLoad(addr string) (loadreport.Report, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/load", nil)
-	if err != nil {
-		return loadreport.Report{}, err
-	}
-	resp, err := b.probeClient.Do(req)
-	if err != nil {
-		return loadreport.Report{}, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if err != nil {
-		return loadreport.Report{}, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return loadreport.Report{}, fmt.Errorf("probe %s: %s", addr, resp.Status)
-	}
-	return loadreport.Decode(body)
-}
-
-// fallback is the first live backend not yet tried, so a retry never
-// returns to the worker that just failed.
-func (t *table) fallback(tried []int) int {
-	for i, be := range t.backends {
-		if be.Weight > 0 && !slices.Contains(tried, i) {
-			return i
+			return err
 		}
-	}
-	return -1
+		b.answered(t, i, res.Header)
+		res.Body = &doneBody{ReadCloser: res.Body, t: t, i: i, start: start, b: b}
+		resp = res
+		return nil
+	})
+	return resp, err
 }
 
 // doneBody ends a request when its response body is closed: one fewer in
