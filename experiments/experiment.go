@@ -2,6 +2,7 @@ package experiments
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -137,3 +138,8 @@ func CheckBackend(e Experiment, b string) error {
 	}
 	return fmt.Errorf("experiment %s: backend %q not supported (want one of %s)", sp.Name, b, strings.Join(sp.Backends, ", "))
 }
+
+// ErrUnavailable wraps the error of an experiment that cannot run on this
+// machine at all (a tool it measures with is not installed): `ringside run
+// all` reports it and goes on with the others.
+var ErrUnavailable = errors.New("not available on this machine")

@@ -118,7 +118,12 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return errors.New("run all: --backend applies to one experiment; each runs on its default backend")
 		}
 		for _, e := range reg.All() {
-			if err := runOne(ctx, e, experiments.NewFlagSet(e), c, stdout, stderr); err != nil {
+			err := runOne(ctx, e, experiments.NewFlagSet(e), c, stdout, stderr)
+			if errors.Is(err, experiments.ErrUnavailable) {
+				fmt.Fprintf(stderr, "ringside: %s left out: %v\n", e.Spec().Name, err)
+				continue
+			}
+			if err != nil {
 				return err
 			}
 		}

@@ -65,10 +65,10 @@ func (p *Proxy) Run(ctx context.Context, env *experiments.Env) error {
 	}
 	wrk, err := exec.LookPath("wrk")
 	if err != nil {
-		return errors.New("wrk not found (apt-get install wrk): lb-proxy needs an external load generator")
+		return fmt.Errorf("%w: wrk not found (apt-get install wrk): lb-proxy needs an external load generator", experiments.ErrUnavailable)
 	}
 	if nginxBinary() == "" {
-		return errors.New("nginx not found (apt-get install nginx): lb-proxy measures the balancer against it")
+		return fmt.Errorf("%w: nginx not found (apt-get install nginx): lb-proxy measures the balancer against it", experiments.ErrUnavailable)
 	}
 	workerBin, err := imagebuild.Static(ctx, "github.com/ringside/ringside/cmd/worker")
 	if err != nil {
