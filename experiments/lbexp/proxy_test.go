@@ -84,3 +84,11 @@ func TestProxyAgainstNginx(t *testing.T) {
 	assert.Contains(t, string(md), "Balancer / nginx requests per second")
 	assert.True(t, bytes.Contains(md, []byte("go tool pprof -top")))
 }
+
+// Without wrk, lb-proxy is unavailable (run all leaves it out), not broken.
+func TestProxyWithoutWrkIsUnavailable(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	_, _, err := experiments.RunArgs(context.Background(), &Proxy{}, nil, experiments.RunOptions{Seed: 1, Reps: 1, Backend: "process", Out: t.TempDir()})
+	require.ErrorIs(t, err, experiments.ErrUnavailable)
+	assert.ErrorContains(t, err, "apt-get install wrk")
+}
