@@ -581,3 +581,43 @@ func TestReplicationFromAStaleOwnerIsRefused(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, code)
 	assert.Contains(t, body, HeaderEpoch)
 }
+
+// Servers started together, each with the others as seeds, form one ring:
+// finding only servers that are joining too, the one of largest UID
+// starts it and the others join (docker compose v2 starts a ring.yml
+// stack this way; every server used to give up).
+func TestServersStartedTogetherFormOneRing(t *testing.T) {
+	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)}
+	nodes := make([]*node, len(addrs))
+	done := make(chan int)
+	for i, a := range addrs {
+		go func() {
+			var seeds []string
+			for _, b := range addrs {
+				if b != a {
+					seeds = append(seeds, b)
+				}
+			}
+			nodes[i] = startNodeAt(t, a, t.TempDir(), seeds...)
+			done <- i
+		}()
+	}
+	for range addrs {
+		<-done
+	}
+	require.Eventually(t, func() bool {
+		for _, n := range nodes {
+			if m := n.currentMeta(); m == nil || len(m.Servers) != len(addrs) {
+				return false
+			}
+		}
+		return true
+	}, 15*time.Second, 20*time.Millisecond, "one ring of all four")
+	largest := addrs[0]
+	for _, a := range addrs {
+		if ring.UIDOf(largest).Less(ring.UIDOf(a)) {
+			largest = a
+		}
+	}
+	assert.Equal(t, largest, nodes[0].currentMeta().Coordinator)
+}
