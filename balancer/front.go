@@ -125,9 +125,35 @@ var (
 	writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4096) }}
 )
 
+// maxHeaderBytes bounds a request's head, as net/http's server does: a
+// client cannot make the front buffer headers without end.
+const maxHeaderBytes = 1 << 20
+
+// budget reads at most n bytes from r before it reports the head too
+// large; the body of a request is read with the budget lifted.
+type budget struct {
+	r io.Reader
+	n int64
+}
+
+var errHeadTooLarge = errors.New("request head over 1 MiB")
+
+func (b *budget) Read(p []byte) (int, error) {
+	if b.n <= 0 {
+		return 0, errHeadTooLarge
+	}
+	if int64(len(p)) > b.n {
+		p = p[:b.n]
+	}
+	n, err := b.r.Read(p)
+	b.n -= int64(n)
+	return n, err
+}
+
 func (f *Front) serveConn(c net.Conn) {
 	br, bw := readers.Get().(*bufio.Reader), writers.Get().(*bufio.Writer)
-	br.Reset(c)
+	lim := &budget{r: c}
+	br.Reset(lim)
 	bw.Reset(c)
 	defer func() {
 		c.Close()
@@ -143,6 +169,7 @@ func (f *Front) serveConn(c net.Conn) {
 	idle, header := cmpDur(f.IdleTimeout, 90*time.Second), cmpDur(f.HeaderTimeout, 10*time.Second)
 	for {
 		c.SetReadDeadline(time.Now().Add(idle))
+		lim.n = 1<<63 - 1
 		if _, err := br.Peek(1); err != nil {
 			return // closed, idle too long, or shut down
 		}
@@ -150,12 +177,18 @@ func (f *Front) serveConn(c net.Conn) {
 			return
 		}
 		c.SetReadDeadline(time.Now().Add(header))
+		lim.n = maxHeaderBytes + int64(br.Buffered())
 		req, err := http.ReadRequest(br)
 		if err != nil {
-			writeError(bw, nil, http.StatusBadRequest, fmt.Sprintf("malformed request: %v", err), true)
+			status := http.StatusBadRequest
+			if errors.Is(err, errHeadTooLarge) {
+				status = http.StatusRequestHeaderFieldsTooLarge
+			}
+			writeError(bw, nil, status, fmt.Sprintf("malformed request: %v", err), true)
 			bw.Flush()
 			return
 		}
+		lim.n = 1<<63 - 1
 		c.SetReadDeadline(time.Time{})
 		keep := f.handle(c, req, bw)
 		if br.Buffered() == 0 { // pipelined requests share one write
