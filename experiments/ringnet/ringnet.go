@@ -50,7 +50,11 @@ func (f *serverFlags) env() []string {
 }
 
 // startRing starts n servers on the run's backend; the caller closes it.
-func startRing(ctx context.Context, env *experiments.Env, n int, f *serverFlags) (ringnodes.Ring, error) {
+// A ring serves keys only with R+1 servers, so a smaller ring keeps n−1
+// replicas (kv-load's single server keeps none).
+func startRing(ctx context.Context, env *experiments.Env, n int, flags *serverFlags) (ringnodes.Ring, error) {
+	f := *flags
+	f.replicas = min(f.replicas, n-1)
 	dir, err := os.MkdirTemp("", "ringside-"+env.Backend+"-")
 	if err != nil {
 		return nil, err

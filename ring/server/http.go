@@ -146,6 +146,9 @@ func (s *Server) handleWrite(rw http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not in a ring yet", http.StatusServiceUnavailable)
 		return
 	}
+	if tooSmall(w, meta, meta.Responsible(key)) {
+		return
+	}
 	if owner := meta.Owner(key); owner != s.cfg.Addr {
 		s.forward(w, r, owner, body)
 		return
@@ -311,6 +314,9 @@ func (s *Server) handleRead(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp := meta.Responsible(key)
+	if tooSmall(w, meta, resp) {
+		return
+	}
 	if resp[0] == s.cfg.Addr && !s.trusted() && hops(r) < maxHops {
 		s.readNewest(w, r, key, resp[1:])
 		return
@@ -338,6 +344,21 @@ func (s *Server) handleRead(rw http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Retry-After", "1")
 	http.Error(w, fmt.Sprintf("no server responsible for %q answered: %v", key, lastErr), http.StatusServiceUnavailable)
+}
+
+// tooSmall answers 503 when the ring holds fewer servers than a key needs
+// (R+1): a write there could not survive R failures, and a ring that
+// small with R+1 > n/2 is the cut-off side of a partition, whose reads may
+// be stale. With R+1 more than half of the servers, at most one side of
+// a partition serves.
+func tooSmall(w http.ResponseWriter, meta *membership.Metadata, resp []string) bool {
+	if len(resp) >= meta.Replicas+1 {
+		return false
+	}
+	w.Header().Set("Retry-After", "1")
+	http.Error(w, fmt.Sprintf("the ring has %d servers, fewer than the %d (R+1) each key needs: not serving keys "+
+		"(this server may be cut off from the rest of the ring)", len(meta.Servers), meta.Replicas+1), http.StatusServiceUnavailable)
+	return true
 }
 
 func (s *Server) handleLocalRead(w http.ResponseWriter, r *http.Request) {

@@ -40,6 +40,8 @@ type Config struct {
 	Join   []string // seed servers; none reachable → this server bootstraps the ring
 	Dir    string   // data directory
 
+	// Replicas is R, the successors that hold a copy of each key (zero:
+	// none, the owner's copy only; cmd/ringnode's default is 2).
 	Replicas     int
 	CacheEntries int
 	// Secret is the cluster secret every server of the ring shares;
@@ -66,9 +68,6 @@ type Config struct {
 func (c *Config) Defaults() {
 	if c.Listen == "" {
 		c.Listen = c.Addr
-	}
-	if c.Replicas == 0 {
-		c.Replicas = membership.DefaultReplicas
 	}
 	if c.SuspectTimeout == 0 {
 		c.SuspectTimeout = ring.DefaultSuspectTimeout
@@ -168,6 +167,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Dir == "" {
 		return nil, errors.New("data directory: not set")
+	}
+	if cfg.Replicas < 0 || cfg.Replicas > 16 {
+		return nil, fmt.Errorf("replicas %d: want 0…16", cfg.Replicas)
 	}
 	if len(cfg.Secret) < 16 {
 		return nil, errors.New("cluster secret: at least 16 characters, the same on every server (--secret, RINGNODE_SECRET)")

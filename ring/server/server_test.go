@@ -40,16 +40,28 @@ func freeAddr(t testing.TB) string {
 
 const testSecret = "ring-secret-for-tests"
 
+// startNode starts a server with R = testReplicas.
 func startNode(t testing.TB, join ...string) *node {
 	t.Helper()
 	return startNodeAt(t, freeAddr(t), t.TempDir(), join...)
+}
+
+// testReplicas is R for the servers the tests start (withReplicas).
+var testReplicas = 2
+
+// withReplicas makes the servers the test starts keep r copies: a ring
+// serves keys only with R+1 servers, and some tests run smaller rings.
+func withReplicas(t testing.TB, r int) {
+	old := testReplicas
+	testReplicas = r
+	t.Cleanup(func() { testReplicas = old })
 }
 
 // startNodeAt starts a server on addr with its data in dir: a restart
 // when both are a stopped server's.
 func startNodeAt(t testing.TB, addr, dir string, join ...string) *node {
 	t.Helper()
-	s, err := New(Config{Addr: addr, Join: join, Dir: dir, HopBound: 5 * time.Millisecond, Secret: testSecret,
+	s, err := New(Config{Addr: addr, Join: join, Dir: dir, HopBound: 5 * time.Millisecond, Secret: testSecret, Replicas: testReplicas,
 		SuspectTimeout: 300 * time.Millisecond, HeartbeatInterval: 50 * time.Millisecond,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
@@ -162,6 +174,7 @@ func TestCoordinatorFailoverElectsMaxLive(t *testing.T) {
 }
 
 func TestMalformedInputKeepsServing(t *testing.T) {
+	withReplicas(t, 1)
 	nodes := startRing(t, 2)
 	a := nodes[1].Addr()
 	for _, tc := range []struct {
@@ -269,6 +282,7 @@ func TestHostileKeysRoundTrip(t *testing.T) {
 // A write whose replica is down is not acknowledged: 503 naming the
 // missing server, never a 204 the ring cannot keep.
 func TestWriteWithAReplicaDownIsNotAcknowledged(t *testing.T) {
+	withReplicas(t, 1) // two of the three servers hold each key: one can go
 	nodes := startRing(t, 3)
 	down := nodes[2] // not the coordinator (nodes[0] bootstrapped the ring)
 	meta := nodes[0].currentMeta()
@@ -302,6 +316,7 @@ func FuzzKeyRoundTrip(f *testing.F) {
 	for _, k := range []string{"k", "%zz", "a?b", "a/b", "..", "ü", "a\x00b", " "} {
 		f.Add(k)
 	}
+	withReplicas(f, 1)
 	nodes := startRing(f, 2)
 	f.Fuzz(func(t *testing.T, key string) {
 		if key == "" || len(key) > 1024 {
@@ -409,6 +424,7 @@ func TestAcknowledgedWriteSurvivesItsOwner(t *testing.T) {
 // one: pushing tens of MiB through the race detector can starve a
 // 300 ms heartbeat, which is not what this test is about.
 func TestOversizeBodiesAre413(t *testing.T) {
+	withReplicas(t, 0) // a ring of one
 	a := startNode(t).Addr()
 	for _, tc := range []struct{ path, body, want string }{
 		{"/kv/big", strings.Repeat("v", kv.MaxValueLen+1), "value: over"},
@@ -497,6 +513,7 @@ func TestTransfersAreBoundedInConcurrency(t *testing.T) {
 // pulled what it is responsible for, its reads as owner take the newest
 // copy among the responsible servers.
 func TestRejoinedOwnerServesNoStaleRead(t *testing.T) {
+	withReplicas(t, 1)
 	nodes := startRing(t, 3)
 	meta := nodes[0].currentMeta()
 	owner := nodes[1]
@@ -620,4 +637,16 @@ func TestServersStartedTogetherFormOneRing(t *testing.T) {
 		}
 	}
 	assert.Equal(t, largest, nodes[0].currentMeta().Coordinator)
+}
+
+// A ring with fewer than R+1 servers serves no key: a write there could
+// not survive R failures, and such a ring may be the cut-off side of a
+// partition.
+func TestTooSmallARingServesNoKeys(t *testing.T) {
+	a := startNode(t).Addr() // R = 2, a ring of one
+	for _, method := range []string{http.MethodPut, http.MethodGet, http.MethodDelete} {
+		code, msg := do(t, method, "http://"+a+"/kv/k", []byte("v"))
+		assert.Equal(t, http.StatusServiceUnavailable, code, method)
+		assert.Contains(t, msg, "fewer than the 3 (R+1)", method)
+	}
 }
