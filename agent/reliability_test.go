@@ -93,7 +93,15 @@ func TestDockerWorkerKilledUnderLoad(t *testing.T) {
 	_, err = d.Client().ContainerKill(ctx, victims[0].ID, client.ContainerKillOptions{Signal: "KILL"})
 	require.NoError(t, err)
 	// The agent replaces it: two workers serve again, one of them new.
+	// The balancer forgets the dead worker once it leaves the table, so its
+	// failures are read while it is still there.
+	var deadFailures uint64
 	require.Eventually(t, func() bool {
+		for _, w := range b.Report("").Workers {
+			if w.ID == victims[0].ID {
+				deadFailures = max(deadFailures, w.Failures)
+			}
+		}
 		ws := b.Workers()
 		return len(ws) == 2 && ws[0].ID != victims[0].ID && ws[1].ID != victims[0].ID
 	}, 20*time.Second, 50*time.Millisecond)
@@ -102,12 +110,6 @@ func TestDockerWorkerKilledUnderLoad(t *testing.T) {
 
 	assert.Zero(t, l.failed.Load(), "every GET was answered: the ones that hit the dead worker were retried")
 	assert.Greater(t, l.ok.Load(), int64(100))
-	var deadFailures uint64
-	for _, w := range b.Report("").Workers {
-		if w.ID == victims[0].ID {
-			deadFailures = w.Failures
-		}
-	}
 	assert.Positive(t, deadFailures, "attempts at the killed worker are counted")
 	kinds := map[string]bool{}
 	for _, e := range a.View().Events {
