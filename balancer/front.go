@@ -2,6 +2,7 @@ package balancer
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -166,7 +167,7 @@ func (f *Front) serveConn(c net.Conn) {
 		f.mu.Unlock()
 		f.wg.Done()
 	}()
-	idle, header := cmpDur(f.IdleTimeout, 90*time.Second), cmpDur(f.HeaderTimeout, 10*time.Second)
+	idle, header := cmp.Or(f.IdleTimeout, 90*time.Second), cmp.Or(f.HeaderTimeout, 10*time.Second)
 	for {
 		c.SetReadDeadline(time.Now().Add(idle))
 		lim.n = 1<<63 - 1
@@ -201,13 +202,6 @@ func (f *Front) serveConn(c net.Conn) {
 			return
 		}
 	}
-}
-
-func cmpDur(d, def time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return def
 }
 
 // hopHeaders are a connection's own, never forwarded (RFC 9110 §7.6.1).

@@ -188,6 +188,9 @@ func TestMalformedInputKeepsServing(t *testing.T) {
 		{http.MethodPost, "/internal/transfer", "\x00\x00\x00\x05ab", 400, "key needs 5 bytes"},
 		{http.MethodPut, "/internal/replicate/k", "v", 400, "X-Ringside-Version"},
 		{http.MethodPut, "/kv/" + strings.Repeat("k", 2000), "v", 400, "key: 2000 bytes"},
+		{http.MethodPost, "/internal/pull?for=nope", "{}", 400, "for:"},
+		{http.MethodPost, "/internal/pull?for=127.0.0.1:1", "garbage", 400, "pull"},
+		{http.MethodPost, "/internal/pull?for=127.0.0.1:1", strings.Repeat("x", 2<<20), 400, "over 1 MiB"},
 	} {
 		req, _ := http.NewRequest(tc.method, "http://"+a+tc.path, strings.NewReader(tc.body))
 		req.Header.Set(HeaderSecret, testSecret)
