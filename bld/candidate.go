@@ -97,7 +97,7 @@ func NewCandidate(cfg CandidateConfig) (*Candidate, error) {
 	meta := metav1.ObjectMeta{Name: cfg.Election, Namespace: cfg.Namespace}
 	lc := resourcelock.ResourceLockConfig{Identity: cfg.Identity}
 	c := &Candidate{cfg: cfg, kick: make(chan struct{}, 1), hc: &http.Client{Timeout: 300 * time.Millisecond},
-		record: &Record{Client: cfg.Client.CoreV1(), Namespace: cfg.Namespace}}
+		record: &Record{Client: cfg.Client.CoreV1(), Namespace: cfg.Namespace, Log: cfg.Log}}
 	switch cfg.Lock {
 	case LockLease, "":
 		c.lock = leaseLock{&resourcelock.LeaseLock{LeaseMeta: meta, Client: cfg.Client.CoordinationV1(), LockConfig: lc}}

@@ -187,7 +187,7 @@ func (c *Candidate) confirmLoop(ctx context.Context) {
 			return
 		case <-time.After(c.cfg.RetryPeriod):
 		}
-		if err := c.record.Confirm(ctx, c.cfg.Election, c.cfg.Identity, c.cfg.Node); err != nil && ctx.Err() == nil {
+		if err := c.record.Confirm(ctx, c.cfg.Election, c.cfg.Identity, c.cfg.Node, c.cfg.LeaseDuration); err != nil && ctx.Err() == nil {
 			c.cfg.Log.Warn("confirming the leader record failed", "err", err)
 		}
 	}

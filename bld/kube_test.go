@@ -420,3 +420,38 @@ func TestLeaderRestoresItsRecordEntry(t *testing.T) {
 		return err == nil && p["a"] == "w2"
 	}, 5*time.Second, 50*time.Millisecond, "the leader writes its entry back within a retry period")
 }
+
+// A record with an entry that does not decode and one whose application
+// died long ago still serves BLD: both are left out (and dropped by the
+// next write), so the node the dead application held counts as free.
+func TestRecordHealsBadAndExpiredEntries(t *testing.T) {
+	ns, l := namespace(t), newLeaders()
+	ctx := context.Background()
+	entry := func(e Entry) string {
+		b, err := json.Marshal(e)
+		require.NoError(t, err)
+		return string(b)
+	}
+	past := time.Now().Add(-time.Hour)
+	_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: RecordName}, Data: map[string]string{
+		"a":    entry(Entry{Node: "w1", Holder: "a-0", Time: time.Now()}),
+		"bad":  `{"node": 7`,
+		"gone": entry(Entry{Node: "w2", Holder: "gone-0", Time: past, Expires: past.Add(time.Minute)}),
+	}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	rec := &Record{Client: cs.CoreV1(), Namespace: ns}
+	p, err := rec.Placement(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, Placement{"a": "w1"}, p)
+
+	campaign(t, l, BLD, LockLease, ns, "c", "c-0", "w1")
+	campaign(t, l, BLD, LockLease, ns, "c", "c-1", "w2")
+	assert.Equal(t, "c-1", waitLeader(t, l, "c", 10*time.Second), "w2 is free: its entry expired")
+	cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, RecordName, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.NotContains(t, cm.Data, "bad")
+	assert.NotContains(t, cm.Data, "gone")
+	var c Entry
+	require.NoError(t, json.Unmarshal([]byte(cm.Data["c"]), &c))
+	assert.True(t, c.Expires.After(time.Now()), "the leader's entry lasts while it renews: %+v", c)
+}

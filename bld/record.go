@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -21,7 +22,20 @@ type Entry struct {
 	Node   string    `json:"node"`
 	Holder string    `json:"holder"`
 	Time   time.Time `json:"time"`
+	// Expires is when the entry stops counting unless its leader
+	// refreshes it (Confirm does, every lease duration): an application
+	// that was SIGKILLed or deleted leaves no lasting claim on its node.
+	// An entry without it (an older writer) counts until it is replaced.
+	Expires time.Time `json:"expires,omitzero"`
 }
+
+// entryLife is how long an entry counts after its last refresh, in
+// lease durations: a leader refreshes every lease duration, so a live one
+// never lapses, and one gone for longer than this has lost its lease
+// long ago.
+const entryLife = 4
+
+func (e Entry) expired(now time.Time) bool { return !e.Expires.IsZero() && now.After(e.Expires) }
 
 // Record is the leader-management record (the BLD paper's LMEP): which
 // node each application's leader is on. Every change is a compare-and-
@@ -30,18 +44,32 @@ type Entry struct {
 type Record struct {
 	Client    corev1client.ConfigMapsGetter
 	Namespace string
+	Log       *slog.Logger // warnings about entries left out (nil: discarded)
 }
 
-func decodeEntries(cm *v1.ConfigMap) (map[string]Entry, error) {
+// decodeEntries returns the record's live entries. An entry that does not
+// decode (hand-edited, or written by something else) or has expired is
+// left out, with a warning naming it: one bad line must not block every
+// election in the namespace. The next write drops it from the record.
+func decodeEntries(cm *v1.ConfigMap, log *slog.Logger, now time.Time) map[string]Entry {
 	out := map[string]Entry{}
 	for app, raw := range cm.Data {
 		var e Entry
 		if err := json.Unmarshal([]byte(raw), &e); err != nil {
-			return nil, fmt.Errorf("leader record %s/%s: entry %q: %w", cm.Namespace, cm.Name, app, err)
+			if log != nil {
+				log.Warn("leader record: leaving out an entry that does not decode", "record", cm.Namespace+"/"+cm.Name, "entry", app, "err", err)
+			}
+			continue
+		}
+		if e.expired(now) {
+			if log != nil {
+				log.Info("leader record: leaving out an expired entry", "record", cm.Namespace+"/"+cm.Name, "entry", app, "node", e.Node, "expired", e.Expires)
+			}
+			continue
 		}
 		out[app] = e
 	}
-	return out, nil
+	return out
 }
 
 // Placement reads the record as application → leader node.
@@ -54,6 +82,7 @@ func (r *Record) Placement(ctx context.Context) (Placement, error) {
 type Snapshot struct {
 	cm  *v1.ConfigMap
 	err error
+	log *slog.Logger
 }
 
 // Read takes a snapshot, for a caller that reads the record ahead of
@@ -66,7 +95,7 @@ func (r *Record) Read(ctx context.Context) Snapshot {
 
 func (r *Record) read(ctx context.Context, rv string) Snapshot {
 	cm, err := r.Client.ConfigMaps(r.Namespace).Get(ctx, RecordName, metav1.GetOptions{ResourceVersion: rv})
-	return Snapshot{cm: cm, err: err}
+	return Snapshot{cm: cm, err: err, log: r.Log}
 }
 
 // Placement reads a snapshot as application → leader node; no record
@@ -79,11 +108,7 @@ func (s Snapshot) Placement() (Placement, error) {
 	if s.err != nil {
 		return nil, s.err
 	}
-	entries, err := decodeEntries(s.cm)
-	if err != nil {
-		return nil, err
-	}
-	for app, e := range entries {
+	for app, e := range decodeEntries(s.cm, s.log, time.Now()) {
 		p[app] = e.Node
 	}
 	return p, nil
@@ -108,10 +133,7 @@ func (r *Record) modify(ctx context.Context, first *Snapshot, f func(map[string]
 		} else if err != nil {
 			return false, err
 		}
-		entries, err := decodeEntries(cm)
-		if err != nil {
-			return false, err
-		}
+		entries := decodeEntries(cm, r.Log, time.Now())
 		if !f(entries) {
 			return false, nil
 		}
@@ -139,7 +161,8 @@ func (r *Record) modify(ctx context.Context, first *Snapshot, f func(map[string]
 
 // Reserve writes app's leader as holder on node when qualifies accepts
 // the record as it stands, atomically. An application has one reservation
-// at a time: a fresher one by another candidate (younger than fresh)
+// at a time: a fresher one by another candidate (younger than fresh, the
+// application's lease duration, which also sets how long the entry lasts)
 // stands, unless it belongs to previous, the holder whose lease ran out.
 // Without that, a losing candidate dropping its reservation would leave
 // the winner's node looking empty to the other applications.
@@ -162,7 +185,7 @@ func (r *Record) Reserve(ctx context.Context, first *Snapshot, app, holder, node
 		if q, qerr = qualifies(p); !q {
 			return false
 		}
-		m[app] = Entry{Node: node, Holder: holder, Time: time.Now().UTC()}
+		m[app] = newEntry(node, holder, fresh)
 		return true
 	})
 	switch {
@@ -192,15 +215,25 @@ func (r *Record) Release(ctx context.Context, app, holder string) error {
 	return err
 }
 
-// Confirm (re)writes app's entry for its leader, if it is missing or
-// names another holder or node.
-func (r *Record) Confirm(ctx context.Context, app, holder, node string) error {
+// Confirm (re)writes app's entry for its leader, if it is missing, names
+// another holder or node, or is due for a refresh (older than lease).
+func (r *Record) Confirm(ctx context.Context, app, holder, node string, lease time.Duration) error {
 	_, err := r.modify(ctx, nil, func(m map[string]Entry) bool {
-		if e, ok := m[app]; ok && e.Holder == holder && e.Node == node {
+		if e, ok := m[app]; ok && e.Holder == holder && e.Node == node && time.Since(e.Time) < lease {
 			return false
 		}
-		m[app] = Entry{Node: node, Holder: holder, Time: time.Now().UTC()}
+		m[app] = newEntry(node, holder, lease)
 		return true
 	})
 	return err
+}
+
+// newEntry is a claim that lasts entryLife leases (forever without a
+// lease duration).
+func newEntry(node, holder string, lease time.Duration) Entry {
+	e := Entry{Node: node, Holder: holder, Time: time.Now().UTC()}
+	if lease > 0 {
+		e.Expires = e.Time.Add(entryLife * lease)
+	}
+	return e
 }

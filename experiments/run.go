@@ -129,9 +129,17 @@ func Run(ctx context.Context, e Experiment, flags *flag.FlagSet, o RunOptions) (
 	return meta, nil
 }
 
-// gitCommit names the source the binary came from: the VCS stamp when the
-// build has one, else the checkout it runs in (go run builds without one).
+// BuildCommit is the source commit stamped in at link time (-X), by the
+// Dockerfile, whose build has no VCS stamp.
+var BuildCommit string
+
+// gitCommit names the source the binary came from: the link-time stamp or
+// the VCS stamp when the build has one, else the checkout it runs in (go
+// run builds without one).
 func gitCommit() string {
+	if BuildCommit != "" {
+		return BuildCommit
+	}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		rev, dirty := "", false
 		for _, s := range bi.Settings {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"strconv"
 	"sync"
@@ -16,15 +17,17 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/ringside/ringside/agent/score"
+	"github.com/ringside/ringside/internal/dockerapi"
 )
 
 // DockerOptions configure the Docker runtime.
 type DockerOptions struct {
-	Image   string   // worker image
-	Network string   // network new workers join and whose IP addresses are used
-	Pool    string   // value of the ringside.pool label; separates stacks
-	Port    int      // the worker's HTTP port inside the container (default 8080)
-	Args    []string // extra worker arguments
+	Image   string            // worker image
+	Network string            // network new workers join and whose IP addresses are used
+	Pool    string            // value of the ringside.pool label; separates stacks
+	Port    int               // the worker's HTTP port inside the container (default 8080)
+	Args    []string          // extra worker arguments
+	Labels  map[string]string // extra labels on every worker
 }
 
 // Docker runs workers as containers through the Engine SDK. The API
@@ -41,13 +44,9 @@ type Docker struct {
 
 // NewDocker connects to the engine named by DOCKER_HOST (default socket).
 func NewDocker(ctx context.Context, o DockerOptions) (*Docker, error) {
-	cli, err := client.New(client.FromEnv)
+	cli, err := dockerapi.Connect(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("docker client: %w", err)
-	}
-	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
-		cli.Close()
-		return nil, fmt.Errorf("docker engine: %w", err)
+		return nil, err
 	}
 	if o.Port == 0 {
 		o.Port = 8080
@@ -89,7 +88,9 @@ func (d *Docker) List(ctx context.Context) ([]Instance, error) {
 			return nil, err
 		}
 		name := c.ID[:12]
-		if len(c.Names) > 0 {
+		if n := c.Labels[LabelName]; n != "" {
+			name = n
+		} else if len(c.Names) > 0 {
 			name = c.Names[0][1:]
 		}
 		out = append(out, Instance{
@@ -203,6 +204,7 @@ func FromStats(st container.StatsResponse, cpuLimit float64) score.Sample {
 // Start creates and starts a worker container.
 func (d *Docker) Start(ctx context.Context, sp Spec) (Instance, error) {
 	labels := map[string]string{LabelRole: RoleWorker, LabelDefault: strconv.FormatBool(sp.Default)}
+	maps.Copy(labels, d.o.Labels)
 	if d.o.Pool != "" {
 		labels[LabelPool] = d.o.Pool
 	}
@@ -224,9 +226,17 @@ func (d *Docker) Start(ctx context.Context, sp Spec) (Instance, error) {
 		name = fmt.Sprintf("%s-%d", cmp.Or(d.o.Pool, fmt.Sprintf("worker%d", time.Now().UnixMilli()%1e6)), d.created)
 	}
 	d.mu.Unlock()
+	// Container names are global on the engine: a named worker of a pool
+	// (lb-live's w1-1cpu) gets the pool in its container's name, so two
+	// pools on one engine never collide; the worker keeps its own name.
+	cname := name
+	if sp.Name != "" && d.o.Pool != "" {
+		cname = d.o.Pool + "-" + name
+		labels[LabelName] = name
+	}
 	args := append([]string{"--addr", ":" + strconv.Itoa(d.o.Port), "--name", name}, d.o.Args...)
 	res, err := d.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Name:             name,
+		Name:             cname,
 		Config:           &container.Config{Image: d.o.Image, Cmd: args, Labels: labels},
 		HostConfig:       hc,
 		NetworkingConfig: nc,

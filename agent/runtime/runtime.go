@@ -16,6 +16,9 @@ const (
 	RoleWorker   = "worker"
 	LabelDefault = "ringside.default"
 	LabelPool    = "ringside.pool" // separates concurrent stacks on one engine
+	// LabelName is the worker's name (what it answers with in X-Worker)
+	// where the container's name carries the pool too.
+	LabelName = "ringside.worker"
 )
 
 // Instance is one running worker.

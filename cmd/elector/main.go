@@ -118,6 +118,10 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if events {
+		// Where the sidecar API is, for the application beside it.
+		enc.Encode(map[string]any{"ts_ns": time.Now().UnixNano(), "event": "serving", "id": cfg.Identity, "election": cfg.Election, "addr": ln.Addr().String()})
+	}
 
 	mux := http.NewServeMux()
 	mux.Handle("/", cand.Handler())

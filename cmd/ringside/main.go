@@ -14,12 +14,10 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"text/tabwriter"
 
 	"github.com/ringside/ringside/experiments"
-	"github.com/ringside/ringside/experiments/backend/kube/controlplane"
 	"github.com/ringside/ringside/experiments/catalog"
 	"github.com/ringside/ringside/internal/envflag"
 )
@@ -41,7 +39,9 @@ const usage = `usage:
   ringside run EXPERIMENT --help     (the experiment's own flags)
   ringside report DIR
   ringside kube up [--dir DIR]       (a local etcd + kube-apiserver; prints its kubeconfig)
-  ringside kube down [--dir DIR]`
+  ringside kube down [--dir DIR]
+  ringside kube serve                (the API server of the experiments stack, docker-compose.yml)
+  ringside stack [run all flags]     (the experiments service of docker-compose.yml)`
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
@@ -62,8 +62,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintln(stdout, "wrote", path)
 		}
 		return err
+	case "stack":
+		return stackCmd(ctx, args[1:], stdout, stderr)
 	case "kube":
-		return kubeCmd(ctx, args[1:], stdout)
+		return kubeCmd(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprintln(stdout, usage)
 		return nil
@@ -109,25 +111,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	name, args := args[0], args[1:]
 	var c common
 	if name == "all" {
-		fs := flag.NewFlagSet("run all", flag.ContinueOnError)
-		fs.SetOutput(stderr)
-		if err := c.define(fs).Parse(args); err != nil {
-			return err
-		}
-		if c.backend != "" {
-			return errors.New("run all: --backend applies to one experiment; each runs on its default backend")
-		}
-		for _, e := range reg.All() {
-			err := runOne(ctx, e, experiments.NewFlagSet(e), c, stdout, stderr)
-			if errors.Is(err, experiments.ErrUnavailable) {
-				fmt.Fprintf(stderr, "ringside: %s left out: %v\n", e.Spec().Name, err)
-				continue
-			}
-			if err != nil {
-				return err
-			}
-		}
-		return nil
+		return runAll(ctx, reg, args, c, stdout, stderr)
 	}
 	e := reg.Lookup(name)
 	if e == nil {
@@ -166,42 +150,4 @@ func runOne(ctx context.Context, e experiments.Experiment, own *flag.FlagSet, c 
 func isTTY(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && experiments.IsTerminal(f)
-}
-
-// kubeCmd starts or stops a local control plane that outlives the command,
-// for running experiments and kubectl against it by hand.
-func kubeCmd(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) == 0 || (args[0] != "up" && args[0] != "down") {
-		return errors.New("kube: want up or down")
-	}
-	fs := flag.NewFlagSet("kube "+args[0], flag.ContinueOnError)
-	dir := fs.String("dir", ".kube", "state directory (PKI, etcd data, logs, kubeconfig)")
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
-	}
-	abs, err := filepath.Abs(*dir)
-	if err != nil {
-		return err
-	}
-	if args[0] == "down" {
-		if err := controlplane.StopDir(abs); err != nil {
-			return err
-		}
-		fmt.Fprintln(stdout, "stopped the control plane in", abs)
-		return nil
-	}
-	if _, err := os.Stat(filepath.Join(abs, "pids")); err == nil {
-		return fmt.Errorf("a control plane already runs from %s: ringside kube down --dir %s first", abs, *dir)
-	}
-	cp, err := controlplane.Start(ctx, abs)
-	if err != nil {
-		return err
-	}
-	if err := cp.Detach(); err != nil {
-		cp.Stop()
-		return err
-	}
-	fmt.Fprintf(stdout, "kube-apiserver at %s\nkubeconfig: %s\n  export KUBECONFIG=%s\n  ringside run kube-distribution --kubeconfig %s\n",
-		cp.URL, cp.Kubeconfig, cp.Kubeconfig, cp.Kubeconfig)
-	return nil
 }

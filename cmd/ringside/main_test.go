@@ -58,6 +58,10 @@ func TestClearErrors(t *testing.T) {
 		{[]string{"run", "ring-messages", "--seed", "-3"}, "invalid value"},
 		{[]string{"run", "ring-messages", "extra"}, `unexpected argument "extra"`},
 		{[]string{"run", "all", "--backend", "sim"}, "each runs on its default backend"},
+		{[]string{"run", "all", "--experiments", "ring-messages,nope"}, `unknown experiment "nope"`},
+		{[]string{"run", "all", "extra"}, `unexpected argument "extra"`},
+		{[]string{"kube", "serve", "--port", "70000"}, "not a TCP port"},
+		{[]string{"kube", "serve", "--server", "http://x"}, "want an https:// URL"},
 		{[]string{"report"}, "exactly one directory"},
 		{[]string{"report", t.TempDir()}, "no *.meta.json"},
 	} {
@@ -73,6 +77,27 @@ func TestMalformedEnvironmentIsAnError(t *testing.T) {
 	require.ErrorContains(t, err, `environment RINGSIDE_SEED="abc"`)
 	_, _, err = cli("run", "all", "--out", t.TempDir())
 	require.ErrorContains(t, err, `environment RINGSIDE_SEED="abc"`)
+}
+
+// run all with a list runs just those, on the first preferred backend
+// each has (ring-messages has only sim), and reports each.
+func TestRunAllTakesAListAndPreferredBackends(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("RINGSIDE_EXPERIMENTS", "lb-efficiency, ring-messages")
+	out, status, err := cli("run", "all", "--reps", "2", "--prefer", "compose,sim", "--out", dir)
+	require.NoError(t, err, status)
+	assert.Contains(t, out, "ring-messages:")
+	assert.Contains(t, out, "lb-efficiency:")
+	assert.NotContains(t, out, "ring-chaos")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var csvs []string
+	for _, e := range entries {
+		if filepath.Ext(e.Name()) == ".csv" {
+			csvs = append(csvs, e.Name())
+		}
+	}
+	assert.ElementsMatch(t, []string{"lb-efficiency.csv", "ring-messages.csv"}, csvs)
 }
 
 func TestKubeUpDown(t *testing.T) {

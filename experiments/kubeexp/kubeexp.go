@@ -7,6 +7,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -27,7 +28,7 @@ type kubeFlags struct {
 // elections, which runs one election set at a time so that repetitions
 // do not compete for the CPU.
 func (k *kubeFlags) define(fs *flag.FlagSet, parallel bool) {
-	fs.StringVar(&k.kubeconfig, "kubeconfig", "", "API server to use (default: start a local control plane with three worker nodes)")
+	fs.StringVar(&k.kubeconfig, "kubeconfig", os.Getenv("RINGSIDE_KUBECONFIG"), "API server to use (env RINGSIDE_KUBECONFIG; default: start a local control plane with three worker nodes)")
 	fs.StringVar(&k.lock, "lock", "lease", "lock object: lease or endpoints")
 	if parallel {
 		fs.IntVar(&k.parallel, "parallel", 40, "elector processes to run at once across repetitions (each repetition has its own namespace)")

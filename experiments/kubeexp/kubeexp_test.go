@@ -126,3 +126,43 @@ func TestDefaultLeaderReleasesOnSIGTERM(t *testing.T) {
 		assert.Equal(t, "0", re.Str(i, "overlaps"))
 	}
 }
+
+// The throughput experiments end to end, small: every load point served
+// without errors, the forced placements as forced, CPU samples per node,
+// and a report with the paper's values.
+func TestThroughputExperimentsWriteCSVAndReport(t *testing.T) {
+	dir := t.TempDir()
+	r := &experiments.Registry{}
+	role := runKube(t, &ThroughputRole{}, dir, 1, "--clients", "1,4", "--duration", "300ms")
+	r.Register(&ThroughputRole{})
+	require.Len(t, role.Rows, 2*2*2)
+	for i := range role.Rows {
+		assert.Positive(t, role.Float(i, "throughput_rps"), "row %d", i)
+		assert.Equal(t, "0", role.Str(i, "overlaps"), "two leaders at once")
+		if role.Str(i, "target") == "follower" {
+			assert.NotEqual(t, role.Str(i, "leader_node"), role.Str(i, "target_node"), "the follower is on another node")
+		}
+	}
+	place := runKube(t, &ThroughputPlacement{}, dir, 1, "--clients", "2", "--duration", "300ms", "--placements", "concentrated,balanced,bld")
+	r.Register(&ThroughputPlacement{})
+	require.Len(t, place.Rows, 3*3)
+	for i := range place.Rows {
+		assert.Positive(t, place.Float(i, "throughput_rps"), "row %d", i)
+		assert.Equal(t, "0", place.Str(i, "errors"), "row %d", i)
+		assert.Equal(t, "0", place.Str(i, "overlaps"), "two leaders at once")
+		switch place.Str(i, "placement") {
+		case concentrated:
+			assert.Equal(t, "5:0:0", place.Str(i, "leaders"))
+		case balanced:
+			assert.Equal(t, "2:2:1", place.Str(i, "leaders"))
+		}
+	}
+	assert.FileExists(t, dir+"/kube-throughput-placement-cpu.csv")
+	path, err := experiments.WriteReport(dir, r)
+	require.NoError(t, err)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "Leader / follower write throughput at 1 client")
+	assert.Contains(t, string(b), "Balanced over concentrated")
+	assert.Contains(t, string(b), "CPU per node during writes")
+}

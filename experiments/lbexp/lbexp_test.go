@@ -13,6 +13,7 @@ import (
 
 	"github.com/ringside/ringside/balancer"
 	"github.com/ringside/ringside/experiments"
+	"github.com/ringside/ringside/internal/redistest"
 )
 
 func run(t *testing.T, e experiments.Experiment, dir string, seed uint64, reps int, args ...string) []byte {
@@ -105,8 +106,20 @@ func TestLiveBothBackends(t *testing.T) {
 	for _, backend := range []string{"process", "docker"} {
 		t.Run(backend, func(t *testing.T) {
 			dir := t.TempDir()
-			tab := runBackend(t, &Live{}, dir, backend, "--duration", "700ms", "--pickers", "weighted-random,prequal",
-				"--clients", "4", "--workers", "1:default,0.5:default", "--interval", "200ms")
+			args := []string{"--duration", "700ms", "--pickers", "weighted-random,prequal",
+				"--clients", "4", "--workers", "1:default,0.5:default", "--interval", "200ms"}
+			var rs *redistest.Server
+			if backend == "docker" {
+				// The agent keeps its state in a real Redis, as in the stack.
+				rs = redistest.Start(t)
+				args = append(args, "--redis", rs.Addr)
+			}
+			tab := runBackend(t, &Live{}, dir, backend, args...)
+			if rs != nil {
+				keys, err := rs.Client().Keys(context.Background(), "ringside:lb-live:*").Result()
+				require.NoError(t, err)
+				assert.NotEmpty(t, keys, "the agent's state is in Redis")
+			}
 			cells := tab.GroupBy("workload", "target", "clients")
 			var names []string
 			for _, g := range cells {

@@ -19,13 +19,14 @@ import (
 
 	"github.com/moby/moby/client"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/ringside/ringside/agent"
 	"github.com/ringside/ringside/agent/lifecycle"
 	"github.com/ringside/ringside/agent/runtime"
 	"github.com/ringside/ringside/balancer"
-	"github.com/ringside/ringside/compose"
 	"github.com/ringside/ringside/experiments"
+	"github.com/ringside/ringside/internal/dockerapi"
 	"github.com/ringside/ringside/internal/imagebuild"
 )
 
@@ -47,6 +48,7 @@ type Live struct {
 	tLow, tHigh time.Duration
 	low, high   float64
 	throttle    float64
+	redis       string
 }
 
 // Workloads: cpu burns --cost per request (seed 004's utilisation over
@@ -89,6 +91,7 @@ func (l *Live) Flags(fs *flag.FlagSet) {
 	fs.Float64Var(&l.low, "low", 20, "utilisation % below which a worker is Low")
 	fs.Float64Var(&l.high, "high", 50, "utilisation % above which a worker is High")
 	fs.Float64Var(&l.throttle, "throttle", 0.1, "CPUs the first worker drops to halfway through each cpu-throttled cell (0: no such cells)")
+	fs.StringVar(&l.redis, "redis", os.Getenv("RINGSIDE_REDIS"), "Redis address for the agent's state, as seed 004 keeps it (env RINGSIDE_REDIS; default: in memory)")
 }
 
 func (*Live) Columns() []string {
@@ -135,26 +138,38 @@ func dockerRuntime(ctx context.Context) (*runtime.Docker, func(), error) {
 		return nil, nil, err
 	}
 	const image = "ringside/worker:dev"
-	if err := imagebuild.Build(ctx, image, "github.com/ringside/ringside/cmd/worker", compose.WorkerDockerfile); err != nil {
+	if err := imagebuild.Build(ctx, image, "github.com/ringside/ringside/cmd/worker"); err != nil {
 		probe.Close()
 		return nil, nil, err
 	}
 	pool := fmt.Sprintf("lb%d", time.Now().UnixNano()%1e6) // short: spawned workers are named after it
-	if _, err := probe.Client().NetworkCreate(ctx, pool, client.NetworkCreateOptions{Driver: "bridge"}); err != nil {
+	cli := probe.Client()
+	if _, err := cli.NetworkCreate(ctx, pool, client.NetworkCreateOptions{Driver: "bridge", Labels: dockerapi.StackLabels()}); err != nil {
 		probe.Close()
 		return nil, nil, fmt.Errorf("create network %s: %w", pool, err)
 	}
-	d, err := runtime.NewDocker(ctx, runtime.DockerOptions{Image: image, Network: pool, Pool: pool})
-	if err != nil {
+	removeNet := func() {
+		cli.NetworkRemove(context.Background(), pool, client.NetworkRemoveOptions{})
 		probe.Close()
+	}
+	// From a container (the experiments stack) the workers are reached by
+	// address only on their network.
+	leave, err := dockerapi.Join(ctx, cli, pool)
+	if err != nil {
+		removeNet()
+		return nil, nil, err
+	}
+	d, err := runtime.NewDocker(ctx, runtime.DockerOptions{Image: image, Network: pool, Pool: pool, Labels: dockerapi.StackLabels()})
+	if err != nil {
+		leave()
+		removeNet()
 		return nil, nil, err
 	}
 	return d, func() {
-		c := context.Background()
-		d.RemoveAll(c)
-		probe.Client().NetworkRemove(c, pool, client.NetworkRemoveOptions{})
+		d.RemoveAll(context.Background())
 		d.Close()
-		probe.Close()
+		leave()
+		removeNet()
 	}, nil
 }
 
@@ -220,7 +235,17 @@ func (l *Live) Run(ctx context.Context, env *experiments.Env) error {
 		}
 	}
 	token := strconv.FormatUint(env.Seed, 36) + "-lb-live"
+	var store agent.Store
+	if l.redis != "" {
+		rdb := redis.NewClient(&redis.Options{Addr: l.redis})
+		defer rdb.Close()
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			return fmt.Errorf("--redis %s: %w", l.redis, err)
+		}
+		store = agent.NewRedisStore(rdb, fmt.Sprintf("ringside:lb-live:%d", time.Now().UnixNano()))
+	}
 	a, err := agent.New(agent.Config{
+		Store:   store,
 		Runtime: rt, Spawn: runtime.Spec{CPULimit: 0.5}, Interval: l.interval, Token: token,
 		Pool: lifecycle.Config{Min: len(specs), Max: max(l.maxWorkers, len(specs)), SundownAfter: l.tLow, ScaleUpAfter: l.tHigh, Low: l.low, High: l.high},
 		Log:  slog.New(warnOnly{env.Log.Handler()}).With("component", "agent"),

@@ -3,16 +3,23 @@
 package imagebuild
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/moby/moby/client"
+
+	"github.com/ringside/ringside/internal/dockerapi"
 )
 
 // ModuleRoot is the root of the ringside checkout that contains the
@@ -34,9 +41,22 @@ func ModuleRoot() (string, error) {
 	}
 }
 
+// BinariesEnv names a folder of prebuilt static binaries, by base name.
+// The experiments image sets it: it has no Go toolchain and no source,
+// only the binaries its builder stage made.
+const BinariesEnv = "RINGSIDE_BINARIES"
+
 // Static builds pkg as a static binary into the user cache and returns
 // its path. The go command's build cache makes repeated calls cheap.
+// With $RINGSIDE_BINARIES set it returns the prebuilt binary there.
 func Static(ctx context.Context, pkg string) (string, error) {
+	if dir := os.Getenv(BinariesEnv); dir != "" {
+		bin := filepath.Join(dir, filepath.Base(pkg))
+		if _, err := os.Stat(bin); err != nil {
+			return "", fmt.Errorf("%s: no prebuilt %s: %w", BinariesEnv, filepath.Base(pkg), err)
+		}
+		return bin, nil
+	}
 	dir, err := os.UserCacheDir()
 	if err != nil {
 		dir = os.TempDir()
@@ -57,34 +77,71 @@ func Static(ctx context.Context, pkg string) (string, error) {
 	return out, nil
 }
 
-// Build builds image from the static binary of pkg and dockerfile, which
-// copies the binary by its base name (the last element of pkg). Tests use
-// it to never run a stale image; the layer cache keeps it cheap.
-func Build(ctx context.Context, image, pkg string, dockerfile []byte) error {
+// Dockerfile is the final stage of every ringside image in the
+// repository's Dockerfile: the static binary alone, FROM scratch.
+func Dockerfile(name string) string {
+	return fmt.Sprintf("FROM scratch\nCOPY %[1]s /%[1]s\nENTRYPOINT [\"/%[1]s\"]\n", name)
+}
+
+// Build builds image from the static binary of pkg, FROM scratch (the
+// final stage of the repository's Dockerfile without its builder stage),
+// through the engine's API. Tests use it to never run a stale image; the
+// layer cache keeps it cheap.
+func Build(ctx context.Context, image, pkg string) error {
 	bin, err := Static(ctx, pkg)
 	if err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "ringside-image-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
 	b, err := os.ReadFile(bin)
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, filepath.Base(pkg)), b, 0o755); err != nil {
+	name := filepath.Base(pkg)
+	var tarball bytes.Buffer
+	tw := tar.NewWriter(&tarball)
+	for _, f := range []struct {
+		name string
+		mode int64
+		body []byte
+	}{{"Dockerfile", 0o644, []byte(Dockerfile(name))}, {name, 0o755, b}} {
+		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.body))}); err != nil {
+			return err
+		}
+		if _, err := tw.Write(f.body); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), dockerfile, 0o644); err != nil {
+	cli, err := dockerapi.Connect(ctx)
+	if err != nil {
 		return err
 	}
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "docker", "build", "-q", "-t", image, dir)
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("docker build %s: %v: %s", image, err, strings.TrimSpace(stderr.String()))
+	defer cli.Close()
+	res, err := cli.ImageBuild(ctx, &tarball, client.ImageBuildOptions{Tags: []string{image}, Remove: true, ForceRemove: true})
+	if err != nil {
+		return fmt.Errorf("build %s: %w", image, err)
 	}
-	return nil
+	defer res.Body.Close()
+	return buildError(image, res.Body)
+}
+
+// buildError reads the engine's build progress: a JSON message per step,
+// with the failure, if any, in its error field.
+func buildError(image string, body io.Reader) error {
+	dec := json.NewDecoder(body)
+	for {
+		var msg struct {
+			Error string `json:"error"`
+		}
+		if err := dec.Decode(&msg); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("build %s: reading the engine's progress: %w", image, err)
+		}
+		if msg.Error != "" {
+			return fmt.Errorf("build %s: %s", image, msg.Error)
+		}
+	}
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ringside/ringside/agent/runtime"
-	"github.com/ringside/ringside/compose"
 	"github.com/ringside/ringside/internal/imagebuild"
 )
 
@@ -26,7 +25,7 @@ const Image = "ringside/worker:test"
 func Pool(t *testing.T) *runtime.Docker {
 	t.Helper()
 	ctx := context.Background()
-	require.NoError(t, imagebuild.Build(ctx, Image, "github.com/ringside/ringside/cmd/worker", compose.WorkerDockerfile))
+	require.NoError(t, imagebuild.Build(ctx, Image, "github.com/ringside/ringside/cmd/worker"))
 	pool := fmt.Sprintf("rt%d-%d", os.Getpid(), time.Now().UnixNano()%1e6)
 	d0, err := runtime.NewDocker(ctx, runtime.DockerOptions{})
 	require.NoError(t, err, "the Docker engine must be reachable")

@@ -70,6 +70,8 @@ type Cluster struct {
 type proc struct {
 	cmd       *exec.Cmd
 	done      chan struct{}
+	serving   chan string // the sidecar's address, once
+	addr      string
 	ns        string
 	app       string
 	stderr    tail
@@ -183,7 +185,7 @@ func (c *Cluster) Elect(ns, app, pod, node, alg, lock string, t Timing) error {
 	if err != nil {
 		return err
 	}
-	p := &proc{cmd: cmd, done: make(chan struct{}), ns: ns, app: app}
+	p := &proc{cmd: cmd, done: make(chan struct{}), serving: make(chan string, 1), ns: ns, app: app}
 	cmd.Stderr = &p.stderr // kept for Crashed; electors log errors only
 	launched := time.Now()
 	if err := cmd.Start(); err != nil {
@@ -197,10 +199,14 @@ func (c *Cluster) Elect(ns, app, pod, node, alg, lock string, t Timing) error {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			var raw struct {
-				TS                          int64 `json:"ts_ns"`
-				Event, ID, Election, Leader string
+				TS                                int64 `json:"ts_ns"`
+				Event, ID, Election, Leader, Addr string
 			}
 			if json.Unmarshal(sc.Bytes(), &raw) != nil {
+				continue
+			}
+			if raw.Event == "serving" {
+				p.serving <- raw.Addr
 				continue
 			}
 			c.record(Event{TS: time.Unix(0, raw.TS), Event: raw.Event, ID: ns + "/" + raw.ID, Election: ns + "/" + raw.Election, Leader: raw.Leader})
@@ -213,6 +219,27 @@ func (c *Cluster) Elect(ns, app, pod, node, alg, lock string, t Timing) error {
 		close(p.done)
 	}()
 	return nil
+}
+
+// Sidecar returns the base URL of pod's elector sidecar API, once the
+// elector has said where it serves it, and its process ID.
+func (c *Cluster) Sidecar(ctx context.Context, ns, pod string) (url string, pid int, err error) {
+	c.mu.Lock()
+	p := c.procs[ns+"/"+pod]
+	c.mu.Unlock()
+	if p == nil {
+		return "", 0, fmt.Errorf("no elector %s/%s", ns, pod)
+	}
+	if p.addr == "" {
+		select {
+		case p.addr = <-p.serving:
+		case <-p.done:
+			return "", 0, fmt.Errorf("elector %s/%s exited: %s", ns, pod, p.stderr.String())
+		case <-ctx.Done():
+			return "", 0, ctx.Err()
+		}
+	}
+	return "http://" + p.addr, p.cmd.Process.Pid, nil
 }
 
 // Crashed returns an error naming every elector of ns that exited

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +15,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
+
 	"github.com/ringside/ringside/compose"
+	"github.com/ringside/ringside/internal/dockerapi"
 	"github.com/ringside/ringside/internal/imagebuild"
 )
 
@@ -33,6 +38,8 @@ type ComposeOptions struct {
 
 // Compose is a ring of ringnode containers started from compose/ring.yml.
 type Compose struct {
+	cli          *client.Client
+	leave        func() // the runner's container leaves the ring's network
 	project, dir string
 	version      string   // compose implementation
 	files        []string // ring.yml and the subnet override
@@ -65,6 +72,11 @@ func ComposeCommand(version string, args ...string) *exec.Cmd {
 		}
 	}
 	if version == ComposeV1 {
+		return exec.Command("docker-compose", args...)
+	}
+	// v2 as the docker CLI plugin, or standalone where there is no docker
+	// CLI (the experiments image).
+	if _, err := exec.LookPath("docker"); err != nil {
 		return exec.Command("docker-compose", args...)
 	}
 	return exec.Command("docker", append([]string{"compose"}, args...)...)
@@ -101,7 +113,7 @@ func EnsureImage(ctx context.Context, image string) error {
 	if _, ok := built.Load(image); ok {
 		return nil
 	}
-	if err := imagebuild.Build(ctx, image, "github.com/ringside/ringside/cmd/ringnode", compose.RingnodeDockerfile); err != nil {
+	if err := imagebuild.Build(ctx, image, "github.com/ringside/ringside/cmd/ringnode"); err != nil {
 		return err
 	}
 	built.Store(image, true)
@@ -122,16 +134,22 @@ func StartCompose(ctx context.Context, n int, o ComposeOptions) (*Compose, error
 	if err := EnsureImage(ctx, o.Image); err != nil {
 		return nil, fmt.Errorf("ringnode image: %w", err)
 	}
-	dir, err := os.MkdirTemp("", "ringside-compose-")
+	cli, err := dockerapi.Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
+	dir, err := os.MkdirTemp("", "ringside-compose-")
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
 	c := &Compose{
-		project: fmt.Sprintf("ringside%d%d", os.Getpid(), time.Now().UnixNano()%100000),
-		files:   []string{filepath.Join(dir, "ring.yml"), filepath.Join(dir, "subnet.yml")}, dir: dir, version: o.Compose, log: o.Log, ids: map[string]string{},
+		cli: cli, project: fmt.Sprintf("ringside%d%d", os.Getpid(), time.Now().UnixNano()%100000),
+		files: []string{filepath.Join(dir, "ring.yml"), filepath.Join(dir, "subnet.yml")}, dir: dir, version: o.Compose, log: o.Log, ids: map[string]string{},
 		env: append(append(os.Environ(), "RINGNODE_IMAGE="+o.Image, "RINGNODE_SECRET="+NewSecret()), o.Env...),
 	}
 	if err := os.WriteFile(c.files[0], compose.Ring, 0o644); err != nil {
+		c.Close()
 		return nil, err
 	}
 	if err := c.upOnOwnSubnet(ctx, n-1); err != nil {
@@ -183,6 +201,15 @@ func (c *Compose) up(ctx context.Context, nodes int) error {
 	if _, err := c.compose(ctx, "up", "-d", "--no-recreate", "--scale", fmt.Sprintf("node=%d", nodes)); err != nil {
 		return err
 	}
+	// Run from a container (the experiments stack), ringside reaches the
+	// servers by address only on their network: join it once it exists.
+	if c.leave == nil {
+		leave, err := dockerapi.Join(ctx, c.cli, c.project+"_default")
+		if err != nil {
+			return err
+		}
+		c.leave = leave
+	}
 	c.mu.Lock()
 	c.nodes = nodes
 	c.mu.Unlock()
@@ -199,21 +226,19 @@ func (c *Compose) up(ctx context.Context, nodes int) error {
 
 // refresh maps the project's running containers to their addresses.
 func (c *Compose) refresh(ctx context.Context) error {
-	out, err := run(ctx, exec.Command("docker", "ps", "-q", "--filter", "label=com.docker.compose.project="+c.project, "--filter", "label=ringside.role=ringnode"))
+	res, err := c.cli.ContainerList(ctx, client.ContainerListOptions{Filters: client.Filters{}.
+		Add("label", "com.docker.compose.project="+c.project).Add("label", "ringside.role=ringnode")})
 	if err != nil {
-		return err
+		return fmt.Errorf("list the ring's containers: %w", err)
 	}
-	ids := strings.Fields(out)
 	m := map[string]string{}
-	if len(ids) > 0 {
-		out, err = run(ctx, exec.Command("docker", append([]string{"inspect", "-f", "{{.Id}} {{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}"}, ids...)...))
-		if err != nil {
-			return err
+	for _, ctr := range res.Items {
+		if ctr.NetworkSettings == nil {
+			continue
 		}
-		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-			f := strings.Fields(line)
-			if len(f) >= 2 {
-				m[f[1]+":7000"] = f[0]
+		for _, n := range ctr.NetworkSettings.Networks {
+			if n != nil && n.IPAddress.IsValid() {
+				m[n.IPAddress.String()+":7000"] = ctr.ID
 			}
 		}
 	}
@@ -246,8 +271,8 @@ func (c *Compose) Kill(ctx context.Context, addr string) error {
 	if id == "" {
 		return fmt.Errorf("kill %s: no such container", addr)
 	}
-	if _, err := run(ctx, exec.Command("docker", "kill", "-s", "KILL", id)); err != nil {
-		return err
+	if _, err := c.cli.ContainerKill(ctx, id, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+		return fmt.Errorf("kill %s: %w", addr, err)
 	}
 	c.mu.Lock()
 	c.killed = append(c.killed, killedContainer{addr, id})
@@ -269,8 +294,8 @@ func (c *Compose) Restart(ctx context.Context, addr string) error {
 	id := c.killed[i].id
 	c.killed = slices.Delete(c.killed, i, i+1)
 	c.mu.Unlock()
-	if _, err := run(ctx, exec.Command("docker", "start", id)); err != nil {
-		return err
+	if _, err := c.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
+		return fmt.Errorf("restart %s: %w", addr, err)
 	}
 	if err := c.refresh(ctx); err != nil {
 		return err
@@ -307,10 +332,10 @@ func (c *Compose) Pause(ctx context.Context, addr string, d time.Duration) error
 	if id == "" {
 		return fmt.Errorf("pause %s: no such container", addr)
 	}
-	if _, err := run(ctx, exec.Command("docker", "pause", id)); err != nil {
-		return err
+	if _, err := c.cli.ContainerPause(ctx, id, client.ContainerPauseOptions{}); err != nil {
+		return fmt.Errorf("pause %s: %w", addr, err)
 	}
-	defer run(context.WithoutCancel(ctx), exec.Command("docker", "unpause", id))
+	defer c.cli.ContainerUnpause(context.WithoutCancel(ctx), id, client.ContainerUnpauseOptions{})
 	return sleep(ctx, d)
 }
 
@@ -323,18 +348,24 @@ func (c *Compose) Partition(ctx context.Context, addr string, d time.Duration) e
 	if id == "" {
 		return fmt.Errorf("partition %s: no such container", addr)
 	}
-	out, err := run(ctx, exec.Command("docker", "inspect", "-f", `{{index .Config.Labels "com.docker.compose.service"}}`, id))
+	ins, err := c.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 	if err != nil {
-		return err
+		return fmt.Errorf("partition %s: %w", addr, err)
 	}
-	service, ip, network := strings.TrimSpace(out), strings.TrimSuffix(addr, ":7000"), c.project+"_default"
-	if _, err := run(ctx, exec.Command("docker", "network", "disconnect", "-f", network, id)); err != nil {
-		return err
+	service, net := ins.Container.Config.Labels["com.docker.compose.service"], c.project+"_default"
+	ip, err := netip.ParseAddr(strings.TrimSuffix(addr, ":7000"))
+	if err != nil {
+		return fmt.Errorf("partition %s: %w", addr, err)
+	}
+	if _, err := c.cli.NetworkDisconnect(ctx, net, client.NetworkDisconnectOptions{Container: id, Force: true}); err != nil {
+		return fmt.Errorf("partition %s: %w", addr, err)
 	}
 	c.refresh(ctx)
 	waited := sleep(ctx, d)
 	heal := context.WithoutCancel(ctx)
-	if _, err := run(heal, exec.Command("docker", "network", "connect", "--ip", ip, "--alias", service, network, id)); err != nil {
+	if _, err := c.cli.NetworkConnect(heal, net, client.NetworkConnectOptions{Container: id, EndpointConfig: &network.EndpointSettings{
+		IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: ip}, Aliases: []string{service},
+	}}); err != nil {
 		return fmt.Errorf("healing the partition of %s: %w", addr, err)
 	}
 	if err := c.refresh(heal); err != nil {
@@ -381,7 +412,11 @@ func (c *Compose) Logs(ctx context.Context) (string, error) {
 func (c *Compose) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	if c.leave != nil {
+		c.leave()
+	}
 	_, err := c.compose(ctx, "down", "-v", "--remove-orphans", "-t", "1")
 	os.RemoveAll(c.dir)
+	c.cli.Close()
 	return err
 }

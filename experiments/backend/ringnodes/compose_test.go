@@ -41,9 +41,11 @@ func TestComposePartitionAndPause(t *testing.T) {
 
 	require.NoError(t, c.Pause(ctx, other, 300*time.Millisecond))
 	require.NoError(t, WaitMembers(ctx, addrs, 3))
-	st, err := GetStatus(ctx, other)
+	// One ring, one coordinator, which need not be the first: cut off, the
+	// server elected itself (no quorum, docs/ringnode.md), and a push of
+	// its ring delayed by TCP past the heal can win the merge.
+	_, err = WaitSettled(ctx, addrs, 15*time.Second)
 	require.NoError(t, err)
-	assert.Equal(t, coord, st.Leader)
 }
 
 // compose/ring.yml forms one ring with Debian's docker-compose 1.29 and

@@ -7,6 +7,7 @@ package controlplane
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
@@ -27,16 +28,13 @@ import (
 	"github.com/ringside/ringside/internal/proc"
 )
 
-// AdminToken is the bearer token of the control plane's admin user
-// (group system:masters).
-const AdminToken = "ringside-admin-token"
-
 // ControlPlane is a running etcd + kube-apiserver pair.
 type ControlPlane struct {
 	Dir        string // state: PKI, etcd data, logs, kubeconfig
 	Kubeconfig string
 	URL        string
 	procs      []*proc.Proc
+	pki        pkiFiles
 }
 
 // BinDir finds the directory holding kube-apiserver and etcd:
@@ -53,20 +51,22 @@ func BinDir() (string, error) {
 	return filepath.Join(root, "bin"), nil
 }
 
-// Binaries returns the paths of kube-apiserver and etcd, or an error that
-// says how to build them.
-func Binaries() (apiserver, etcd string, err error) {
+// Binaries returns the paths of the named binaries (kube-apiserver, etcd)
+// in BinDir, or an error that says how to build them.
+func Binaries(names ...string) ([]string, error) {
 	dir, err := BinDir()
 	if err != nil {
-		return "", "", err
+		return nil, err
 	}
-	apiserver, etcd = filepath.Join(dir, "kube-apiserver"), filepath.Join(dir, "etcd")
-	for _, p := range []string{apiserver, etcd} {
+	var out []string
+	for _, n := range names {
+		p := filepath.Join(dir, n)
 		if _, err := os.Stat(p); err != nil {
-			return "", "", fmt.Errorf("%s missing: run `make kube-tools` first (builds kube-apiserver and etcd from the Go module proxy)", p)
+			return nil, fmt.Errorf("%s missing: run `make kube-tools` first (builds kube-apiserver and etcd from the Go module proxy)", p)
 		}
+		out = append(out, p)
 	}
-	return apiserver, etcd, nil
+	return out, nil
 }
 
 func freePort() (int, error) {
@@ -81,44 +81,52 @@ func freePort() (int, error) {
 // Start launches etcd and kube-apiserver with state in dir and waits until
 // the API server is ready. Stop ends both.
 func Start(ctx context.Context, dir string) (*ControlPlane, error) {
-	apiserver, etcd, err := Binaries()
+	bins, err := Binaries("kube-apiserver", "etcd")
 	if err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	pki, err := writePKI(filepath.Join(dir, "pki"))
-	if err != nil {
-		return nil, err
+	var ports [3]int // etcd client, etcd peer, API server
+	for i := range ports {
+		if ports[i], err = freePort(); err != nil {
+			return nil, err
+		}
 	}
-	etcdPort, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	peerPort, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	apiPort, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	cp := &ControlPlane{Dir: dir, URL: fmt.Sprintf("https://127.0.0.1:%d", apiPort), Kubeconfig: filepath.Join(dir, "kubeconfig")}
-	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
-	if err := cp.spawn(etcd, "etcd.log",
+	cp := &ControlPlane{Dir: dir, URL: fmt.Sprintf("https://127.0.0.1:%d", ports[2]), Kubeconfig: filepath.Join(dir, "kubeconfig")}
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	if err := cp.spawn(bins[1], "etcd.log",
 		"--name", "ringside", "--data-dir", filepath.Join(dir, "etcd"),
 		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
-		"--listen-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", peerPort),
-		"--initial-advertise-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", peerPort),
-		"--initial-cluster", fmt.Sprintf("ringside=http://127.0.0.1:%d", peerPort),
+		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
+		"--initial-cluster", "ringside="+peerURL,
 		"--unsafe-no-fsync", "--log-level", "warn"); err != nil {
 		return nil, err
 	}
-	if err := cp.spawn(apiserver, "kube-apiserver.log",
-		"--etcd-servers", etcdURL,
-		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", strconv.Itoa(apiPort),
-		"--cert-dir", filepath.Join(dir, "pki"),
+	if err := cp.startAPIServer(ctx, bins[0], etcdURL, "127.0.0.1", ports[2]); err != nil {
+		cp.Stop()
+		return nil, err
+	}
+	return cp, nil
+}
+
+// startAPIServer makes the PKI (valid for names too), runs kube-apiserver
+// on bind:port against etcdURL, writes the kubeconfig for cp.URL and waits
+// until the server is ready.
+func (cp *ControlPlane) startAPIServer(ctx context.Context, bin, etcdURL, bind string, port int, names ...string) error {
+	pki, err := writePKI(filepath.Join(cp.Dir, "pki"), names...)
+	if err != nil {
+		return err
+	}
+	cp.pki = pki
+	args := []string{"--etcd-servers", etcdURL, "--bind-address", bind, "--secure-port", strconv.Itoa(port)}
+	if ip := net.ParseIP(bind); ip != nil && !ip.IsUnspecified() {
+		args = append(args, "--advertise-address", bind)
+	}
+	if err := cp.spawn(bin, "kube-apiserver.log", append(args,
+		"--cert-dir", filepath.Join(cp.Dir, "pki"),
 		"--tls-cert-file", pki.serverCert, "--tls-private-key-file", pki.serverKey, "--client-ca-file", pki.caCert,
 		"--token-auth-file", pki.tokens, "--authorization-mode", "RBAC",
 		"--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
@@ -127,19 +135,13 @@ func Start(ctx context.Context, dir string) (*ControlPlane, error) {
 		"--endpoint-reconciler-type", "none",
 		"--disable-admission-plugins", "ServiceAccount",
 		"--enable-priority-and-fairness=false",
-		"--v", "0"); err != nil {
-		cp.Stop()
-		return nil, err
+		"--v", "0")...); err != nil {
+		return err
 	}
-	if err := cp.writeKubeconfig(pki.caCert); err != nil {
-		cp.Stop()
-		return nil, err
+	if err := cp.writeKubeconfig(cp.Kubeconfig, cp.URL); err != nil {
+		return err
 	}
-	if err := cp.waitReady(ctx, pki.caCert); err != nil {
-		cp.Stop()
-		return nil, err
-	}
-	return cp, nil
+	return cp.waitReady(ctx)
 }
 
 func (cp *ControlPlane) spawn(bin, log string, args ...string) error {
@@ -160,14 +162,28 @@ func (cp *ControlPlane) spawn(bin, log string, args ...string) error {
 	return nil
 }
 
-func (cp *ControlPlane) writeKubeconfig(caCert string) error {
-	cfg := fmt.Sprintf(`apiVersion: v1
+// writeKubeconfig writes a self-contained kubeconfig (the CA inline) for
+// the admin user of the API server at url.
+func (cp *ControlPlane) writeKubeconfig(path, url string) error {
+	b, err := cp.kubeconfig(url)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o600)
+}
+
+func (cp *ControlPlane) kubeconfig(url string) ([]byte, error) {
+	ca, err := os.ReadFile(cp.pki.caCert)
+	if err != nil {
+		return nil, err
+	}
+	return fmt.Appendf(nil, `apiVersion: v1
 kind: Config
 clusters:
 - name: ringside
   cluster:
     server: %s
-    certificate-authority: %s
+    certificate-authority-data: %s
 users:
 - name: admin
   user:
@@ -178,11 +194,10 @@ contexts:
     cluster: ringside
     user: admin
 current-context: ringside
-`, cp.URL, caCert, AdminToken)
-	return os.WriteFile(cp.Kubeconfig, []byte(cfg), 0o600)
+`, url, base64.StdEncoding.EncodeToString(ca), cp.pki.token), nil
 }
 
-func (cp *ControlPlane) waitReady(ctx context.Context, caCert string) error {
+func (cp *ControlPlane) waitReady(ctx context.Context) error {
 	cfg, err := cp.RestConfig()
 	if err != nil {
 		return err
@@ -201,7 +216,7 @@ func (cp *ControlPlane) waitReady(ctx context.Context, caCert string) error {
 			}
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, cp.URL+"/readyz", nil)
-		req.Header.Set("Authorization", "Bearer "+AdminToken)
+		req.Header.Set("Authorization", "Bearer "+cp.pki.token)
 		resp, err := hc.Do(req)
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)

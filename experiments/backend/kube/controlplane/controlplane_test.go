@@ -2,11 +2,18 @@ package controlplane
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 func TestControlPlaneServesTheAPI(t *testing.T) {
@@ -22,4 +29,81 @@ func TestControlPlaneServesTheAPI(t *testing.T) {
 	require.Equal(t, "v1.32.13", v.GitVersion)
 	_, err = cs.CoordinationV1().Leases("default").List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
+}
+
+// Two control planes never share a credential: each makes its own admin
+// token, and one's token is refused by the other.
+func TestEachControlPlaneHasItsOwnToken(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	a, err := Start(ctx, t.TempDir())
+	require.NoError(t, err)
+	defer a.Stop()
+	b, err := Start(ctx, t.TempDir())
+	require.NoError(t, err)
+	defer b.Stop()
+	require.NotEqual(t, a.pki.token, b.pki.token)
+	require.Len(t, a.pki.token, 48)
+	cfg, err := a.RestConfig()
+	require.NoError(t, err)
+	cfg.BearerToken = b.pki.token
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	_, err = cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	require.True(t, apierrors.IsUnauthorized(err), "another control plane's token: %v", err)
+}
+
+// Serve runs the API server against an etcd it did not start, creates the
+// worker nodes, and hands over a kubeconfig that works from outside.
+func TestServeHandsOverAWorkingKubeconfig(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	bins, err := Binaries("etcd")
+	require.NoError(t, err)
+	etcdCP := &ControlPlane{Dir: t.TempDir()}
+	defer etcdCP.Stop()
+	var ports [4]int // etcd client, etcd peer, API server, hand-off
+	for i := range ports {
+		ports[i], err = freePort()
+		require.NoError(t, err)
+	}
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	require.NoError(t, etcdCP.spawn(bins[0], "etcd.log", "--data-dir", etcdCP.Dir+"/etcd",
+		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
+		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL, "--initial-cluster", "default="+peerURL,
+		"--unsafe-no-fsync"))
+
+	serveCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- Serve(serveCtx, ServeOptions{
+			Dir: t.TempDir(), Etcd: etcdURL, Port: ports[2], Names: []string{"kube-apiserver"},
+			Server: fmt.Sprintf("https://127.0.0.1:%d", ports[2]), Handoff: fmt.Sprintf("127.0.0.1:%d", ports[3]),
+			Workers: []string{"w1", "w2", "w3"}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		})
+	}()
+	var kc []byte
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/kubeconfig", ports[3]))
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		kc, err = io.ReadAll(resp.Body)
+		return err == nil && resp.StatusCode == http.StatusOK
+	}, time.Minute, 100*time.Millisecond)
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kc)
+	require.NoError(t, err)
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	var names []string
+	for _, n := range nodes.Items {
+		names = append(names, n.Name)
+	}
+	require.ElementsMatch(t, []string{"w1", "w2", "w3"}, names)
+	stop()
+	require.NoError(t, <-done)
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/pem"
 	"math/big"
 	"net"
@@ -17,11 +18,14 @@ import (
 
 type pkiFiles struct {
 	caCert, serverCert, serverKey, saKey, saPub, tokens string
+	token                                               string // the admin's bearer token
 }
 
-// writePKI generates a CA, a serving certificate for 127.0.0.1 and
-// localhost, the service-account key pair and the token file.
-func writePKI(dir string) (pkiFiles, error) {
+// writePKI generates a CA, a serving certificate for 127.0.0.1, localhost
+// and names (host names or IPs the API server is reached by), the
+// service-account key pair, and an admin token of its own in the token
+// file: no two control planes share a credential.
+func writePKI(dir string, names ...string) (pkiFiles, error) {
 	f := pkiFiles{
 		caCert: filepath.Join(dir, "ca.crt"), serverCert: filepath.Join(dir, "apiserver.crt"), serverKey: filepath.Join(dir, "apiserver.key"),
 		saKey: filepath.Join(dir, "sa.key"), saPub: filepath.Join(dir, "sa.pub"), tokens: filepath.Join(dir, "tokens.csv"),
@@ -55,6 +59,13 @@ func writePKI(dir string) (pkiFiles, error) {
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")},
 		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
 	}
+	for _, n := range names {
+		if ip := net.ParseIP(n); ip != nil {
+			srvTmpl.IPAddresses = append(srvTmpl.IPAddresses, ip)
+		} else {
+			srvTmpl.DNSNames = append(srvTmpl.DNSNames, n)
+		}
+	}
 	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, ca, &srvKey.PublicKey, caKey)
 	if err != nil {
 		return f, err
@@ -86,5 +97,10 @@ func writePKI(dir string) (pkiFiles, error) {
 			return f, err
 		}
 	}
-	return f, os.WriteFile(f.tokens, []byte(AdminToken+",admin,admin,system:masters\n"), 0o600)
+	tok := make([]byte, 24)
+	if _, err := rand.Read(tok); err != nil {
+		return f, err
+	}
+	f.token = hex.EncodeToString(tok)
+	return f, os.WriteFile(f.tokens, []byte(f.token+",admin,admin,system:masters\n"), 0o600)
 }

@@ -1,0 +1,109 @@
+# Every ringside image, one target each, built the usual multi-stage way:
+# a Go builder stage, then a scratch (or Debian-slim) final stage.
+#
+#   docker build --target ringnode -t ringside/ringnode:dev .
+#   docker compose up experiments        (builds what it needs)
+#
+# GO_IMAGE and BASE_IMAGE are the public golang and Debian images; on a
+# machine with no registry `make base-images` creates the same names
+# locally. No BuildKit-only syntax: compose v1.29 and compose v2 without
+# buildx build with the engine's classic builder.
+ARG GO_IMAGE=golang:1.26-bookworm
+ARG BASE_IMAGE=debian:bookworm-slim
+
+# ringside's binaries. The source commit goes into meta.json.
+FROM ${GO_IMAGE} AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN git config --global --add safe.directory /src \
+ && commit=$(git rev-parse HEAD 2>/dev/null || echo unknown) \
+ && if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then commit="$commit-dirty"; fi \
+ && CGO_ENABLED=0 go build -trimpath -buildvcs=false \
+      -ldflags "-X github.com/ringside/ringside/experiments.BuildCommit=$commit" -o /out/ ./cmd/...
+
+FROM scratch AS ringnode
+COPY --from=build /out/ringnode /ringnode
+EXPOSE 7000
+ENTRYPOINT ["/ringnode"]
+
+FROM scratch AS agent
+COPY --from=build /out/agent /agent
+EXPOSE 8081
+ENTRYPOINT ["/agent"]
+
+FROM scratch AS balancer
+COPY --from=build /out/balancer /balancer
+EXPOSE 8080
+ENTRYPOINT ["/balancer"]
+
+FROM scratch AS worker
+COPY --from=build /out/worker /worker
+EXPOSE 8080
+ENTRYPOINT ["/worker"]
+
+FROM scratch AS elector
+COPY --from=build /out/elector /elector
+EXPOSE 4040
+USER 65532
+ENTRYPOINT ["/elector"]
+
+FROM scratch AS leaderapp
+COPY --from=build /out/leaderapp /leaderapp
+EXPOSE 8080
+USER 65532
+ENTRYPOINT ["/leaderapp"]
+
+# etcd and kube-apiserver from the Go module proxy, as make kube-tools
+# builds them (tools/README.md).
+FROM ${GO_IMAGE} AS etcd-build
+COPY tools/etcd/ /src/tools/etcd/
+WORKDIR /src/tools/etcd
+RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w" -o /out/etcd go.etcd.io/etcd/server/v3
+
+FROM scratch AS etcd
+COPY --from=etcd-build /out/etcd /etcd
+EXPOSE 2379
+ENTRYPOINT ["/etcd"]
+
+FROM ${GO_IMAGE} AS kube-apiserver-build
+ARG KUBE_VERSION=v1.32.13
+COPY tools/kube-apiserver/ /src/tools/kube-apiserver/
+WORKDIR /src/tools/kube-apiserver
+RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false \
+      -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=${KUBE_VERSION}" \
+      -o /out/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
+
+# The API server under `ringside kube serve`, which makes its PKI and admin
+# token at start, creates the paper's three worker nodes and hands the
+# kubeconfig to the stack.
+FROM scratch AS kube-apiserver
+COPY --from=kube-apiserver-build /out/kube-apiserver /usr/local/bin/kube-apiserver
+COPY --from=build /out/ringside /usr/local/bin/ringside
+ENV RINGSIDE_KUBE_BIN=/usr/local/bin
+EXPOSE 6443
+ENTRYPOINT ["/usr/local/bin/ringside", "kube", "serve"]
+
+# Compose v2 for the compose backend, standalone (no docker CLI in the image).
+FROM ${GO_IMAGE} AS compose-build
+ARG COMPOSE_VERSION=v2.40.3
+COPY tools/compose/ /src/tools/compose/
+WORKDIR /src/tools/compose
+RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false \
+      -ldflags "-s -w -X github.com/docker/compose/v2/internal.Version=${COMPOSE_VERSION}" \
+      -o /out/docker-compose github.com/docker/compose/v2/cmd
+
+# The experiment runner: ringside and the binaries its backends start
+# (electors as processes, ringnode and worker images built from them),
+# compose v2, and nginx and wrk for the balancer's baseline.
+FROM ${BASE_IMAGE} AS experiments
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends nginx-light wrk \
+ && rm -rf /var/lib/apt/lists/*
+COPY --from=compose-build /out/docker-compose /usr/local/bin/docker-compose
+COPY --from=build /out/ /usr/local/lib/ringside/
+ENV RINGSIDE_BINARIES=/usr/local/lib/ringside RINGSIDE_COMPOSE=v2 RINGSIDE_IN_CONTAINER=1 \
+    PATH=/usr/local/lib/ringside:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+WORKDIR /results
+ENTRYPOINT ["ringside", "stack"]

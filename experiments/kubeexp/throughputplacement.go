@@ -1,0 +1,349 @@
+package kubeexp
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ringside/ringside/bld"
+	"github.com/ringside/ringside/experiments"
+	"github.com/ringside/ringside/experiments/backend/kube"
+)
+
+// ThroughputPlacement is kube-throughput-placement, seed 000 Fig. 13 and
+// Fig. 6: five leader-based applications of five replicas on the three
+// CPU-limited nodes, with their leaders concentrated on one node or
+// balanced 2:2:1 (forced), or where the default and BLD elections put
+// them; reads and writes through a random front (the paper's NodePort in
+// iptables mode: each request goes to a random replica) and smart writes
+// (straight to the leader), with every node's CPU over the run.
+type ThroughputPlacement struct {
+	f          tpFlags
+	apps       int
+	replicas   int
+	placements experiments.ChoiceList
+}
+
+// Placements: two forced, two that an election produces.
+const (
+	concentrated = "concentrated"
+	balanced     = "balanced"
+)
+
+func (*ThroughputPlacement) Spec() experiments.Spec {
+	return experiments.Spec{Name: "kube-throughput-placement", Backends: backends, Quick: 1, Paper: 3,
+		Summary: "throughput of five leader-based applications with leaders concentrated on one node, balanced 2:2:1, or placed by the default and BLD elections: reads and writes through a random front, smart writes, CPU per node (seed 000 Fig. 13, Fig. 6)"}
+}
+
+func (t *ThroughputPlacement) Flags(fs *flag.FlagSet) {
+	t.f.define(fs)
+	fs.IntVar(&t.apps, "apps", 5, "applications")
+	fs.IntVar(&t.replicas, "replicas", 5, "replicas per application")
+	t.placements = experiments.ChoiceList{Vals: []string{concentrated, balanced, bld.Default, bld.BLD}, Allowed: []string{concentrated, balanced, bld.Default, bld.BLD, bld.BLDPlus}}
+	fs.Var(&t.placements, "placements", "leader placements: concentrated, balanced (forced), default, bld, bld-plus (elected)")
+}
+
+func (*ThroughputPlacement) Columns() []string {
+	return append([]string{"backend", "placement", "leaders", "operation", "clients", "rep"}, append(tpResultCols, "overlaps")...)
+}
+
+var cpuCols = []string{"placement", "operation", "clients", "rep", "t_ms", "node", "cpu_pct"}
+
+func (t *ThroughputPlacement) Run(ctx context.Context, env *experiments.Env) error {
+	if t.apps < 1 || t.replicas < 1 {
+		return fmt.Errorf("--apps %d --replicas %d: want at least one of each", t.apps, t.replicas)
+	}
+	c, err := start(ctx, env, &t.f.k)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	cpu, err := env.CSV("cpu", cpuCols)
+	if err != nil {
+		return err
+	}
+	d := t.f.pointDuration(env.Profile)
+	hc := newHTTPClient()
+	env.Progress.SetTotal(env.Reps * len(t.placements.Vals) * 3 * len(t.f.clients))
+	for rep := range env.Reps {
+		for _, pl := range t.placements.Vals {
+			if err := t.once(ctx, env, c, hc, cpu, pl, rep, d); err != nil {
+				return fmt.Errorf("rep %d, %s: %w", rep, pl, err)
+			}
+		}
+	}
+	return nil
+}
+
+// target returns the node each application's leader is forced onto, or
+// nil for an elected placement.
+func (t *ThroughputPlacement) target(pl string, workers []string) []string {
+	var out []string
+	for i := range t.apps {
+		switch pl {
+		case concentrated:
+			out = append(out, workers[0])
+		case balanced:
+			// Fill each node up to ⌈apps/nodes⌉ in turn: 2:2:1 for five.
+			per := (t.apps + len(workers) - 1) / len(workers)
+			out = append(out, workers[min(i/per, len(workers)-1)])
+		default:
+			return nil
+		}
+	}
+	return out
+}
+
+func (t *ThroughputPlacement) once(ctx context.Context, env *experiments.Env, c *kube.Cluster, hc *http.Client, cpu *experiments.Sink, pl string, rep int, d time.Duration) error {
+	run, err := newTPRun(ctx, c, "tpplace", t.f.k.lock, t.f.nodeCPUs)
+	if err != nil {
+		return err
+	}
+	defer run.close()
+	forced := t.target(pl, c.Workers)
+	alg := pl
+	if forced != nil {
+		alg = bld.Default
+	}
+	apps := make([]*tpApp, t.apps)
+	errs := make([]error, t.apps)
+	var wg sync.WaitGroup
+	for i := range t.apps {
+		wg.Go(func() {
+			first := ""
+			if forced != nil {
+				// The application's first replica on the forced node.
+				for j := range t.replicas {
+					if c.Workers[(i*t.replicas+j)%len(c.Workers)] == forced[i] {
+						first = fmt.Sprintf("app%d-%d", i, j)
+						break
+					}
+				}
+			}
+			apps[i], errs[i] = run.start(ctx, fmt.Sprintf("app%d", i), t.replicas, i*t.replicas, alg, first, t.f.writeWork, t.f.readWork)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	perNode := map[string]int{}
+	for _, a := range apps {
+		l, err := a.settled(ctx, hc, 30*time.Second)
+		if err != nil {
+			return err
+		}
+		perNode[a.node[l]]++
+	}
+	var counts []string
+	for _, w := range c.Workers {
+		counts = append(counts, strconv.Itoa(perNode[w]))
+	}
+	leaders := strings.Join(counts, ":")
+	env.Log.Info("placement", "placement", pl, "leaders", leaders)
+
+	seed := experiments.SubSeed(env.Seed, rep)
+	for _, op := range []string{"read", "write", "smart-write"} {
+		for _, n := range t.f.clients {
+			sampler := sampleCPU(run.nodes, t.f.nodeCPUs, 250*time.Millisecond)
+			res := drive(ctx, n, d, seed, func() tpClient { return placementClient(op, apps, hc) })
+			for _, s := range sampler.finish() {
+				if err := cpu.Write(experiments.Row{pl, op, n, rep, s[0], s[1], s[2]}); err != nil {
+					return err
+				}
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if res.firstErr != nil {
+				env.Log.Warn("requests failed", "operation", op, "clients", n, "errors", res.errors, "first", res.firstErr)
+			}
+			row := append(experiments.Row{"kube", pl, leaders, op, n, rep}, res.row()...)
+			if err := env.Emit(append(row, kube.Overlaps(c.Events(run.ns)))); err != nil {
+				return err
+			}
+			env.Progress.Add(1)
+		}
+	}
+	return nil
+}
+
+// placementClient is one load client: every request goes to a random
+// application; reads and writes to a random replica of it (the front),
+// smart writes to its leader.
+func placementClient(op string, apps []*tpApp, hc *http.Client) tpClient {
+	smart := make([]func(context.Context, []byte, string) error, len(apps))
+	for i, a := range apps {
+		sc := a.smartClient(hc)
+		smart[i] = func(ctx context.Context, val []byte, key string) error {
+			_, err := sc.Put(ctx, key, val)
+			return err
+		}
+	}
+	return func(ctx context.Context, rng *rand.Rand) error {
+		i := rng.IntN(len(apps))
+		a := apps[i]
+		switch op {
+		case "smart-write":
+			return smart[i](ctx, []byte(tpValue), "k"+strconv.Itoa(rng.IntN(tpKeys)))
+		case "write":
+			return doRequest(ctx, hc, http.MethodPut, a.url[a.pods[rng.IntN(len(a.pods))]], rng)
+		}
+		return doRequest(ctx, hc, http.MethodGet, a.url[a.pods[rng.IntN(len(a.pods))]], rng)
+	}
+}
+
+// Seed 000 Fig. 13 (req/s at 1 and 16 clients) and the gains of balanced
+// over concentrated it reports.
+var (
+	fig13Balanced = map[string][2]float64{"write": {1399.76, 3347.77}, "smart-write": {3196.41, 7640.08}}
+	fig13Gain     = map[string]map[string]float64{
+		"write":       {"1": 20.16, "8": 35, "16": 52.03},
+		"smart-write": {"1": 21.93, "16": 63.7},
+	}
+)
+
+func (t *ThroughputPlacement) Report(in *experiments.ReportInput) (string, error) {
+	tb := in.Table
+	mean := map[[3]string]float64{} // placement, op, clients
+	leaders := map[string][]string{}
+	var rows [][]string
+	plots := map[string]*experiments.Lines{}
+	var ops []string
+	for _, g := range tb.GroupBy("operation", "placement", "clients") {
+		op, pl, n := g.Key[0], g.Key[1], g.Key[2]
+		rps := experiments.Summarize(tb.Floats(g.Rows, "throughput_rps"))
+		p50 := experiments.Summarize(tb.Floats(g.Rows, "p50_ms"))
+		p99 := experiments.Summarize(tb.Floats(g.Rows, "p99_ms"))
+		mean[[3]string{pl, op, n}] = rps.Mean
+		for _, r := range g.Rows {
+			if l := tb.Str(r, "leaders"); !slices.Contains(leaders[pl], l) {
+				leaders[pl] = append(leaders[pl], l)
+			}
+		}
+		paper := "–"
+		if ref, ok := fig13Balanced[op]; ok && pl == balanced {
+			switch n {
+			case "1":
+				paper = experiments.Num(ref[0], 1)
+			case "16":
+				paper = experiments.Num(ref[1], 1)
+			}
+		}
+		rows = append(rows, []string{op, pl, n, experiments.Num(rps.Mean, 1), experiments.Num(p50.Mean, 2), experiments.Num(p99.Mean, 2), paper})
+		if plots[op] == nil {
+			plots[op] = &experiments.Lines{}
+			ops = append(ops, op)
+		}
+		x, _ := strconv.Atoi(n)
+		y, lo, hi := rps.MedianSpread()
+		plots[op].Of(pl).Point(float64(x), y, lo, hi)
+	}
+	out := experiments.MarkdownTable([]string{"operation", "placement", "clients", "req/s", "p50 ms", "p99 ms", "seed 000 Fig. 13 (balanced)"}, rows)
+	for _, op := range ops {
+		path, link := in.PlotPath(op)
+		if err := experiments.LinePlot(path, experiments.Axes{Title: op + " by leader placement (Fig. 13)", X: "clients", Y: "requests/s"}, plots[op].List); err != nil {
+			return "", err
+		}
+		out += fmt.Sprintf("\n![%s](%s)\n", op, link)
+	}
+
+	var pls []string
+	for pl := range leaders {
+		pls = append(pls, pl)
+	}
+	slices.Sort(pls)
+	out += "\nLeaders per node (worker-1:worker-2:worker-3) in each placement: "
+	for _, pl := range pls {
+		out += fmt.Sprintf("%s %s; ", pl, strings.Join(leaders[pl], ", "))
+	}
+	overlaps := 0
+	for i := range tb.Rows {
+		overlaps = max(overlaps, int(tb.Float(i, "overlaps")))
+	}
+	out += fmt.Sprintf("\n\nMoments two replicas of one application led at once, most in any run: %d (must be 0).", overlaps)
+	out += "\n\n" + t.gains(mean) + t.cpuReport(in)
+	return out, nil
+}
+
+// gains compares balanced with concentrated and the elected placements
+// with forced balance, beside the paper and the targets.
+func (t *ThroughputPlacement) gains(mean map[[3]string]float64) string {
+	var rows [][]string
+	for _, op := range []string{"write", "smart-write"} {
+		for _, n := range []string{"1", "8", "16"} {
+			b, c := mean[[3]string{balanced, op, n}], mean[[3]string{concentrated, op, n}]
+			if b == 0 || c == 0 {
+				continue
+			}
+			paper, target := "–", ""
+			if g, ok := fig13Gain[op][n]; ok {
+				paper = fmt.Sprintf("+%.2f %%", g)
+			}
+			if n == "16" {
+				goal := map[string]float64{"write": 1.3, "smart-write": 1.4}[op]
+				target = fmt.Sprintf("≥ %.1f: %s", goal, experiments.Verdict(b/c >= goal))
+			}
+			rows = append(rows, []string{op, n, experiments.Num(b/c, 2), fmt.Sprintf("%+.1f %%", 100*(b/c-1)), paper, target})
+		}
+	}
+	out := "Balanced over concentrated:\n\n" + experiments.MarkdownTable([]string{"operation", "clients", "ratio", "gain", "seed 000", "target"}, rows)
+	rows = nil
+	for _, pl := range []string{bld.BLD, bld.BLDPlus, bld.Default} {
+		for _, n := range []string{"16"} {
+			e, b := mean[[3]string{pl, "write", n}], mean[[3]string{balanced, "write", n}]
+			if e == 0 || b == 0 {
+				continue
+			}
+			target := "–"
+			if pl != bld.Default {
+				target = "≥ 0.95: " + experiments.Verdict(e/b >= 0.95)
+			}
+			rows = append(rows, []string{pl, n, experiments.Num(e/b, 2), target})
+		}
+	}
+	if len(rows) > 0 {
+		out += "\nElected placements against forced balance (write through the front):\n\n" +
+			experiments.MarkdownTable([]string{"election", "clients", "elected / balanced", "target"}, rows)
+	}
+	return out + "\nThe nodes are cgroups with a CPU limit each (--node-cpus), not the paper's 12-core machines: the ratios are the claim.\n"
+}
+
+// cpuReport is Fig. 6: each node's CPU use during writes at the largest
+// client count, concentrated against balanced.
+func (t *ThroughputPlacement) cpuReport(in *experiments.ReportInput) string {
+	ct, err := in.ExtraTable("cpu")
+	if err != nil || ct == nil {
+		return ""
+	}
+	var rows [][]string
+	for _, g := range ct.GroupBy("placement", "operation", "node") {
+		if g.Key[1] != "write" {
+			continue
+		}
+		maxC := 0
+		for _, r := range g.Rows {
+			if n, _ := strconv.Atoi(ct.Str(r, "clients")); n > maxC {
+				maxC = n
+			}
+		}
+		var at []int
+		for _, r := range g.Rows {
+			if ct.Str(r, "clients") == strconv.Itoa(maxC) {
+				at = append(at, r)
+			}
+		}
+		s := experiments.Summarize(ct.Floats(at, "cpu_pct"))
+		rows = append(rows, []string{g.Key[0], g.Key[2], strconv.Itoa(maxC), experiments.Num(s.Mean, 0)})
+	}
+	return "\nCPU per node during writes (Fig. 6; % of the node's limit; seed 000: about 70 / 20 / 20 % concentrated, 50 / 50 / 40 % balanced):\n\n" +
+		experiments.MarkdownTable([]string{"placement", "node", "clients", "cpu %"}, rows)
+}

@@ -1,0 +1,114 @@
+// Package dockerapi connects to the Docker engine through the SDK, the
+// one way ringside talks to the engine outside the compose CLI: the SDK
+// negotiates the API version, so an older or newer engine works as is,
+// and the experiments image needs no docker CLI.
+package dockerapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/moby/moby/client"
+)
+
+// Connect returns a client for the engine named by DOCKER_HOST (default:
+// the local socket), with the API version negotiated.
+func Connect(ctx context.Context) (*client.Client, error) {
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		return nil, fmt.Errorf("docker client: %w", err)
+	}
+	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("docker engine: %w", err)
+	}
+	return cli, nil
+}
+
+// InContainerEnv is set to 1 in the experiments image: ringside runs in a
+// container beside the ones it starts, not on the host.
+const InContainerEnv = "RINGSIDE_IN_CONTAINER"
+
+// Self returns the ID and labels of the container this process runs in,
+// or ok false outside one. Docker names a container's host after its ID.
+func Self(ctx context.Context, cli *client.Client) (id string, labels map[string]string, ok bool, err error) {
+	if os.Getenv(InContainerEnv) != "1" {
+		return "", nil, false, nil
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return "", nil, false, err
+	}
+	res, err := cli.ContainerInspect(ctx, host, client.ContainerInspectOptions{})
+	if err != nil {
+		return "", nil, false, fmt.Errorf("find this process's container (hostname %s): %w", host, err)
+	}
+	return res.Container.ID, res.Container.Config.Labels, true, nil
+}
+
+// Join connects this process's container to network, so that it reaches
+// the containers there by address as a process on the host does; leave
+// disconnects it again (a network with a container attached cannot be
+// removed). Outside a container both do nothing.
+func Join(ctx context.Context, cli *client.Client, network string) (leave func(), err error) {
+	id, _, ok, err := Self(ctx, cli)
+	if err != nil || !ok {
+		return func() {}, err
+	}
+	if _, err := cli.NetworkConnect(ctx, network, client.NetworkConnectOptions{Container: id}); err != nil {
+		return func() {}, fmt.Errorf("join network %s: %w", network, err)
+	}
+	return func() {
+		cli.NetworkDisconnect(context.Background(), network, client.NetworkDisconnectOptions{Container: id, Force: true})
+	}, nil
+}
+
+// StackEnv carries the label value that marks everything the experiments
+// of one compose stack start (label StackLabel), so that the stack removes
+// what an interrupted run left behind.
+const (
+	StackEnv   = "RINGSIDE_STACK"
+	StackLabel = "ringside.stack"
+)
+
+// StackLabels returns {StackLabel: $RINGSIDE_STACK} to add to what a
+// backend creates, or nil outside a stack.
+func StackLabels() map[string]string {
+	if v := os.Getenv(StackEnv); v != "" {
+		return map[string]string{StackLabel: v}
+	}
+	return nil
+}
+
+// RemoveStack removes the containers and networks labelled
+// StackLabel=stack: what the experiments of a stack started and an
+// interrupted run left behind. self (this process's container, or "") is
+// disconnected from those networks first.
+func RemoveStack(ctx context.Context, cli *client.Client, stack, self string) error {
+	f := client.Filters{}.Add("label", StackLabel+"="+stack)
+	ctrs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return fmt.Errorf("list the stack's containers: %w", err)
+	}
+	var errs []error
+	for _, c := range ctrs.Items {
+		if _, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
+			errs = append(errs, fmt.Errorf("remove container %.12s: %w", c.ID, err))
+		}
+	}
+	nets, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
+	if err != nil {
+		return errors.Join(append(errs, fmt.Errorf("list the stack's networks: %w", err))...)
+	}
+	for _, n := range nets.Items {
+		if self != "" {
+			cli.NetworkDisconnect(ctx, n.ID, client.NetworkDisconnectOptions{Container: self, Force: true})
+		}
+		if _, err := cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{}); err != nil {
+			errs = append(errs, fmt.Errorf("remove network %s: %w", n.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,44 @@
+package leaderapp
+
+import "time"
+
+// Kind is a replica's role.
+type Kind string
+
+const (
+	Leader     Kind = "leader"
+	Follower   Kind = "follower"
+	Leaderless Kind = "leaderless"
+)
+
+// Role follows the sidecar's answers: who leads, as of when. An answer
+// older than stale (the sidecar stopped answering) makes the replica
+// leaderless: it neither acts as leader nor forwards to one it cannot
+// vouch for. Times come from the caller (deterministic).
+type Role struct {
+	self   string
+	stale  time.Duration
+	leader string
+	at     time.Time
+}
+
+// NewRole returns the role of replica self; answers last stale.
+func NewRole(self string, stale time.Duration) *Role {
+	return &Role{self: self, stale: stale}
+}
+
+// Observe records the sidecar's answer at now ("" while no one leads).
+func (r *Role) Observe(now time.Time, leader string) {
+	r.leader, r.at = leader, now
+}
+
+// At returns the role at now and the leader it follows.
+func (r *Role) At(now time.Time) (Kind, string) {
+	switch {
+	case r.at.IsZero() || now.Sub(r.at) > r.stale || r.leader == "":
+		return Leaderless, ""
+	case r.leader == r.self:
+		return Leader, r.self
+	}
+	return Follower, r.leader
+}

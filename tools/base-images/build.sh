@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Creates, on a machine with no registry, the public base images the
+# Dockerfiles name, under the same names (DESIGN §6):
+#   debian:bookworm-slim   debootstrap --variant=minbase from the apt mirror
+#   golang:1.26-bookworm   that base, git and this machine's Go toolchain
+#   redis:7-bookworm       that base and Debian's redis-server
+# Elsewhere nothing here is needed: docker pulls the real ones. Each image
+# carries the label ringside.base=<what it was made from>; one whose label
+# already matches is kept, so a second run costs seconds.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+mirror=${DEBIAN_MIRROR:-$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)}
+mirror=${mirror:-http://deb.debian.org/debian}
+# The label names the toolchain and the trust store it was made with.
+go_version="$(go env GOVERSION) ca:$(sha256sum /etc/ssl/certs/ca-certificates.crt | cut -c1-12)"
+
+# have NAME LABEL: the image exists and was made from LABEL.
+have() { [ "$(docker image inspect -f '{{index .Config.Labels "ringside.base"}}' "$1" 2>/dev/null)" = "$2" ]; }
+
+if ! have debian:bookworm-slim "debootstrap bookworm"; then
+  command -v debootstrap >/dev/null || { echo "base-images: debootstrap is not installed (apt-get install debootstrap)" >&2; exit 1; }
+  root=$(mktemp -d)
+  trap 'rm -rf "$root"' EXIT
+  echo "base-images: debootstrap bookworm from $mirror" >&2
+  debootstrap --variant=minbase bookworm "$root" "$mirror" >/dev/null
+  rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/var/cache/apt/archives/*.deb
+  tar -C "$root" -c . | docker import \
+    --change 'CMD ["bash"]' \
+    --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+    --change 'LABEL ringside.base="debootstrap bookworm"' \
+    - debian:bookworm-slim >/dev/null
+  rm -rf "$root"
+  trap - EXIT
+fi
+
+if ! have golang:1.26-bookworm "$go_version"; then
+  ctx=$(mktemp -d)
+  trap 'rm -rf "$ctx"' EXIT
+  cp -a "$(go env GOROOT)" "$ctx/go"
+  rm -rf "$ctx/go/pkg/obj" "$ctx/go/test"
+  cp golang.Dockerfile "$ctx/Dockerfile"
+  cp /etc/ssl/certs/ca-certificates.crt "$ctx/"
+  docker build -q --build-arg GO_VERSION="$(go env GOVERSION)" --label ringside.base="$go_version" -t golang:1.26-bookworm "$ctx" >/dev/null
+  rm -rf "$ctx"
+  trap - EXIT
+fi
+
+if ! have redis:7-bookworm "debian redis-server"; then
+  docker build -q -t redis:7-bookworm -f redis.Dockerfile . >/dev/null
+fi
+docker image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' debian:bookworm-slim golang:1.26-bookworm redis:7-bookworm 2>/dev/null || true
