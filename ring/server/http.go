@@ -160,6 +160,7 @@ func (s *Server) handleWrite(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e.Version = s.clock.next(cur)
+	mine := e.Version
 	applied, err := s.store.Apply(key, e)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -168,11 +169,17 @@ func (s *Server) handleWrite(rw http.ResponseWriter, r *http.Request) {
 	if !applied {
 		// A concurrent write took a newer version and was stored first.
 		// This one is ordered just before it and overwritten at once,
-		// which a linearizable register allows: its 204 is honest, and
-		// there is nothing to replicate.
-		w.Header().Set(HeaderVersion, strconv.FormatUint(e.Version, 10))
-		w.WriteHeader(http.StatusNoContent)
-		return
+		// which a linearizable register allows — but only once what
+		// overwrote it is replicated: acknowledging this one while the
+		// newer one lives on this server alone would lose both with it.
+		newer, ok, err := s.store.Get(key)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		if ok {
+			e = newer
+		}
 	}
 	if missing := s.replicate(r.Context(), meta, key, e); len(missing) > 0 {
 		// Not acknowledged: the write may or may not survive, and the
@@ -182,7 +189,7 @@ func (s *Server) handleWrite(rw http.ResponseWriter, r *http.Request) {
 			strings.Join(missing, ", ")), http.StatusServiceUnavailable)
 		return
 	}
-	w.Header().Set(HeaderVersion, strconv.FormatUint(e.Version, 10))
+	w.Header().Set(HeaderVersion, strconv.FormatUint(mine, 10))
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -298,8 +305,12 @@ func copyResponse(w http.ResponseWriter, resp *http.Response) {
 	io.Copy(w, resp.Body)
 }
 
-// handleRead serves GET /kv/{key}: from the owner, or — when the owner is
-// unreachable, as during a failover — from a replica.
+// handleRead serves GET /kv/{key}: the owner answers after its replicas
+// confirm it still owns the key (confirmedRead); any other server forwards
+// to the owner. There is no fallback to a replica when the owner is
+// unreachable: a server that cannot reach the owner cannot tell a dead
+// owner from one that is cut off from it and still taking writes, so the
+// read fails (503) until the ring has replaced the owner.
 func (s *Server) handleRead(rw http.ResponseWriter, r *http.Request) {
 	w := &statusWriter{ResponseWriter: rw, code: http.StatusOK}
 	defer s.count("get", w)
@@ -317,33 +328,11 @@ func (s *Server) handleRead(rw http.ResponseWriter, r *http.Request) {
 	if tooSmall(w, meta, resp) {
 		return
 	}
-	if resp[0] == s.cfg.Addr && !s.trusted() && hops(r) < maxHops {
-		s.readNewest(w, r, key, resp[1:])
+	if resp[0] != s.cfg.Addr {
+		s.forward(w, r, resp[0], nil)
 		return
 	}
-	if resp[0] == s.cfg.Addr || hops(r) >= maxHops {
-		s.serveLocal(w, key)
-		return
-	}
-	var lastErr error
-	for _, to := range resp {
-		path := KeyPath("/internal/kv/", key)
-		if to == resp[0] {
-			path = KeyPath("/kv/", key)
-		}
-		if to == s.cfg.Addr {
-			s.serveLocal(w, key)
-			return
-		}
-		res, err := s.proxy(r.Context(), http.MethodGet, to, path, nil, hops(r)+1)
-		if err == nil {
-			copyResponse(w, res)
-			return
-		}
-		lastErr = err
-	}
-	w.Header().Set("Retry-After", "1")
-	http.Error(w, fmt.Sprintf("no server responsible for %q answered: %v", key, lastErr), http.StatusServiceUnavailable)
+	s.confirmedRead(w, r, meta, key, resp[1:])
 }
 
 // tooSmall answers 503 when the ring holds fewer servers than a key needs
@@ -361,11 +350,22 @@ func tooSmall(w http.ResponseWriter, meta *membership.Metadata, resp []string) b
 	return true
 }
 
+// handleLocalRead answers an owner's confirmation (GET /internal/kv/{key}
+// with the owner's address and epoch) with this server's copy, fenced like
+// replication: a server whose newer metadata names another owner refuses.
 func (s *Server) handleLocalRead(w http.ResponseWriter, r *http.Request) {
-	s.serveLocal(w, r.PathValue("key"))
-}
-
-func (s *Server) serveLocal(w http.ResponseWriter, key string) {
+	key := r.PathValue("key")
+	if err := checkKey(key); err != nil {
+		s.badRequest(w, "confirm", err)
+		return
+	}
+	if err := s.staleOwner(r, key); errors.Is(err, errStaleOwner) {
+		http.Error(w, err.Error(), http.StatusConflict)
+		return
+	} else if err != nil {
+		s.badRequest(w, "confirm", err)
+		return
+	}
 	e, ok, err := s.store.Get(key)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)

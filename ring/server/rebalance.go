@@ -146,7 +146,6 @@ func (s *Server) settle(ctx context.Context, cur *membership.Metadata) error {
 	if s.joins.Load() != epoch {
 		return fmt.Errorf("rejoined while settling: settle again")
 	}
-	s.settledAt.Store(time.Now().UnixNano())
 	s.settled.Store(true)
 	s.log.Info("settled: pulled what this server is responsible for", "version", cur.Version)
 	return nil

@@ -149,10 +149,9 @@ type Server struct {
 	rejoining atomic.Bool
 	// settled is set once this server has pulled what it is responsible
 	// for from the other members (settle.go).
-	settled   atomic.Bool
-	settledAt atomic.Int64         // unix ns
-	joins     atomic.Uint64        // rejoins so far: a settle that spans one does not count
-	lost      map[string]time.Time // servers the ring lost, when (antientropy.go)
+	settled atomic.Bool
+	joins   atomic.Uint64        // rejoins so far: a settle that spans one does not count
+	lost    map[string]time.Time // servers the ring lost, when (antientropy.go)
 }
 
 // New opens the store and binds the listener; Run starts serving.

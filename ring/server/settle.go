@@ -7,38 +7,17 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"strconv"
-	"time"
 
-	"github.com/ringside/ringside/ring/kv"
 	"github.com/ringside/ringside/ring/membership"
 )
 
 // A server that joins a ring — for the first time, after a restart from
 // its log, or after a partition cut it off — becomes responsible for keys
-// whose latest writes it never saw. Until it has pulled them from the
-// other members it is unsettled: as a key's owner it answers reads with
-// the newest version among every responsible server, not from its own
-// store alone, so a stale copy is never served (kv-chaos on compose found
-// exactly that after partitions healed). Pushes from the old holders
+// whose latest writes it never saw. It pulls them from the other members
+// once per join (settle). Reads do not wait for that: an owner's read
+// takes the newest copy among every responsible server (read.go), so a
+// stale copy here is never served. Pushes from the old holders
 // (rebalance.go) still happen; versions make the overlap harmless.
-//
-// Settled is not enough at once: until every member has the metadata
-// that names this server owner, the old owner still takes writes and
-// replicates them to its own successors, not here. So reads keep taking
-// the newest copy for a grace period after settling, long enough for the
-// metadata to reach everyone (pushed at once, anti-entropy as a backstop).
-// Replication fencing stops the old owner as soon as its replicas know.
-
-// trusted reports whether this server may answer its keys from its own
-// store: settled, and past the grace period.
-func (s *Server) trusted() bool {
-	if !s.settled.Load() {
-		return false
-	}
-	grace := max(3*s.cfg.SuspectTimeout, 2*time.Second)
-	return time.Since(time.Unix(0, s.settledAt.Load())) > grace
-}
 
 // maxPull bounds one pull answer: everything one member holds for the
 // joiner.
@@ -118,45 +97,4 @@ func (s *Server) handlePull(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Write(out)
-}
-
-// readNewest answers a read at an unsettled owner: the newest version of
-// key among this server and the other responsible servers. At least one
-// other must answer — they held the key before this server joined.
-func (s *Server) readNewest(w http.ResponseWriter, r *http.Request, key string, others []string) {
-	best, found, err := s.store.Get(key)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	answered := len(others) == 0
-	for _, to := range others {
-		resp, err := s.proxy(r.Context(), http.MethodGet, to, KeyPath("/internal/kv/", key), nil, hops(r)+1)
-		if err != nil {
-			continue
-		}
-		b, err := io.ReadAll(io.LimitReader(resp.Body, kv.MaxValueLen+1))
-		resp.Body.Close()
-		v, verr := strconv.ParseUint(resp.Header.Get(HeaderVersion), 10, 64)
-		switch {
-		case err != nil || len(b) > kv.MaxValueLen:
-			continue
-		case resp.StatusCode == http.StatusOK && verr == nil:
-			answered = true
-			if !found || v > best.Version {
-				best, found = kv.Entry{Value: b, Version: v}, true
-			}
-		case resp.StatusCode == http.StatusNotFound:
-			answered = true
-			if verr == nil && (!found || v > best.Version) {
-				best, found = kv.Entry{Version: v, Deleted: true}, true // a tombstone
-			}
-		}
-	}
-	if !answered {
-		w.Header().Set("Retry-After", "1")
-		http.Error(w, fmt.Sprintf("key %q: this server joined the ring and is still settling, and no other server responsible for it answered", key), http.StatusServiceUnavailable)
-		return
-	}
-	writeEntry(w, best, found)
 }
