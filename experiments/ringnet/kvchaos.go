@@ -55,7 +55,7 @@ func (k *KVChaos) Flags(fs *flag.FlagSet) {
 
 func (*KVChaos) Columns() []string {
 	return []string{"backend", "rep", "seed", "faults", "ops", "acked_writes", "unknown_writes", "reads",
-		"lost_acked_writes", "linearizable", "check_ms", "healed"}
+		"failed_reads", "lost_acked_writes", "linearizable", "check_ms", "healed"}
 }
 
 func (k *KVChaos) Run(ctx context.Context, env *experiments.Env) error {
@@ -91,9 +91,10 @@ type partitioner interface {
 
 // history collects operations from every client.
 type history struct {
-	mu  sync.Mutex
-	t0  time.Time
-	ops []porcupine.Operation
+	mu          sync.Mutex
+	t0          time.Time
+	ops         []porcupine.Operation
+	failedReads int // answered neither 200 nor 404, or not at all: the price of refusing stale reads
 }
 
 func (h *history) now() int64 { return time.Since(h.t0).Nanoseconds() }
@@ -173,7 +174,7 @@ func (k *KVChaos) run(ctx context.Context, env *experiments.Env, rep int, seed u
 		}
 	}
 	return experiments.Row{env.Backend, rep, seed, faults, len(h.ops), acked, unknown, reads,
-		lostAcked(h.ops, k.clients), linearizable, checkMS, healed}, nil
+		h.failedReads, lostAcked(h.ops, k.clients), linearizable, checkMS, healed}, nil
 }
 
 func keyName(i int) string { return "chaos-" + strconv.Itoa(i) }
@@ -257,6 +258,10 @@ func (k *KVChaos) do(ctx context.Context, r ringnodes.Ring, hc *http.Client, h *
 		h.add(porcupine.Operation{ClientId: c, Input: in, Call: call, Return: ret, Output: kvOutput{Value: string(body), Found: true}})
 	case err == nil && code == http.StatusNotFound:
 		h.add(porcupine.Operation{ClientId: c, Input: in, Call: call, Return: ret, Output: kvOutput{}})
+	default:
+		h.mu.Lock()
+		h.failedReads++
+		h.mu.Unlock()
 	}
 }
 
@@ -406,6 +411,8 @@ func (*KVChaos) Report(in *experiments.ReportInput) (string, error) {
 	ops := experiments.Summarize(t.Floats(all, "ops"))
 	acked := experiments.Summarize(t.Floats(all, "acked_writes"))
 	unk := experiments.Summarize(t.Floats(all, "unknown_writes"))
+	reads := experiments.Summarize(t.Floats(all, "reads"))
+	failed := experiments.Summarize(t.Floats(all, "failed_reads"))
 	check := experiments.Summarize(t.Floats(all, "check_ms"))
 	faults := map[string]int{}
 	for _, i := range all {
@@ -419,13 +426,15 @@ func (*KVChaos) Report(in *experiments.ReportInput) (string, error) {
 	out := fmt.Sprintf("**%d runs: %d not linearizable, %d undecided by the checker, %d acknowledged writes lost** (goal: 0 and 0); "+
 		"%d runs whose ring was not whole again 15 s after the faults stopped (their logs beside the CSV).\n\n",
 		len(all), notLin, unknown, lost, unhealed)
-	out += experiments.MarkdownTable([]string{"ops per run (mean)", "acknowledged writes", "unknown outcome", "check ms p50", "check ms max"},
-		[][]string{{experiments.Num(ops.Mean, 0), experiments.Num(acked.Mean, 0), experiments.Num(unk.Mean, 0), experiments.Num(check.P50, 0), experiments.Num(check.Max, 0)}})
+	out += experiments.MarkdownTable([]string{"ops per run (mean)", "acknowledged writes", "unknown outcome", "reads answered", "reads refused", "check ms p50", "check ms max"},
+		[][]string{{experiments.Num(ops.Mean, 0), experiments.Num(acked.Mean, 0), experiments.Num(unk.Mean, 0),
+			experiments.Num(reads.Mean, 0), experiments.Num(failed.Mean, 0), experiments.Num(check.P50, 0), experiments.Num(check.Max, 0)}})
 	out += "\nFaults injected over all runs: " + describeFaults(faults) + ". "
 	out += "Each run: clients write unique values, read and delete a few shared keys at random servers while the nemesis kills " +
 		"the coordinator, a key's owner or a replica (restarted from its log a second later), pauses a server for 500 ms or — on compose — " +
 		"disconnects one from the network for 0.5–2.5 detector timeouts (docker network disconnect; it keeps running and rejoins when healed), one server at a time; " +
 		"then every server comes back and every key is read once more. A write answered anything but 204 may or may not have taken effect and is " +
-		"checked as such. Porcupine (Athalye) checks each key's history against a register; a run that fails leaves kv-chaos-repN.html beside the CSV.\n"
+		"checked as such; a read refused (503 while the owner or a replica is unreachable, or no answer in 2 s) is the availability " +
+		"the store gives up so as never to serve a stale value. Porcupine (Athalye) checks each key's history against a register; a run that fails leaves kv-chaos-repN.html beside the CSV.\n"
 	return out, nil
 }

@@ -298,6 +298,7 @@ func (s *Server) startRejoin(m *membership.Metadata) {
 func (s *Server) rejoin(m *membership.Metadata) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.JoinTimeout)
 	defer cancel()
+	var errs []error
 	for ctx.Err() == nil && !s.stopped.Load() {
 		for _, addr := range append([]string{m.Coordinator}, m.Servers...) {
 			nm, red, err := s.tryJoin(ctx, addr)
@@ -308,8 +309,12 @@ func (s *Server) rejoin(m *membership.Metadata) {
 				s.do(ctx, func() { s.adoptMeta(nm) })
 				return
 			}
-			_ = err
+			if err != nil {
+				s.log.Debug("rejoin attempt failed", "via", addr, "err", err)
+				errs = append(errs[max(0, len(errs)-3):], fmt.Errorf("via %s: %w", addr, err))
+			}
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	s.log.Warn("rejoin gave up; anti-entropy will try again", "after", s.cfg.JoinTimeout, "last errors", errors.Join(errs...))
 }

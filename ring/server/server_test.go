@@ -662,3 +662,42 @@ func TestTooSmallARingServesNoKeys(t *testing.T) {
 		assert.Contains(t, msg, "fewer than the 3 (R+1)", method)
 	}
 }
+
+// An owner the rest of the ring has replaced serves no read: a replica
+// that holds the newer metadata refuses to confirm it, so the read is 503
+// naming the fencing, not the owner's possibly stale copy. (The replica
+// is given the newer metadata directly, as if the owner had been cut off
+// while the others moved on.)
+func TestReplacedOwnerServesNoRead(t *testing.T) {
+	withReplicas(t, 1)
+	nodes := startRing(t, 3)
+	meta := nodes[0].currentMeta()
+	var owner, replica *node
+	key := ""
+	for i := 0; owner == nil; i++ {
+		k := fmt.Sprint("k", i)
+		resp := meta.Responsible(k)
+		for _, n := range nodes {
+			if n.Addr() == resp[0] && n.Addr() != meta.Coordinator {
+				owner, key = n, k
+			}
+		}
+		for _, n := range nodes {
+			if owner != nil && n.Addr() == resp[1] {
+				replica = n
+			}
+		}
+	}
+	code, msg := do(t, http.MethodPut, "http://"+owner.Addr()+"/kv/"+key, []byte("v1"))
+	require.Equal(t, http.StatusNoContent, code, msg)
+	code, body := do(t, http.MethodGet, "http://"+owner.Addr()+"/kv/"+key, nil)
+	require.Equal(t, http.StatusOK, code, body)
+
+	newer, err := meta.Without(owner.Addr())
+	require.NoError(t, err)
+	require.NoError(t, replica.do(context.Background(), func() { replica.installMeta(newer) }))
+	code, body = do(t, http.MethodGet, "http://"+owner.Addr()+"/kv/"+key, nil)
+	assert.Equal(t, http.StatusServiceUnavailable, code, body)
+	assert.Contains(t, body, "stale owner")
+	assert.Contains(t, body, replica.Addr())
+}
