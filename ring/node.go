@@ -57,7 +57,26 @@ type Message struct {
 	// message returns to it within len(ring) hops; more means the
 	// candidate died, and the message is dropped instead of circling forever.
 	Hops uint32
+	// Ack marks a per-hop acknowledgement (Config.AckTimeout) of the
+	// ELECTION or ELECTED message of Type, From=To's peer, with the same
+	// Cand, Round and Hops: it travels back to the sender.
+	Ack bool
+	// Resent marks a retransmission of an unacknowledged message. It is
+	// not on the wire; it lets transports and the simulator count
+	// retransmissions apart from the algorithm's own messages.
+	Resent bool
 }
+
+// sameHop reports whether a and b are the same hop of the same message:
+// what an acknowledgement and a duplicate are recognised by.
+func sameHop(a, b Message) bool {
+	return a.Type == b.Type && a.Cand == b.Cand && a.Round == b.Round && a.Hops == b.Hops
+}
+
+// acked reports whether t is a type that per-hop acknowledgement covers:
+// the ring messages whose loss stalls an election. END is a broadcast and
+// heartbeats repeat anyway.
+func acked(t MsgType) bool { return t == MsgElection || t == MsgElected }
 
 // Config configures a Node. Only Self and Ring are required.
 type Config struct {
@@ -78,6 +97,17 @@ type Config struct {
 	// HeartbeatInterval is how often the leader sends heartbeats. Zero
 	// disables them.
 	HeartbeatInterval time.Duration
+	// AckTimeout enables per-hop acknowledgement: every ELECTION and
+	// ELECTED is acknowledged by the server that received it, and one not
+	// acknowledged within AckTimeout is sent again, up to Retries times;
+	// then its target is treated as unreachable (marked down, the message
+	// goes on to the next successor). Chang–Roberts assumes reliable
+	// links; this makes one lost message cost a retransmission instead
+	// of an election restart. Zero disables it: the algorithm as
+	// published, whose message counts the closed forms give.
+	AckTimeout time.Duration
+	// Retries bounds the retransmissions of one message (default 3).
+	Retries int
 	// Rand draws the detector's jitter; required only with SuspectJitter.
 	Rand *rand.Rand
 	// Now is the time the node starts at, for the detector's first deadline.
@@ -97,6 +127,9 @@ type Status struct {
 type Stats struct {
 	Initiated int // elections this node started, restarts included
 	Restarts  int // of which restarts after the election timeout
+	// Retransmissions counts messages sent again for want of an
+	// acknowledgement (Config.AckTimeout).
+	Retransmissions int
 	// Challenges counts elections started against a smaller leader that
 	// an election passed this node by (see challenge): the price of
 	// settling on the max live UID under loss. Without loss it stays 0.
@@ -119,6 +152,18 @@ type Node struct {
 	nextBeat      time.Duration
 	stats         Stats
 	out           []Message
+	now           time.Duration // of the call being handled
+
+	pend []pendingHop // sent, not yet acknowledged (AckTimeout)
+	seen [32]Message  // hops handled lately: duplicates are only acknowledged
+	next int          // where the next handled hop goes in seen
+}
+
+// pendingHop is a sent ELECTION or ELECTED awaiting its acknowledgement.
+type pendingHop struct {
+	m    Message
+	due  time.Duration
+	left int // retransmissions left
 }
 
 // NewNode validates cfg and returns a node at rest: not participating,
@@ -126,6 +171,12 @@ type Node struct {
 func NewNode(cfg Config) (*Node, error) {
 	if cfg.SuspectJitter > 0 && cfg.Rand == nil {
 		return nil, errors.New("ring node: SuspectJitter needs Rand")
+	}
+	if cfg.AckTimeout < 0 || cfg.Retries < 0 {
+		return nil, errors.New("ring node: negative AckTimeout or Retries")
+	}
+	if cfg.Retries == 0 {
+		cfg.Retries = 3
 	}
 	n := &Node{cfg: cfg}
 	if err := n.SetRing(cfg.Ring); err != nil {
@@ -186,6 +237,19 @@ func (n *Node) MarkDown(u UID) {
 	}
 }
 
+// forgetDown lifts every down mark as a new round begins. A mark is a
+// suspicion, lifted by evidence of life, but the evidence may never come:
+// a live server that its predecessor marked down (its acknowledgements
+// lost) sends only to its successor, and its own candidacy is swallowed by
+// larger ones, so the predecessor would skip it in every later round and
+// the election never reach it (ring-chaos found such a run). A server
+// really down is marked again at the cost of one refused or
+// unacknowledged send per round.
+func (n *Node) forgetDown() {
+	clear(n.down)
+	n.live = n.ring.Len()
+}
+
 // MarkUp records that u is reachable again (it rejoined).
 func (n *Node) MarkUp(u UID) {
 	if i := n.ring.Index(u); i >= 0 && n.down[i] {
@@ -210,7 +274,11 @@ func (n *Node) successor() UID {
 }
 
 func (n *Node) send(typ MsgType, to, cand UID, hops uint32) {
-	n.out = append(n.out, Message{Type: typ, From: n.cfg.Self, To: to, Cand: cand, Round: n.st.Round, Hops: hops})
+	m := Message{Type: typ, From: n.cfg.Self, To: to, Cand: cand, Round: n.st.Round, Hops: hops}
+	n.out = append(n.out, m)
+	if n.cfg.AckTimeout > 0 && acked(typ) {
+		n.pend = append(n.pend, pendingHop{m: m, due: n.now + n.cfg.AckTimeout, left: n.cfg.Retries})
+	}
 }
 
 func (n *Node) armElection(now time.Duration) {
@@ -222,7 +290,7 @@ func (n *Node) armElection(now time.Duration) {
 // Start makes the node initiate an election (it suspects the coordinator).
 // It does nothing while the node already takes part in one.
 func (n *Node) Start(now time.Duration) []Message {
-	n.out = n.out[:0]
+	n.out, n.now = n.out[:0], now
 	if n.st.Participant || n.st.Announcing {
 		return n.out
 	}
@@ -233,6 +301,7 @@ func (n *Node) Start(now time.Duration) []Message {
 func (n *Node) start(now time.Duration) {
 	n.stats.Initiated++
 	n.st = Status{Round: n.st.Round + 1, Participant: true}
+	n.pend = n.pend[:0] // the old round's messages no longer matter
 	n.armElection(now)
 	n.forwardElection(now, n.cfg.Self, 1)
 }
@@ -279,6 +348,7 @@ func (n *Node) adopt(round uint64) {
 	if round > n.st.Round {
 		n.st = Status{Round: round, Leader: UID{}}
 		n.electionTimer = 0
+		n.pend = n.pend[:0]
 	}
 }
 
@@ -300,9 +370,24 @@ func (n *Node) suspectQuietLeader(now time.Duration) {
 
 // Step processes one received message at time now.
 func (n *Node) Step(now time.Duration, m Message) []Message {
-	n.out = n.out[:0]
-	if m.Round < n.st.Round || !m.Type.Valid() {
-		return n.out // stale round or garbage
+	n.out, n.now = n.out[:0], now
+	if !m.Type.Valid() || m.Ack && !acked(m.Type) {
+		return n.out // garbage
+	}
+	if m.Ack {
+		n.acknowledged(m)
+		return n.out
+	}
+	if n.cfg.AckTimeout > 0 && acked(m.Type) {
+		// Acknowledged whatever becomes of it — stale, straggler or
+		// duplicate —: it was delivered, and the sender must stop.
+		n.out = append(n.out, Message{Type: m.Type, Ack: true, From: n.cfg.Self, To: m.From, Cand: m.Cand, Round: m.Round, Hops: m.Hops})
+		if n.duplicate(m) {
+			return n.out
+		}
+	}
+	if m.Round < n.st.Round {
+		return n.out // stale round
 	}
 	if m.Hops > uint32(n.ring.Len()) {
 		return n.out // its candidate died: the message would circle forever
@@ -321,6 +406,7 @@ func (n *Node) Step(now time.Duration, m Message) []Message {
 		n.MarkUp(m.Cand)
 	}
 	if m.Type == MsgElection && m.Round > n.st.Round {
+		n.forgetDown()
 		n.suspectQuietLeader(now)
 	}
 	n.adopt(m.Round)
@@ -419,19 +505,55 @@ func (n *Node) heartbeat(now time.Duration, m Message) {
 	}
 }
 
+// acknowledged drops the pending hop that ack answers.
+func (n *Node) acknowledged(ack Message) {
+	n.MarkUp(ack.From)
+	for i, p := range n.pend {
+		if p.m.To == ack.From && sameHop(p.m, ack) {
+			n.pend = append(n.pend[:i], n.pend[i+1:]...)
+			return
+		}
+	}
+}
+
+// duplicate reports whether m is a hop this node has handled lately (a
+// retransmission whose first copy arrived, its acknowledgement lost), and
+// records it otherwise.
+func (n *Node) duplicate(m Message) bool {
+	for _, s := range n.seen {
+		if s.From == m.From && sameHop(s, m) {
+			return true
+		}
+	}
+	n.seen[n.next] = m
+	n.next = (n.next + 1) % len(n.seen)
+	return false
+}
+
 // Unreachable tells the node that m could not be delivered to m.To. The
 // member is marked down and an election or elected message goes on to the
 // next live successor, so a dead successor is skipped.
 func (n *Node) Unreachable(now time.Duration, m Message) []Message {
-	n.out = n.out[:0]
+	n.out, n.now = n.out[:0], now
+	for i, p := range n.pend {
+		if p.m.To == m.To && sameHop(p.m, m) {
+			n.pend = append(n.pend[:i], n.pend[i+1:]...)
+			break
+		}
+	}
+	n.unreachable(now, m)
+	return n.out
+}
+
+func (n *Node) unreachable(now time.Duration, m Message) {
 	n.MarkDown(m.To)
 	if m.Round != n.st.Round {
-		return n.out
+		return
 	}
 	switch m.Type {
 	case MsgElection:
 		if n.st.Blocked {
-			return n.out
+			return
 		}
 		n.forwardElection(now, m.Cand, m.Hops)
 	case MsgElected:
@@ -441,21 +563,23 @@ func (n *Node) Unreachable(now time.Duration, m Message) []Message {
 			n.finish(now)
 		}
 	}
-	return n.out
 }
 
 // Tick fires whatever timers are due at now: the election-restart timeout,
 // the failure detector, and the leader's heartbeats.
 func (n *Node) Tick(now time.Duration) []Message {
-	n.out = n.out[:0]
+	n.out, n.now = n.out[:0], now
+	n.retransmit(now)
 	switch {
 	case n.electionTimer > 0 && now >= n.electionTimer:
 		n.stats.Restarts++
+		n.forgetDown()
 		n.start(now)
 	case n.det != nil && n.st.Leader != n.cfg.Self && !n.st.Participant && !n.st.Announcing && n.det.Suspect(now):
 		// The suspected coordinator is skipped: where a dead host leaves no
 		// connection to refuse, a message to it would vanish and cost an
 		// election timeout. Its next heartbeat marks it up again.
+		n.forgetDown()
 		n.MarkDown(n.st.Leader)
 		n.start(now)
 	}
@@ -470,6 +594,34 @@ func (n *Node) Tick(now time.Duration) []Message {
 	return n.out
 }
 
+// retransmit sends again every pending hop whose acknowledgement is
+// overdue, and gives up on those out of retries: their target is treated
+// as unreachable.
+func (n *Node) retransmit(now time.Duration) {
+	var gaveUp []Message
+	keep := n.pend[:0]
+	for _, p := range n.pend {
+		switch {
+		case now < p.due:
+			keep = append(keep, p)
+		case p.left > 0:
+			n.stats.Retransmissions++
+			p.left--
+			p.due = now + n.cfg.AckTimeout
+			keep = append(keep, p)
+			m := p.m
+			m.Resent = true
+			n.out = append(n.out, m)
+		default:
+			gaveUp = append(gaveUp, p.m)
+		}
+	}
+	n.pend = keep
+	for _, m := range gaveUp {
+		n.unreachable(now, m)
+	}
+}
+
 // Deadline returns the earliest instant at which Tick has work; ok is false
 // when no timer is armed.
 func (n *Node) Deadline() (at time.Duration, ok bool) {
@@ -480,6 +632,9 @@ func (n *Node) Deadline() (at time.Duration, ok bool) {
 	}
 	if n.electionTimer > 0 {
 		consider(n.electionTimer)
+	}
+	for _, p := range n.pend {
+		consider(p.due)
 	}
 	if n.det != nil && n.st.Leader != n.cfg.Self && !n.st.Participant && !n.st.Announcing {
 		consider(n.det.Deadline())

@@ -33,6 +33,8 @@ func run(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.SuspectJitter, "suspect-jitter", "RINGNODE_SUSPECT_JITTER", 0, "random extra suspicion timeout, up to this")
 	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat", "RINGNODE_HEARTBEAT", 100*time.Millisecond, "coordinator heartbeat interval")
 	fs.DurationVar(&cfg.HopBound, "hop-bound", "RINGNODE_HOP_BOUND", 10*time.Millisecond, "per-hop bound; an election silent for 2·n·bound restarts")
+	fs.DurationVar(&cfg.AckTimeout, "ack-timeout", "RINGNODE_ACK_TIMEOUT", 10*time.Millisecond,
+		"per-hop acknowledgement: an election or elected message not acknowledged this long is sent again (3 times, then its target is skipped); 0: off, Chang–Roberts as published")
 	fs.DurationVar(&cfg.JoinTimeout, "join-timeout", "RINGNODE_JOIN_TIMEOUT", 5*time.Second, "give up joining after this long")
 	fs.BoolVar(&cfg.CrashOnElection, "fault-crash-on-election", "RINGNODE_FAULT_CRASH_ON_ELECTION", false, "fault injection: exit as soon as an ELECTION message arrives (it is lost with this server)")
 	fs.StringVar(&level, "log-level", "RINGNODE_LOG", "info", "debug, info, warn or error")

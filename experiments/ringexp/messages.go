@@ -28,6 +28,7 @@ type Messages struct {
 	initiators experiments.ChoiceList
 	delayMin   time.Duration
 	delayMax   time.Duration
+	ackTimeout time.Duration
 }
 
 func (*Messages) Spec() experiments.Spec {
@@ -44,16 +45,22 @@ func (m *Messages) Flags(fs *flag.FlagSet) {
 	fs.Var(&m.initiators, "initiators", "who starts the election: one (a random server), all")
 	fs.DurationVar(&m.delayMin, "delay-min", time.Millisecond, "minimum one-way delay")
 	fs.DurationVar(&m.delayMax, "delay-max", 3*time.Millisecond, "maximum one-way delay (uniform)")
+	fs.DurationVar(&m.ackTimeout, "ack-timeout", 10*time.Millisecond,
+		"per-hop acknowledgement as ringnode runs it, counted apart (0: off); longer than a round trip, so without loss nothing is resent")
 }
 
 func (*Messages) Columns() []string {
 	return []string{"n", "order", "initiators", "rep", "seed", "initiator", "max_distance",
-		"election_msgs", "elected_msgs", "end_msgs", "total_msgs", "leader_is_max", "election_virtual_ms", "challenges"}
+		"election_msgs", "elected_msgs", "end_msgs", "total_msgs", "leader_is_max", "election_virtual_ms", "challenges",
+		"hop_acks", "retransmissions"}
 }
 
 func (m *Messages) Run(ctx context.Context, env *experiments.Env) error {
 	if m.delayMin <= 0 || m.delayMax < m.delayMin {
 		return fmt.Errorf("delays: want 0 < delay-min ≤ delay-max, got %s and %s", m.delayMin, m.delayMax)
+	}
+	if m.ackTimeout < 0 {
+		return fmt.Errorf("ack-timeout %s: must not be negative", m.ackTimeout)
 	}
 	type cell struct {
 		n           int
@@ -83,7 +90,7 @@ func (m *Messages) Run(ctx context.Context, env *experiments.Env) error {
 		if c.init == InitOne {
 			starters = starters[rng.IntN(c.n):][:1]
 		}
-		res, err := sim.Elect(order, starters, seed, delay)
+		res, err := sim.ElectWith(order, starters, seed, delay, ring.Config{AckTimeout: m.ackTimeout})
 		if err != nil {
 			return nil, err
 		}
@@ -93,7 +100,8 @@ func (m *Messages) Run(ctx context.Context, env *experiments.Env) error {
 		}
 		cnt := res.Counts
 		return []experiments.Row{{c.n, c.order, c.init, rep, seed, initiator, res.MaxDistance,
-			cnt.Of(ring.MsgElection), cnt.Of(ring.MsgElected), cnt.Of(ring.MsgEnd), cnt.Total(), res.LeaderIsMax, res.Done, res.Challenges}}, nil
+			cnt.Of(ring.MsgElection), cnt.Of(ring.MsgElected), cnt.Of(ring.MsgEnd), cnt.Total(), res.LeaderIsMax, res.Done, res.Challenges,
+			cnt.HopAcks, cnt.Retransmissions}}, nil
 	})
 }
 
@@ -127,6 +135,7 @@ func (m *Messages) Report(in *experiments.ReportInput) (string, error) {
 	var rows [][]string
 	var lines experiments.Lines
 	nonMax, mismatch, challenges := 0, 0, 0
+	var acks, hops, resent float64
 	for _, g := range t.GroupBy("initiators", "order", "n") {
 		init, order := g.Key[0], g.Key[1]
 		n, err := strconv.Atoi(g.Key[2])
@@ -140,6 +149,11 @@ func (m *Messages) Report(in *experiments.ReportInput) (string, error) {
 		nonMax += len(g.Rows) - t.Count(g.Rows, "leader_is_max", "true")
 		for _, c := range t.Floats(g.Rows, "challenges") {
 			challenges += int(c)
+		}
+		for _, i := range g.Rows {
+			acks += t.Float(i, "hop_acks")
+			hops += t.Float(i, "election_msgs") + t.Float(i, "elected_msgs")
+			resent += t.Float(i, "retransmissions")
 		}
 		if init == InitOne {
 			for _, i := range g.Rows {
@@ -176,6 +190,11 @@ func (m *Messages) Report(in *experiments.ReportInput) (string, error) {
 		"The elected round adds n messages and the end broadcast n − 1. "+
 		"Elections beyond Chang–Roberts' own (challenges of a smaller leader, which is what makes elections settle under loss — see ring-chaos): **%d** "+
 		"over all runs, so the counts above are the algorithm's alone.\n\n", nonMax == 0, nonMax, mismatch, challenges)
+	if hops > 0 {
+		out += fmt.Sprintf("Per-hop acknowledgement (ack timeout %s, counted apart from the counts above): **%.0f acknowledgements for %.0f election and elected messages** "+
+			"(%.2f each: every hop is acknowledged, a retransmission's too) and **%.0f retransmissions** — the price of settling under loss, "+
+			"which these loss-free runs do not need (see ring-chaos).\n\n", in.Meta.Params["ack-timeout"], acks, hops, acks/hops, resent)
+	}
 	out += "Theory (DESIGN §3.1): all initiators — best case 2n−1 on the consistent-hash (sorted) ring, " +
 		"worst n(n+1)/2 on the reversed ring, n·H_n on average over random orders; " +
 		"one initiator — n + d, mean (3n−1)/2 over random starters, whatever the order.\n"

@@ -75,7 +75,7 @@ func (s *Server) publish(nm *membership.Metadata) {
 		nc := ring.Config{
 			Self: s.self, Ring: nm.Ring(), Round: nm.Round, Leader: coord, Now: s.now(),
 			HopBound: s.cfg.HopBound, SuspectTimeout: s.cfg.SuspectTimeout, SuspectJitter: s.cfg.SuspectJitter,
-			HeartbeatInterval: s.cfg.HeartbeatInterval,
+			HeartbeatInterval: s.cfg.HeartbeatInterval, AckTimeout: s.cfg.AckTimeout,
 		}
 		if nc.SuspectJitter > 0 {
 			nc.Rand = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), s.self.Lo))

@@ -530,6 +530,13 @@ func (s *Server) Snapshot() Status {
 			out.Sent[typeName(ring.MsgType(t))] = n
 		}
 	}
+	// Per-hop acknowledgement's own messages, apart from the algorithm's.
+	if n := s.hopAcks.Load(); n > 0 {
+		out.Sent["hop_ack"] = n
+	}
+	if n := s.resent.Load(); n > 0 {
+		out.Sent["retransmission"] = n
+	}
 	return out
 }
 

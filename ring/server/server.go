@@ -53,6 +53,7 @@ type Config struct {
 	SuspectJitter     time.Duration
 	HeartbeatInterval time.Duration
 	HopBound          time.Duration // per-hop bound for the election-restart timeout
+	AckTimeout        time.Duration // per-hop acknowledgement (ring.Config.AckTimeout); 0: off
 	JoinTimeout       time.Duration
 
 	// CrashOnElection is a fault to inject on purpose: the server dies
@@ -144,6 +145,8 @@ type Server struct {
 	events  Events
 	moved   atomic.Int64
 	sent    [wire.MsgHeartbeatAck + 1]atomic.Int64
+	hopAcks atomic.Int64 // per-hop acknowledgements sent
+	resent  atomic.Int64 // retransmissions for want of one
 	stopped atomic.Bool
 	// rejoining is set while rejoin runs.
 	rejoining atomic.Bool
@@ -362,6 +365,18 @@ func (s *Server) addrOf(u ring.UID) (string, bool) {
 
 func (s *Server) send(out []ring.Message) {
 	for _, m := range out {
+		switch {
+		case m.Ack:
+			s.hopAcks.Add(1)
+			s.m.sent.WithLabelValues("hop_ack").Inc()
+			s.tr.Send(m)
+			continue
+		case m.Resent:
+			s.resent.Add(1)
+			s.m.sent.WithLabelValues("retransmission").Inc()
+			s.tr.Send(m)
+			continue
+		}
 		if m.Type == ring.MsgElection {
 			s.mu.Lock()
 			if m.Round != s.sentRound {

@@ -61,7 +61,7 @@ func withReplicas(t testing.TB, r int) {
 // when both are a stopped server's.
 func startNodeAt(t testing.TB, addr, dir string, join ...string) *node {
 	t.Helper()
-	s, err := New(Config{Addr: addr, Join: join, Dir: dir, HopBound: 5 * time.Millisecond, Secret: testSecret, Replicas: testReplicas,
+	s, err := New(Config{Addr: addr, Join: join, Dir: dir, HopBound: 5 * time.Millisecond, AckTimeout: 5 * time.Millisecond, Secret: testSecret, Replicas: testReplicas,
 		SuspectTimeout: 300 * time.Millisecond, HeartbeatInterval: 50 * time.Millisecond,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)

@@ -24,6 +24,7 @@ type ChaosConfig struct {
 	SuspectJit time.Duration
 	Heartbeat  time.Duration
 	Horizon    time.Duration // virtual time simulated after the coordinator crash
+	AckTimeout time.Duration // per-hop acknowledgement (ring.Config.AckTimeout); 0: Chang–Roberts as published
 }
 
 // DefaultChaos is the ring-chaos experiment's default fault mix.
@@ -32,6 +33,7 @@ var DefaultChaos = ChaosConfig{
 	DelayMin: 200 * time.Microsecond, DelayMax: 2 * time.Millisecond, Jitter: 500 * time.Microsecond,
 	Suspect: ring.DefaultSuspectTimeout, SuspectJit: 100 * time.Millisecond,
 	Heartbeat: 100 * time.Millisecond, Horizon: 20 * time.Second,
+	AckTimeout: 9 * time.Millisecond, // the hop bound: 2·(delay-max + 5·jitter)
 }
 
 // ChaosResult is one failover's outcome.
@@ -74,7 +76,7 @@ func Chaos(c ChaosConfig, seed uint64) (ChaosResult, error) {
 			// generous jitter tail; restarts beyond that are cheap.
 			HopBound:       2 * (c.DelayMax + 5*c.Jitter),
 			SuspectTimeout: c.Suspect, SuspectJitter: c.SuspectJit,
-			HeartbeatInterval: c.Heartbeat,
+			HeartbeatInterval: c.Heartbeat, AckTimeout: c.AckTimeout,
 		},
 	})
 	if err != nil {

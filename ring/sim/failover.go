@@ -21,6 +21,9 @@ type FailoverConfig struct {
 	Heartbeat time.Duration
 	HopBound  time.Duration
 	Horizon   time.Duration // virtual time simulated after the crash
+	// AckTimeout is per-hop acknowledgement (ring.Config.AckTimeout), as
+	// ringnode runs it: the hop bound.
+	AckTimeout time.Duration
 }
 
 // DefaultFailover mirrors ringnode's defaults (700 ms detector, 100 ms
@@ -29,7 +32,7 @@ var DefaultFailover = FailoverConfig{
 	N: 16, Replicas: membership.DefaultReplicas,
 	DelayMin: 50 * time.Microsecond, DelayMax: 150 * time.Microsecond, Jitter: 50 * time.Microsecond,
 	Suspect: ring.DefaultSuspectTimeout, Heartbeat: 100 * time.Millisecond, HopBound: 10 * time.Millisecond,
-	Horizon: 5 * time.Second,
+	Horizon: 5 * time.Second, AckTimeout: 10 * time.Millisecond,
 }
 
 // FailoverResult is what one coordinator crash measured, in virtual time
@@ -77,7 +80,7 @@ func Failover(c FailoverConfig, seed uint64) (FailoverResult, error) {
 		Delay: PerLink(seed, c.DelayMin, c.DelayMax, c.Jitter),
 		Node: ring.Config{
 			Leader: ring.UIDOf(meta.Coordinator), Round: 1,
-			HopBound: c.HopBound, SuspectTimeout: c.Suspect, HeartbeatInterval: c.Heartbeat,
+			HopBound: c.HopBound, SuspectTimeout: c.Suspect, HeartbeatInterval: c.Heartbeat, AckTimeout: c.AckTimeout,
 		},
 		Observe: func(at time.Duration, i int, st ring.Status) {
 			if _, seen := announced[i]; st.Announcing && !seen {

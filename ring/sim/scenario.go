@@ -65,11 +65,17 @@ type ElectionResult struct {
 // Elect runs one fault-free election on the ring order, started at time 0
 // by the nodes at positions initiators, and returns once the ring is quiet.
 func Elect(order []ring.UID, initiators []int, seed uint64, delay Delay) (ElectionResult, error) {
+	return ElectWith(order, initiators, seed, delay, ring.Config{})
+}
+
+// ElectWith is Elect with every node configured by node (Self and Ring
+// are filled in): per-hop acknowledgement, for one.
+func ElectWith(order []ring.UID, initiators []int, seed uint64, delay Delay, node ring.Config) (ElectionResult, error) {
 	r, err := ring.NewRing(order)
 	if err != nil {
 		return ElectionResult{}, err
 	}
-	s, err := New(Config{Ring: r, Seed: seed, Delay: delay})
+	s, err := New(Config{Ring: r, Seed: seed, Delay: delay, Node: node})
 	if err != nil {
 		return ElectionResult{}, err
 	}

@@ -45,7 +45,11 @@ type Counts struct {
 	LostWithCrash int    // accepted by a node that crashed before handling it
 	Unreachable   int    // sends refused because the target was down or partitioned
 	Acks          int    // heartbeat acks (with Config.Meta)
-	MetaPushes    int    // metadata sent by a coordinator to a member (with Config.Meta)
+	// HopAcks and Retransmissions are what per-hop acknowledgement
+	// (ring.Config.AckTimeout) adds; Sent holds the algorithm's own
+	// messages only, so it still compares with the closed forms.
+	HopAcks, Retransmissions int
+	MetaPushes               int // metadata sent by a coordinator to a member (with Config.Meta)
 }
 
 // Of returns the number of sent messages of type t.
@@ -271,7 +275,14 @@ func (s *Sim) emit(i int, out []ring.Message) {
 }
 
 func (s *Sim) send(from int, m *ring.Message) {
-	s.counts.Sent[m.Type]++
+	switch {
+	case m.Ack:
+		s.counts.HopAcks++
+	case m.Resent:
+		s.counts.Retransmissions++
+	default:
+		s.counts.Sent[m.Type]++
+	}
 	to := s.cfg.Ring.Index(m.To)
 	d := s.cfg.Delay(s.rng, from, to)
 	if s.refused(from, to) {

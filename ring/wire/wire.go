@@ -6,7 +6,8 @@
 //	offset size field
 //	0      2    magic "RG" (0x52 0x47)
 //	2      1    version, 1
-//	3      1    type: 1 election, 2 elected, 3 end, 4 heartbeat, 16 heartbeat-ack
+//	3      1    type: 1 election, 2 elected, 3 end, 4 heartbeat, 16 heartbeat-ack;
+//	            0x80 | 1 or 2: the per-hop acknowledgement of an election or elected
 //	4      2    body length, 60 in version 1
 //	6      16   from UID (MD5 of "ip:port")
 //	22     16   to UID
@@ -41,6 +42,9 @@ const (
 	// the second side of the two-sided heartbeat. The ring state machine
 	// never sees it; the coordinator's health checker does.
 	MsgHeartbeatAck ring.MsgType = 16
+	// ackBit marks a per-hop acknowledgement (ring.Message.Ack) in the
+	// type byte.
+	ackBit = 0x80
 )
 
 var magic = [2]byte{'R', 'G'}
@@ -51,7 +55,11 @@ var ErrMalformed = errors.New("malformed frame")
 // Append appends the frame of m to b.
 func Append(b []byte, m ring.Message) []byte {
 	var f [FrameSize]byte
-	f[0], f[1], f[2], f[3] = magic[0], magic[1], Version, byte(m.Type)
+	typ := byte(m.Type)
+	if m.Ack {
+		typ |= ackBit
+	}
+	f[0], f[1], f[2], f[3] = magic[0], magic[1], Version, typ
 	binary.BigEndian.PutUint16(f[4:], BodySize)
 	from, to, cand := m.From.Bytes(), m.To.Bytes(), m.Cand.Bytes()
 	copy(f[6:], from[:])
@@ -71,7 +79,8 @@ func Decode(b []byte) (ring.Message, error) {
 		return ring.Message{}, fmt.Errorf("%w: truncated body, %d of %d bytes", ErrMalformed, len(b)-HeaderSize, BodySize)
 	}
 	return ring.Message{
-		Type:  ring.MsgType(b[3]),
+		Type:  ring.MsgType(b[3] &^ ackBit),
+		Ack:   b[3]&ackBit != 0,
 		From:  ring.UIDFromBytes([16]byte(b[6:22])),
 		To:    ring.UIDFromBytes([16]byte(b[22:38])),
 		Cand:  ring.UIDFromBytes([16]byte(b[38:54])),
@@ -90,7 +99,10 @@ func checkHeader(b []byte) error {
 	if b[2] != Version {
 		return fmt.Errorf("%w: version %d, want %d", ErrMalformed, b[2], Version)
 	}
-	if typ := ring.MsgType(b[3]); !typ.Valid() && typ != MsgHeartbeatAck {
+	switch typ := ring.MsgType(b[3] &^ ackBit); {
+	case b[3]&ackBit != 0 && typ != ring.MsgElection && typ != ring.MsgElected:
+		return fmt.Errorf("%w: acknowledgement of type %d, only election and elected are acknowledged", ErrMalformed, typ)
+	case !typ.Valid() && typ != MsgHeartbeatAck:
 		return fmt.Errorf("%w: unknown type %d", ErrMalformed, b[3])
 	}
 	if n := binary.BigEndian.Uint16(b[4:]); n != BodySize {

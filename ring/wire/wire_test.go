@@ -30,6 +30,18 @@ func TestRoundTrip(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, m, got)
 	}
+	for _, typ := range []ring.MsgType{ring.MsgElection, ring.MsgElected} {
+		m := sample()
+		m.Type, m.Ack = typ, true
+		got, err := Decode(Append(nil, m))
+		require.NoError(t, err)
+		assert.Equal(t, m, got, "an acknowledgement keeps its type")
+	}
+	m := sample()
+	m.Resent = true
+	got, err := Decode(Append(nil, m))
+	require.NoError(t, err)
+	assert.False(t, got.Resent, "a retransmission looks like the original on the wire")
 }
 
 func TestMalformedFramesNameTheProblem(t *testing.T) {
@@ -43,6 +55,8 @@ func TestMalformedFramesNameTheProblem(t *testing.T) {
 		{mutate(0, 'X'), "magic"},
 		{mutate(2, 9), "version 9"},
 		{mutate(3, 99), "unknown type 99"},
+		{mutate(3, 0x83), "acknowledgement of type 3"},
+		{mutate(3, 0x90), "acknowledgement of type 16"},
 		{mutate(5, 61), "body length 61"},
 		{good[:20], "truncated body"},
 	} {
@@ -63,6 +77,7 @@ func TestMalformedFramesNameTheProblem(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	f.Add(Append(nil, sample()))
 	f.Add([]byte("RG\x01\x04\x00\x3c"))
+	f.Add(Append(nil, ring.Message{Type: ring.MsgElected, Ack: true}))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := Decode(b)
