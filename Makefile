@@ -5,7 +5,7 @@ RESULTS ?= results
 KUBE_VERSION ?= v1.32.13
 COMPOSE_VERSION ?= v2.40.3
 
-.PHONY: build test experiments lint bench kube-tools compose-v2 base-images stack-images ringnode-image compose-ring lb-images compose-lb compose-lb-down elector-image kind-up kind-deploy kind-experiment kind-down clean
+.PHONY: build test experiments lint bench kube-tools compose-v2 base-images stack-images ringnode-image compose-ring lb-images compose-lb compose-lb-down elector-image kind kind-up kind-deploy kind-experiment kind-down clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/...
@@ -104,13 +104,29 @@ KIND_KUBECONFIG ?= .kube/kind.kubeconfig
 elector-image: base-images
 	docker build -q --target elector -t ringside/elector:dev .
 
-kind-up:
-	kind create cluster --name $(KIND_CLUSTER) --config k8s/kind.yaml
-	mkdir -p $(dir $(KIND_KUBECONFIG))
-	kind get kubeconfig --name $(KIND_CLUSTER) > $(KIND_KUBECONFIG)
+# kind itself, from the Go module proxy (tools/kind), cached by version.
+# KIND_NODE_IMAGE picks the node image (kind's default, kindest/node, when
+# empty). Where the engine refuses `docker run --privileged` (this
+# sandbox: no CAP_SYS_RESOURCE), kind runs with k8s/kindshim first on its
+# PATH, which turns that flag into the capabilities the engine grants.
+KIND_VERSION ?= v0.33.0
+KIND = bin/kind-$(KIND_VERSION)
+KIND_NODE_IMAGE ?=
+kind: $(KIND)
 
-kind-deploy: elector-image
-	kind load docker-image ringside/elector:dev --name $(KIND_CLUSTER)
+$(KIND):
+	cd tools/kind && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o ../../$@ sigs.k8s.io/kind
+
+KIND_RUN = if docker run --rm --privileged $${KIND_PROBE_IMAGE:-debian:bookworm-slim} true >/dev/null 2>&1; \
+	then $(KIND) $(1); else PATH="$(CURDIR)/k8s/kindshim:$$PATH" $(KIND) $(1); fi
+
+kind-up: kind
+	$(call KIND_RUN,create cluster --name $(KIND_CLUSTER) --config k8s/kind.yaml $(if $(KIND_NODE_IMAGE),--image $(KIND_NODE_IMAGE)))
+	mkdir -p $(dir $(KIND_KUBECONFIG))
+	$(KIND) get kubeconfig --name $(KIND_CLUSTER) > $(KIND_KUBECONFIG)
+
+kind-deploy: kind elector-image
+	$(call KIND_RUN,load docker-image ringside/elector:dev --name $(KIND_CLUSTER))
 	kubectl --kubeconfig $(KIND_KUBECONFIG) apply -k k8s/overlays/$(ALGORITHM)
 
 kind-experiment:
@@ -119,8 +135,8 @@ kind-experiment:
 	done
 	$(GO) run ./cmd/ringside report $(RESULTS)
 
-kind-down:
-	kind delete cluster --name $(KIND_CLUSTER)
+kind-down: kind
+	$(call KIND_RUN,delete cluster --name $(KIND_CLUSTER))
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
