@@ -316,5 +316,7 @@ func (s *Server) rejoin(m *membership.Metadata) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	s.log.Warn("rejoin gave up; anti-entropy will try again", "after", s.cfg.JoinTimeout, "last errors", errors.Join(errs...))
+	if !s.stopped.Load() {
+		s.log.Warn("rejoin gave up; anti-entropy will try again", "after", s.cfg.JoinTimeout, "last errors", errors.Join(errs...))
+	}
 }
