@@ -22,6 +22,7 @@ type serverFlags struct {
 	suspect, heartbeat, hopBound time.Duration
 	replicas                     int
 	fsync                        string // "": the server's default
+	logLevel                     string
 }
 
 func (f *serverFlags) define(fs *flag.FlagSet) {
@@ -29,11 +30,12 @@ func (f *serverFlags) define(fs *flag.FlagSet) {
 	fs.DurationVar(&f.heartbeat, "heartbeat", 100*time.Millisecond, "coordinator heartbeat interval")
 	fs.DurationVar(&f.hopBound, "hop-bound", 10*time.Millisecond, "per-hop bound of the election-restart timeout")
 	fs.IntVar(&f.replicas, "replicas", 2, "replicas per key (R)")
+	fs.StringVar(&f.logLevel, "server-log", "warn", "the servers' log level (debug, info, warn, error); kept beside the CSV when a ring does not heal")
 }
 
 func (f *serverFlags) args() []string {
 	args := []string{"--suspect", f.suspect.String(), "--heartbeat", f.heartbeat.String(),
-		"--hop-bound", f.hopBound.String(), "--replicas", fmt.Sprint(f.replicas), "--log-level", "warn"}
+		"--hop-bound", f.hopBound.String(), "--replicas", fmt.Sprint(f.replicas), "--log-level", f.logLevel}
 	if f.fsync != "" {
 		args = append(args, "--fsync", f.fsync)
 	}
@@ -42,7 +44,7 @@ func (f *serverFlags) args() []string {
 
 func (f *serverFlags) env() []string {
 	env := []string{"RINGNODE_SUSPECT=" + f.suspect.String(), "RINGNODE_HEARTBEAT=" + f.heartbeat.String(),
-		"RINGNODE_HOP_BOUND=" + f.hopBound.String(), "RINGNODE_REPLICAS=" + fmt.Sprint(f.replicas), "RINGNODE_LOG=warn"}
+		"RINGNODE_HOP_BOUND=" + f.hopBound.String(), "RINGNODE_REPLICAS=" + fmt.Sprint(f.replicas), "RINGNODE_LOG=" + f.logLevel}
 	if f.fsync != "" {
 		env = append(env, "RINGNODE_FSYNC="+f.fsync)
 	}
