@@ -508,8 +508,13 @@ func (n *Node) heartbeat(now time.Duration, m Message) {
 // acknowledged drops the pending hop that ack answers.
 func (n *Node) acknowledged(ack Message) {
 	n.MarkUp(ack.From)
+	n.dropPending(ack.From, ack)
+}
+
+// dropPending forgets the pending hop of m to to, if any.
+func (n *Node) dropPending(to UID, m Message) {
 	for i, p := range n.pend {
-		if p.m.To == ack.From && sameHop(p.m, ack) {
+		if p.m.To == to && sameHop(p.m, m) {
 			n.pend = append(n.pend[:i], n.pend[i+1:]...)
 			return
 		}
@@ -535,12 +540,7 @@ func (n *Node) duplicate(m Message) bool {
 // next live successor, so a dead successor is skipped.
 func (n *Node) Unreachable(now time.Duration, m Message) []Message {
 	n.out, n.now = n.out[:0], now
-	for i, p := range n.pend {
-		if p.m.To == m.To && sameHop(p.m, m) {
-			n.pend = append(n.pend[:i], n.pend[i+1:]...)
-			break
-		}
-	}
+	n.dropPending(m.To, m)
 	n.unreachable(now, m)
 	return n.out
 }
