@@ -69,8 +69,8 @@ ENTRYPOINT ["/etcd"]
 
 FROM ${GO_IMAGE} AS kube-apiserver-build
 ARG KUBE_VERSION=v1.32.13
-COPY tools/kube-apiserver/ /src/tools/kube-apiserver/
-WORKDIR /src/tools/kube-apiserver
+COPY tools/kubernetes/ /src/tools/kubernetes/
+WORKDIR /src/tools/kubernetes
 RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false \
       -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=${KUBE_VERSION}" \
       -o /out/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver

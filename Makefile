@@ -5,7 +5,7 @@ RESULTS ?= results
 KUBE_VERSION ?= v1.32.13
 COMPOSE_VERSION ?= v2.40.3
 
-.PHONY: build test experiments lint bench kube-tools compose-v2 base-images stack-images ringnode-image compose-ring lb-images compose-lb compose-lb-down elector-image kind kind-up kind-deploy kind-experiment kind-down clean
+.PHONY: build test experiments lint bench kube-tools compose-v2 base-images stack-images ringnode-image compose-ring lb-images compose-lb compose-lb-down elector-image kind kind-node-image kind-up kind-deploy kind-experiment kind-down clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/...
@@ -27,17 +27,30 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-# kube-apiserver (≈3.5 min) and etcd 3.5 from the Go module proxy, built
-# once into bin/ and reused (see tools/README.md).
+# Kubernetes v1.32 from the Go module proxy (tools/kubernetes): every
+# component in one build (≈4.5 min cold here), into bin/ by version;
+# kube-apiserver and etcd 3.5 run the kube tests (see tools/README.md),
+# the rest goes into the kind node image.
+KUBE_BIN = bin/kubernetes-$(KUBE_VERSION)
+KUBE_COMPONENTS = kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubeadm kubectl
 kube-tools: bin/kube-apiserver bin/etcd
 
-bin/kube-apiserver:
-	cd tools/kube-apiserver && CGO_ENABLED=0 $(GO) build -trimpath \
-		-ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION)" \
-		-o ../../bin/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
+bin/kube-apiserver: $(KUBE_BIN)/.built
+	cp $(KUBE_BIN)/kube-apiserver $@
 
-bin/etcd:
+$(KUBE_BIN)/.built: tools/kubernetes/go.mod
+	cd tools/kubernetes && CGO_ENABLED=0 $(GO) build -trimpath \
+		-ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION)" \
+		-o ../../$(KUBE_BIN)/ $(addprefix k8s.io/kubernetes/cmd/,$(KUBE_COMPONENTS))
+	touch $@
+
+bin/etcd: tools/etcd/go.mod
 	cd tools/etcd && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o ../../bin/etcd go.etcd.io/etcd/server/v3
+
+# CoreDNS at the version kubeadm names, for the node image (tools/coredns).
+COREDNS_VERSION ?= v1.11.3
+bin/coredns-$(COREDNS_VERSION):
+	cd tools/coredns && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o ../../$@ github.com/coredns/coredns
 
 # Compose v2 from the Go module proxy (tools/compose), built once into bin/
 # by version and installed as the docker CLI plugin beside Debian's
@@ -117,13 +130,21 @@ kind: $(KIND)
 $(KIND):
 	cd tools/kind && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o ../../$@ sigs.k8s.io/kind
 
+# The node image for this machine, built with no registry (k8s/node/):
+# Debian, systemd, containerd, the kubelet and every image kubeadm runs.
+# Cached by a hash of its inputs; `make kind-up KIND_NODE_IMAGE=$(KIND_NODE_TAG)`.
+KIND_NODE_TAG ?= ringside/kind-node:$(KUBE_VERSION)
+kind-node-image: base-images $(KUBE_BIN)/.built bin/etcd bin/coredns-$(COREDNS_VERSION)
+	KUBE_VERSION=$(KUBE_VERSION) KUBE_BIN=$(KUBE_BIN) ETCD=bin/etcd COREDNS=bin/coredns-$(COREDNS_VERSION) \
+		NODE_IMAGE=$(KIND_NODE_TAG) k8s/node/build.sh
+
 KIND_RUN = if docker run --rm --privileged $${KIND_PROBE_IMAGE:-debian:bookworm-slim} true >/dev/null 2>&1; \
 	then $(KIND) $(1); else PATH="$(CURDIR)/k8s/kindshim:$$PATH" $(KIND) $(1); fi
 
 kind-up: kind
 	$(call KIND_RUN,create cluster --name $(KIND_CLUSTER) --config k8s/kind.yaml $(if $(KIND_NODE_IMAGE),--image $(KIND_NODE_IMAGE)))
 	mkdir -p $(dir $(KIND_KUBECONFIG))
-	$(KIND) get kubeconfig --name $(KIND_CLUSTER) > $(KIND_KUBECONFIG)
+	$(call KIND_RUN,get kubeconfig --name $(KIND_CLUSTER)) > $(KIND_KUBECONFIG)
 
 kind-deploy: kind elector-image
 	$(call KIND_RUN,load docker-image ringside/elector:dev --name $(KIND_CLUSTER))

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Builds the kind node image with no registry (make kind-node-image):
+#   1. the images kubeadm runs, from binaries built on the host
+#      (images.Dockerfile), tagged with the names `kubeadm config images
+#      list` gives, and podnet, the pod network's agent;
+#   2. the node (Dockerfile) with those images saved in /kind/images.
+# Inputs (make passes them): KUBE_VERSION, KUBE_BIN (kubelet, kubeadm,
+# kubectl, the control plane), ETCD, COREDNS, NODE_IMAGE (the tag).
+# The image carries the label ringside.kind-node=<hash of every input>;
+# one whose label matches is kept, so a second run costs seconds.
+set -euo pipefail
+cd "$(dirname "$0")"
+: "${KUBE_VERSION:?}" "${KUBE_BIN:?}" "${ETCD:?}" "${COREDNS:?}" "${NODE_IMAGE:?}"
+root=$(cd ../.. && pwd)
+abs() { case $1 in /*) echo "$1" ;; *) echo "$root/$1" ;; esac; }
+KUBE_BIN=$(abs "$KUBE_BIN") ETCD=$(abs "$ETCD") COREDNS=$(abs "$COREDNS")
+
+ctx=$(mktemp -d)
+trap 'rm -rf "$ctx"' EXIT
+mkdir -p "$ctx/bin" "$ctx/kind/images"
+for b in kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubeadm kubectl; do
+  cp "$KUBE_BIN/$b" "$ctx/bin/"
+done
+cp "$ETCD" "$ctx/bin/etcd"
+cp "$COREDNS" "$ctx/bin/coredns"
+(cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$ctx/bin/podnet" ./cmd/podnet)
+gcc -static -Os -o "$ctx/bin/pause" pause.c
+
+# The cache key: every binary and every file of the recipe.
+key=$( ( (cd "$ctx/bin" && sha256sum ./*); sha256sum Dockerfile images.Dockerfile pause.c build.sh; find files kind -type f -exec sha256sum {} +) | sort | sha256sum | cut -c1-16)
+if [ "$(docker image inspect -f '{{index .Config.Labels "ringside.kind-node"}}' "$NODE_IMAGE" 2>/dev/null)" = "$key" ]; then
+  echo "kind-node-image: $NODE_IMAGE is up to date ($key)" >&2
+  exit 0
+fi
+
+# name=target for every image kubeadm will run.
+images=()
+while read -r ref; do
+  name=${ref##*/}; name=${name%%:*}
+  case $name in
+    kube-apiserver | kube-controller-manager | kube-scheduler | kube-proxy | etcd | pause | coredns) images+=("$ref=$name") ;;
+    *) echo "kind-node-image: kubeadm names an image this recipe does not build: $ref" >&2; exit 1 ;;
+  esac
+done < <("$ctx/bin/kubeadm" config images list --kubernetes-version "$KUBE_VERSION")
+images+=("ringside/podnet:dev=podnet")
+
+refs=()
+for i in "${images[@]}"; do
+  ref=${i%%=*} target=${i#*=}
+  docker build -q --target "$target" -t "$ref" -f images.Dockerfile "$ctx/bin" >/dev/null
+  refs+=("$ref")
+done
+docker save "${refs[@]}" -o "$ctx/kind/images/images.tar"
+
+cp -r kind/manifests "$ctx/kind/"
+printf '%s' "$KUBE_VERSION" >"$ctx/kind/version"
+cp -r files Dockerfile "$ctx/"
+docker build -q --label ringside.kind-node="$key" -t "$NODE_IMAGE" "$ctx" >/dev/null
+docker image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' "$NODE_IMAGE"
