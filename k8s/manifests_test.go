@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -33,22 +35,13 @@ import (
 	"github.com/ringside/ringside/experiments/backend/kube/controlplane"
 )
 
-var overlays = []string{bld.Default, bld.BLD, bld.BLDPlus, bld.Ranked}
+var overlays = []string{bld.Default, "default-endpoints", bld.BLD, bld.BLDPlus, bld.Ranked}
 
-// render builds an overlay with kustomize, as `kubectl apply -k` would.
 func render(t *testing.T, overlay string) []*unstructured.Unstructured {
 	t.Helper()
-	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), "overlays/"+overlay)
-	require.NoError(t, err, "kustomize build k8s/overlays/%s", overlay)
-	var out []*unstructured.Unstructured
-	for _, r := range res.Resources() {
-		b, err := r.MarshalJSON()
-		require.NoError(t, err)
-		u := &unstructured.Unstructured{}
-		require.NoError(t, u.UnmarshalJSON(b))
-		out = append(out, u)
-	}
-	return out
+	objs, err := Render(overlay)
+	require.NoError(t, err)
+	return objs
 }
 
 func find(objs []*unstructured.Unstructured, kind string) *unstructured.Unstructured {
@@ -61,9 +54,9 @@ func find(objs []*unstructured.Unstructured, kind string) *unstructured.Unstruct
 }
 
 func TestOverlaysRender(t *testing.T) {
-	for _, alg := range overlays {
-		t.Run(alg, func(t *testing.T) {
-			objs := render(t, alg)
+	for _, overlay := range overlays {
+		t.Run(overlay, func(t *testing.T) {
+			objs := render(t, overlay)
 			ns := find(objs, "Namespace")
 			require.NotNil(t, ns)
 			assert.Equal(t, "ringside", ns.GetName())
@@ -72,23 +65,101 @@ func TestOverlaysRender(t *testing.T) {
 			containers, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
 			require.Len(t, containers, 1)
 			env, _, _ := unstructured.NestedSlice(containers[0].(map[string]any), "env")
+			alg := strings.TrimSuffix(overlay, "-endpoints")
 			assert.Equal(t, map[string]any{"name": "ELECTOR_ALGORITHM", "value": alg}, env[0])
 			for _, o := range objs {
 				switch o.GetKind() {
-				case "Namespace", "ClusterRole", "ClusterRoleBinding":
+				case "Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
 					assert.Empty(t, o.GetNamespace(), o.GetKind())
 				default:
 					assert.Equal(t, "ringside", o.GetNamespace(), "%s %s", o.GetKind(), o.GetName())
 				}
 			}
+			// Least privilege: what may be changed is named, Pod patch
+			// only where ranked publishes its probe address, the Endpoints
+			// rule only with the Endpoints lock.
+			grants := roleGrants(t, find(objs, "Role"))
+			assert.Equal(t, []string{"app"}, grants["coordination.k8s.io/leases/update"])
+			assert.Equal(t, []string{"ringside-leaders"}, grants["/configmaps/update"])
+			_, patch := grants["/pods/patch"]
+			assert.Equal(t, overlay == bld.Ranked, patch, "pods patch")
+			assert.Equal(t, overlay == bld.Ranked, find(objs, "ValidatingAdmissionPolicy") != nil, "own-pod policy")
+			eps, endpoints := grants["/endpoints/update"]
+			assert.Equal(t, overlay == "default-endpoints", endpoints, "endpoints rule")
+			if endpoints {
+				assert.Equal(t, []string{"app"}, eps)
+			}
 		})
 	}
 }
 
-// TestElectorsRunWithTheManifestsRights deploys an overlay's objects to a
-// real API server and runs candidates of every algorithm as the elector
-// ServiceAccount: the RBAC must be enough for each of them, and no more
-// than it says.
+// roleGrants maps group/resource/verb to the resourceNames it is
+// restricted to (nil: any name).
+func roleGrants(t *testing.T, role *unstructured.Unstructured) map[string][]string {
+	t.Helper()
+	require.NotNil(t, role)
+	rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
+	out := map[string][]string{}
+	for _, r := range rules {
+		rm := r.(map[string]any)
+		var names []string
+		for _, n := range asSlice(rm["resourceNames"]) {
+			names = append(names, n.(string))
+		}
+		for _, g := range asSlice(rm["apiGroups"]) {
+			for _, res := range asSlice(rm["resources"]) {
+				for _, v := range asSlice(rm["verbs"]) {
+					key := fmt.Sprintf("%s/%s/%s", g, res, v)
+					_, seen := out[key]
+					require.False(t, seen, "%s granted twice", key)
+					out[key] = names
+				}
+			}
+		}
+	}
+	return out
+}
+
+func asSlice(v any) []any { s, _ := v.([]any); return s }
+
+func TestApplicationsHaveTheirOwnRights(t *testing.T) {
+	objs, err := Applications(render(t, bld.Ranked), "alpha", "beta")
+	require.NoError(t, err)
+	var deps, roles int
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "Deployment":
+			deps++
+			name := o.GetName()
+			sa, _, _ := unstructured.NestedString(o.Object, "spec", "template", "spec", "serviceAccountName")
+			assert.Equal(t, name+"-elector", sa)
+			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			assert.Contains(t, containers[0].(map[string]any)["args"], "--election="+name)
+			sel, _, _ := unstructured.NestedStringMap(o.Object, "spec", "selector", "matchLabels")
+			labels, _, _ := unstructured.NestedStringMap(o.Object, "spec", "template", "metadata", "labels")
+			assert.Equal(t, name, sel["app.kubernetes.io/name"])
+			assert.Equal(t, name, labels["app.kubernetes.io/name"])
+			assert.Equal(t, name, labels[bld.ElectionLabel])
+		case "Role":
+			roles++
+			app := strings.TrimSuffix(o.GetName(), "-elector")
+			assert.Equal(t, []string{app}, roleGrants(t, o)["coordination.k8s.io/leases/update"])
+		case "ClusterRoleBinding":
+			subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+			require.Len(t, subjects, 2)
+			assert.Equal(t, "beta-elector", subjects[1].(map[string]any)["name"])
+		}
+	}
+	assert.Equal(t, 2, deps)
+	assert.Equal(t, 2, roles)
+}
+
+// TestElectorsRunWithTheManifestsRights deploys every overlay's
+// application to a real API server and runs its candidates with exactly
+// their ServiceAccount's rights, each with a token bound to its own Pod as
+// a kubelet would mount it: the RBAC must be enough for each algorithm,
+// and no more than it says — one application cannot take another's lock,
+// and a ranked candidate cannot rewrite a peer's probe address.
 func TestElectorsRunWithTheManifestsRights(t *testing.T) {
 	klog.SetOutput(io.Discard)
 	klog.LogToStderr(false)
@@ -101,34 +172,52 @@ func TestElectorsRunWithTheManifestsRights(t *testing.T) {
 	require.NoError(t, err)
 	cs, err := kubernetes.NewForConfig(admin)
 	require.NoError(t, err)
-	apply(ctx, t, admin, render(t, bld.BLDPlus))
+
+	// overlay → the algorithm and lock its Deployment runs.
+	type run struct{ alg, lock string }
+	runs := map[string]run{
+		bld.Default:         {bld.Default, bld.LockLease},
+		"default-endpoints": {bld.Default, bld.LockEndpoints},
+		bld.BLD:             {bld.BLD, bld.LockLease},
+		bld.BLDPlus:         {bld.BLDPlus, bld.LockLease},
+		bld.Ranked:          {bld.Ranked, bld.LockLease},
+	}
+	for _, overlay := range overlays {
+		objs, err := Applications(render(t, overlay), "app-"+overlay)
+		require.NoError(t, err)
+		apply(ctx, t, admin, objs)
+	}
 
 	workers := []string{"w1", "w2", "w3"}
 	for _, n := range workers {
 		_, err := cs.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
-	tok, err := cs.CoreV1().ServiceAccounts("ringside").CreateToken(ctx, "elector", &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	sa := rest.AnonymousClientConfig(admin)
-	sa.BearerToken = tok.Status.Token
-	// One client per candidate, as each elector is its own process.
-	newClient := func() *kubernetes.Clientset {
+	// asPod is a client with the token a kubelet would mount in pod of
+	// app: its ServiceAccount's, bound to the Pod.
+	asPod := func(app, pod string) *kubernetes.Clientset {
+		p, err := cs.CoreV1().Pods("ringside").Get(ctx, pod, metav1.GetOptions{})
+		require.NoError(t, err)
+		tok, err := cs.CoreV1().ServiceAccounts("ringside").CreateToken(ctx, app+"-elector", &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{
+			BoundObjectRef: &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod, UID: p.UID},
+		}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		sa := rest.AnonymousClientConfig(admin)
+		sa.BearerToken = tok.Status.Token
 		c, err := kubernetes.NewForConfig(sa)
 		require.NoError(t, err)
 		return c
 	}
-	elector := newClient()
-
-	// What the elector may not do.
-	_, err = elector.CoreV1().Secrets("ringside").List(ctx, metav1.ListOptions{})
-	assert.True(t, apierrors.IsForbidden(err), "secrets: %v", err)
-	err = elector.CoreV1().Pods("ringside").Delete(ctx, "nope", metav1.DeleteOptions{})
-	assert.True(t, apierrors.IsForbidden(err), "deleting pods: %v", err)
-	_, err = elector.CoreV1().ConfigMaps("ringside").Get(ctx, "other", metav1.GetOptions{})
-	assert.True(t, apierrors.IsForbidden(err), "configmaps other than the record: %v", err)
-	_, err = elector.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
-	assert.True(t, apierrors.IsForbidden(err), "pods outside its namespace: %v", err)
+	for _, overlay := range overlays {
+		app := "app-" + overlay
+		for r, node := range workers {
+			_, err := cs.CoreV1().Pods("ringside").Create(ctx, &v1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", app, r), Labels: map[string]string{bld.ElectionLabel: app}},
+				Spec:       v1.PodSpec{NodeName: node, ServiceAccountName: app + "-elector", Containers: []v1.Container{{Name: "elector", Image: "ringside/elector:dev"}}},
+			}, metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+	}
 
 	// Every node already holds a leader, so that the balanced
 	// algorithms need the nodes (bld) and their peers (bld-plus) too.
@@ -138,27 +227,20 @@ func TestElectorsRunWithTheManifestsRights(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	algs := []string{bld.Default, bld.BLD, bld.BLDLiteral, bld.BLDPlus, bld.Ranked}
-	locks := map[string]string{bld.Default: bld.LockEndpoints} // the papers' lock too
 	var wg sync.WaitGroup
-	leaders := make([]chan string, len(algs))
-	for i, alg := range algs {
-		leaders[i] = make(chan string, 3)
-		app := "app-" + alg
-		for r, node := range workers {
+	leaders := map[string]chan string{}
+	for _, overlay := range overlays {
+		leaders[overlay] = make(chan string, 3)
+		app := "app-" + overlay
+		for r := range workers {
 			id := fmt.Sprintf("%s-%d", app, r)
-			_, err := cs.CoreV1().Pods("ringside").Create(ctx, &v1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Name: id, Labels: map[string]string{bld.ElectionLabel: app}},
-				Spec:       v1.PodSpec{NodeName: node, Containers: []v1.Container{{Name: "elector", Image: "ringside/elector:dev"}}},
-			}, metav1.CreateOptions{})
-			require.NoError(t, err)
 			c, err := bld.NewCandidate(bld.CandidateConfig{
-				Algorithm: alg, Lock: locks[alg], Election: app, Namespace: "ringside", Identity: id,
-				Client: newClient(), ProbeAddr: "127.0.0.1:1", // the Pod is read for its node, and patched with this
+				Algorithm: runs[overlay].alg, Lock: runs[overlay].lock, Election: app, Namespace: "ringside", Identity: id,
+				Client: asPod(app, id), ProbeAddr: "127.0.0.1:1", // the Pod is read for its node, and patched with this
 				LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond,
 				OnEvent: func(event, _ string) {
 					if event == "started" {
-						leaders[i] <- id
+						leaders[overlay] <- id
 					}
 				},
 				Log: slog.New(slog.DiscardHandler),
@@ -171,14 +253,45 @@ func TestElectorsRunWithTheManifestsRights(t *testing.T) {
 			})
 		}
 	}
-	for i, alg := range algs {
+	for _, overlay := range overlays {
 		select {
-		case id := <-leaders[i]:
-			t.Logf("%s: %s leads", alg, id)
+		case id := <-leaders[overlay]:
+			t.Logf("%s: %s leads", overlay, id)
 		case <-time.After(20 * time.Second):
-			t.Errorf("%s: no leader with the elector ServiceAccount's rights (see k8s/base/rbac.yaml)", alg)
+			t.Errorf("%s: no leader with the ServiceAccount's rights (see k8s/base/rbac.yaml)", overlay)
 		}
 	}
+
+	// What an elector may not do.
+	bldPod := asPod("app-bld", "app-bld-0")
+	_, err = bldPod.CoreV1().Secrets("ringside").List(ctx, metav1.ListOptions{})
+	assert.True(t, apierrors.IsForbidden(err), "secrets: %v", err)
+	err = bldPod.CoreV1().Pods("ringside").Delete(ctx, "app-bld-1", metav1.DeleteOptions{})
+	assert.True(t, apierrors.IsForbidden(err), "deleting pods: %v", err)
+	_, err = bldPod.CoreV1().ConfigMaps("ringside").Get(ctx, "other", metav1.GetOptions{})
+	assert.True(t, apierrors.IsForbidden(err), "configmaps other than the record: %v", err)
+	_, err = bldPod.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+	assert.True(t, apierrors.IsForbidden(err), "pods outside its namespace: %v", err)
+	lease, err := cs.CoordinationV1().Leases("ringside").Get(ctx, "app-default", metav1.GetOptions{})
+	require.NoError(t, err)
+	holder := "app-bld-0"
+	lease.Spec.HolderIdentity = &holder
+	_, err = bldPod.CoordinationV1().Leases("ringside").Update(ctx, lease, metav1.UpdateOptions{})
+	assert.True(t, apierrors.IsForbidden(err), "taking another application's lease: %v", err)
+	_, err = bldPod.CoreV1().Endpoints("ringside").Get(ctx, "app-default-endpoints", metav1.GetOptions{})
+	assert.True(t, apierrors.IsForbidden(err), "endpoints without the endpoints lock: %v", err)
+	probe := []byte(`{"metadata":{"annotations":{"` + bld.ProbeAnnotation + `":"10.0.0.66:4040"}}}`)
+	_, err = bldPod.CoreV1().Pods("ringside").Patch(ctx, "app-bld-0", types.MergePatchType, probe, metav1.PatchOptions{})
+	assert.True(t, apierrors.IsForbidden(err), "pod patch outside ranked: %v", err)
+	ranked := asPod("app-ranked", "app-ranked-0")
+	// The policy is enforced once the API server's informer has it.
+	assert.Eventually(t, func() bool {
+		_, err = ranked.CoreV1().Pods("ringside").Patch(ctx, "app-ranked-1", types.MergePatchType, probe, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil
+	}, 10*time.Second, 100*time.Millisecond, "a ranked candidate may rewrite a peer's probe address")
+	assert.ErrorContains(t, err, "only its own Pod")
+	_, err = ranked.CoreV1().Pods("ringside").Patch(ctx, "app-ranked-0", types.MergePatchType, probe, metav1.PatchOptions{})
+	assert.NoError(t, err, "its own probe address")
 	cancel()
 	wg.Wait()
 }
@@ -200,6 +313,20 @@ func apply(ctx context.Context, t *testing.T, cfg *rest.Config, objs []*unstruct
 			ri = dyn.Resource(m.Resource).Namespace(o.GetNamespace())
 		}
 		_, err = ri.Create(ctx, o, metav1.CreateOptions{FieldValidation: "Strict"})
+		if apierrors.IsAlreadyExists(err) && m.Scope.Name() != meta.RESTScopeNameNamespace {
+			// Shared by the overlays (the Namespace, the policy); the
+			// nodes binding gains their subjects.
+			if o.GetKind() == "ClusterRoleBinding" {
+				have, err := ri.Get(ctx, o.GetName(), metav1.GetOptions{})
+				require.NoError(t, err)
+				subjects, _, _ := unstructured.NestedSlice(have.Object, "subjects")
+				more, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+				require.NoError(t, unstructured.SetNestedSlice(have.Object, append(subjects, more...), "subjects"))
+				_, err = ri.Update(ctx, have, metav1.UpdateOptions{})
+				require.NoError(t, err)
+			}
+			continue
+		}
 		require.NoError(t, err, "create %s %s", o.GetKind(), o.GetName())
 	}
 }
