@@ -1,8 +1,8 @@
 package k8s
 
 import (
-	"fmt"
 	"embed"
+	"fmt"
 	iofs "io/fs"
 	"slices"
 
