@@ -13,8 +13,10 @@ build:
 # The kube tests run a real kube-apiserver and etcd, built by kube-tools;
 # the compose tests run docker-compose 1.29 and compose v2 (compose-v2) and
 # build the Dockerfile's images from the public bases (base-images); the
-# stack test runs `docker compose up experiments` (stack-images).
-test: kube-tools compose-v2 base-images stack-images
+# stack test runs `docker compose up experiments` (stack-images); the kind
+# test creates the paper's cluster from the node image and runs the
+# elector image in it (kind, kind-node-image, elector-image).
+test: kube-tools compose-v2 base-images stack-images kind kind-node-image elector-image
 	$(GO) vet ./...
 	$(GO) test -race ./...
 

@@ -1,0 +1,124 @@
+package k8s
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/ringside/ringside/bld"
+	"github.com/ringside/ringside/k8s/kindrun"
+)
+
+// TestKindClusterBalancesLeaders is the BLD paper's setup on a real kind
+// cluster (k8s/kind.yaml: a control plane and three workers) from the node
+// image of `make kind-node-image`: three applications of the bld overlay,
+// five replicas each with the elector sidecar in real pods; their leaders
+// sit one on each worker, as the API shows; deleting a leader's pod hands
+// the lease to another replica. The cluster is deleted at the end.
+func TestKindClusterBalancesLeaders(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	kind, err := kindrun.Find(ctx)
+	require.NoError(t, err)
+	image := os.Getenv("RINGSIDE_KIND_NODE_IMAGE")
+	if image == "" {
+		image = kindrun.DefaultNodeImage
+	}
+	name := fmt.Sprintf("ringside-test-%d", os.Getpid())
+	start := time.Now()
+	kubeconfig, err := kind.Create(ctx, name, "kind.yaml", image)
+	defer func() {
+		if err := kind.Delete(context.Background(), name); err != nil {
+			t.Errorf("delete cluster: %v", err)
+		}
+	}()
+	require.NoError(t, err)
+	t.Logf("cluster %s created in %v", name, time.Since(start).Round(time.Millisecond))
+	require.NoError(t, kind.Load(ctx, name, "ringside/elector:dev"))
+
+	rc, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	require.NoError(t, err)
+	cs, err := kubernetes.NewForConfig(rc)
+	require.NoError(t, err)
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	workers := bld.Workers(nodes.Items)
+	require.Len(t, workers, 3, "the paper's three workers")
+	for _, n := range nodes.Items {
+		assert.Equal(t, "v1.32.13", n.Status.NodeInfo.KubeletVersion, n.Name)
+	}
+
+	apps := []string{"app-1", "app-2", "app-3"}
+	objs, err := Applications(render(t, bld.BLD), apps...)
+	require.NoError(t, err)
+	apply(ctx, t, rc, objs)
+
+	// leaders reads each application's Lease: its holder, and the node
+	// that holder's Pod runs on (once the Pod is running there).
+	leaders := func(ctx context.Context) (map[string]string, map[string]string) {
+		holders, on := map[string]string{}, map[string]string{}
+		for _, app := range apps {
+			l, err := cs.CoordinationV1().Leases("ringside").Get(ctx, app, metav1.GetOptions{})
+			if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
+				continue
+			}
+			holders[app] = *l.Spec.HolderIdentity
+			p, err := cs.CoreV1().Pods("ringside").Get(ctx, holders[app], metav1.GetOptions{})
+			if err == nil && p.Status.Phase == v1.PodRunning && p.DeletionTimestamp == nil {
+				on[app] = p.Spec.NodeName
+			}
+		}
+		return holders, on
+	}
+	var holders, on map[string]string
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		holders, on = leaders(ctx)
+		return len(on) == len(apps) && distinct(on) == len(workers), nil
+	})
+	require.NoError(t, err, "leaders not 1:1:1 over the workers: holders %v on %v", holders, on)
+	t.Logf("leaders 1:1:1 %v, %v after kind create began", on, time.Since(start).Round(time.Millisecond))
+	for _, w := range workers {
+		assert.Contains(t, slices.Collect(maps.Values(on)), w)
+	}
+
+	// The sidecar answers who leads, as the 2016 leader-elector did
+	// (through the API server's proxy: pod addresses are the cluster's).
+	raw, err := cs.CoreV1().Pods("ringside").ProxyGet("http", holders["app-1"], "4040", "/", nil).DoRaw(ctx)
+	require.NoError(t, err)
+	var who struct{ Name string }
+	require.NoError(t, json.Unmarshal(raw, &who), "%s", raw)
+	assert.Equal(t, holders["app-1"], who.Name)
+
+	// Delete the leader's pod as seed 003 did: the kubelet's SIGTERM makes
+	// the sidecar release the lease, and another replica takes it.
+	old := holders["app-1"]
+	deleted := time.Now()
+	require.NoError(t, cs.CoreV1().Pods("ringside").Delete(ctx, old, metav1.DeleteOptions{}))
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		holders, on = leaders(ctx)
+		return holders["app-1"] != "" && holders["app-1"] != old && on["app-1"] != "", nil
+	})
+	require.NoError(t, err, "no new leader of app-1 after deleting %s", old)
+	t.Logf("app-1: %s deleted, %s leads %v later (on %s)", old, holders["app-1"], time.Since(deleted).Round(time.Millisecond), on["app-1"])
+}
+
+func distinct(m map[string]string) int {
+	seen := map[string]bool{}
+	for _, v := range m {
+		seen[v] = true
+	}
+	return len(seen)
+}
