@@ -66,8 +66,10 @@ type Env struct {
 	Profile string
 	// Backend is the one asked for; an experiment that falls back to
 	// another sets it to the one it used, and meta.json records both.
-	Backend  string
-	Dir      string // output directory, for experiments that keep extra files
+	Backend string
+	Dir     string // output directory, for experiments that keep extra files
+	// Cluster, when an experiment sets it, goes into meta.json.
+	Cluster  map[string]any
 	Log      *slog.Logger
 	Progress *Progress
 	name     string

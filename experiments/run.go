@@ -29,14 +29,17 @@ type Meta struct {
 	Seed      uint64            `json:"seed"`
 	Reps      int               `json:"reps"`
 	Params    map[string]string `json:"params"`
-	Rows      int               `json:"rows"`
-	Command   []string          `json:"command,omitempty"`
-	GitCommit string            `json:"git_commit"`
-	GoVersion string            `json:"go_version"`
-	Platform  string            `json:"platform"`
-	CPUs      int               `json:"cpus"`
-	Start     time.Time         `json:"start"`
-	End       time.Time         `json:"end"`
+	// Cluster describes the Kubernetes cluster a kube experiment ran on
+	// (version, nodes, workers).
+	Cluster   map[string]any `json:"cluster,omitempty"`
+	Rows      int            `json:"rows"`
+	Command   []string       `json:"command,omitempty"`
+	GitCommit string         `json:"git_commit"`
+	GoVersion string         `json:"go_version"`
+	Platform  string         `json:"platform"`
+	CPUs      int            `json:"cpus"`
+	Start     time.Time      `json:"start"`
+	End       time.Time      `json:"end"`
 }
 
 // RunOptions are the common settings of `ringside run`.
@@ -115,7 +118,7 @@ func Run(ctx context.Context, e Experiment, flags *flag.FlagSet, o RunOptions) (
 	if runErr != nil {
 		return Meta{}, fmt.Errorf("run %s: %w", sp.Name, runErr)
 	}
-	meta.Rows, meta.End = main.Rows(), time.Now().UTC()
+	meta.Rows, meta.End, meta.Cluster = main.Rows(), time.Now().UTC(), env.Cluster
 	if env.Backend != o.Backend {
 		meta.Backend, meta.Requested = env.Backend, o.Backend
 	}

@@ -15,7 +15,13 @@ import (
 	"github.com/ringside/ringside/experiments/backend/kube"
 )
 
-var backends = []string{"kube"}
+// backends of the election experiments: elector processes against an
+// API server, or real Pods on a kind cluster. The throughput experiments
+// measure elector processes, so they run on the first only.
+var (
+	backends       = []string{kube.BackendProcesses, kube.BackendKind}
+	processBackend = []string{kube.BackendProcesses}
+)
 
 // kubeFlags are the settings every kube experiment takes.
 type kubeFlags struct {
@@ -28,7 +34,7 @@ type kubeFlags struct {
 // elections, which runs one election set at a time so that repetitions
 // do not compete for the CPU.
 func (k *kubeFlags) define(fs *flag.FlagSet, parallel bool) {
-	fs.StringVar(&k.kubeconfig, "kubeconfig", os.Getenv("RINGSIDE_KUBECONFIG"), "API server to use (env RINGSIDE_KUBECONFIG; default: start a local control plane with three worker nodes)")
+	fs.StringVar(&k.kubeconfig, "kubeconfig", os.Getenv("RINGSIDE_KUBECONFIG"), "API server to use (env RINGSIDE_KUBECONFIG; default: start a local control plane with three worker nodes; the kind backend needs one: make kind-up writes .kube/kind.kubeconfig)")
 	fs.StringVar(&k.lock, "lock", "lease", "lock object: lease or endpoints")
 	if parallel {
 		fs.IntVar(&k.parallel, "parallel", 40, "elector processes to run at once across repetitions (each repetition has its own namespace)")
@@ -87,9 +93,10 @@ func waitLeaders(ctx context.Context, c *kube.Cluster, ns string, apps []string,
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func start(ctx context.Context, env *experiments.Env, k *kubeFlags) (*kube.Cluster, error) {
-	c, err := kube.Start(ctx, k.kubeconfig)
+	c, err := kube.Start(ctx, k.kubeconfig, env.Backend)
 	if err != nil {
-		return nil, fmt.Errorf("kube backend: %w", err)
+		return nil, fmt.Errorf("%s backend: %w", env.Backend, err)
 	}
+	env.Cluster = map[string]any{"version": c.Version, "nodes": c.Nodes, "workers": len(c.Workers)}
 	return c, nil
 }

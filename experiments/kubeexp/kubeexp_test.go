@@ -102,7 +102,7 @@ func TestExternalClusterWorkers(t *testing.T) {
 	assert.Equal(t, map[string]bool{"ringside-worker": true, "ringside-worker2": true, "ringside-worker3": true}, got)
 
 	// An elector that dies on its own is reported, with its last words.
-	c, err := kube.Start(ctx, cp.Kubeconfig)
+	c, err := kube.Start(ctx, cp.Kubeconfig, kube.BackendProcesses)
 	require.NoError(t, err)
 	defer c.Close()
 	require.NoError(t, c.Elect("default", "x", "x-0", "ringside-worker", "default", "bogus", kube.Timing{Lease: 10 * time.Second, Renew: 8 * time.Second, Retry: 2 * time.Second}))

@@ -65,7 +65,7 @@ func (r *Reelection) once(ctx context.Context, c *kube.Cluster, alg, kill string
 	}
 	defer c.StopNamespace(ns)
 	app := kube.App{Name: "app", Replicas: r.replicas, Nodes: c.Workers}
-	if _, err := deploy(ctx, c, ns, []kube.App{app}, 0, alg, r.k.lock, t); err != nil {
+	if _, err := c.Deploy(ctx, ns, []kube.App{app}, 0, alg, r.k.lock, t); err != nil {
 		return reelected{}, err
 	}
 	first, err := waitLeaders(ctx, c, ns, []string{app.Name}, 30*time.Second)

@@ -2,9 +2,7 @@ package kubeexp
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/ringside/ringside/experiments/backend/kube"
@@ -19,33 +17,6 @@ type spreadResult struct {
 	// the first candidate's campaign start, to the leader's start
 	launch, campaign map[string]time.Duration
 	apps             []string // every application, elected or not
-}
-
-// deploy creates the Pods of apps and starts one elector per replica.
-func deploy(ctx context.Context, c *kube.Cluster, ns string, apps []kube.App, offset int, alg, lock string, t kube.Timing) (map[string]string, error) {
-	podNode := map[string]string{}
-	for _, app := range apps {
-		pods, err := c.Pods(ctx, ns, app, offset)
-		if err != nil {
-			return nil, err
-		}
-		offset += app.Replicas
-		for _, pn := range pods {
-			podNode[ns+"/"+pn[0]] = pn[1]
-		}
-		// A Deployment's replicas start side by side on their nodes, not
-		// one after another.
-		errs := make([]error, len(pods))
-		var wg sync.WaitGroup
-		for i, pn := range pods {
-			wg.Go(func() { errs[i] = c.Elect(ns, app.Name, pn[0], pn[1], alg, lock, t) })
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			return nil, err
-		}
-	}
-	return podNode, nil
 }
 
 // spread deploys n applications of replicas each over the workers, all
@@ -63,7 +34,7 @@ func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas 
 		apps = append(apps, kube.App{Name: name, Replicas: replicas, Nodes: c.Workers})
 		names = append(names, name)
 	}
-	podNode, err := deploy(ctx, c, ns, apps, 0, alg, lock, t)
+	podNode, err := c.Deploy(ctx, ns, apps, 0, alg, lock, t)
 	if err != nil {
 		return spreadResult{}, err
 	}
@@ -116,7 +87,7 @@ func constrained(ctx context.Context, c *kube.Cluster, alg, lock string, replica
 	podNode := map[string]string{}
 	for i, node := range pin {
 		app := kube.App{Name: fmt.Sprintf("pinned-%d", i), Replicas: replicas, Nodes: []string{node}}
-		pn, err := deploy(ctx, c, ns, []kube.App{app}, 0, alg, lock, t)
+		pn, err := c.Deploy(ctx, ns, []kube.App{app}, 0, alg, lock, t)
 		if err != nil {
 			return res, err
 		}
@@ -132,7 +103,7 @@ func constrained(ctx context.Context, c *kube.Cluster, alg, lock string, replica
 		}
 	}
 	x := kube.App{Name: "two-nodes", Replicas: replicas, Nodes: w[:2]}
-	pn, err := deploy(ctx, c, ns, []kube.App{x}, 0, alg, lock, t)
+	pn, err := c.Deploy(ctx, ns, []kube.App{x}, 0, alg, lock, t)
 	if err != nil {
 		return res, err
 	}

@@ -39,7 +39,7 @@ const (
 )
 
 func (*ThroughputPlacement) Spec() experiments.Spec {
-	return experiments.Spec{Name: "kube-throughput-placement", Backends: backends, Quick: 1, Paper: 3,
+	return experiments.Spec{Name: "kube-throughput-placement", Backends: processBackend, Quick: 1, Paper: 3,
 		Summary: "throughput of five leader-based applications with leaders concentrated on one node, balanced 2:2:1, or placed by the default and BLD elections: reads and writes through a random front, smart writes, CPU per node (seed 000 Fig. 13, Fig. 6)"}
 }
 

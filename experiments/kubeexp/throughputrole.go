@@ -25,7 +25,7 @@ type ThroughputRole struct {
 }
 
 func (*ThroughputRole) Spec() experiments.Spec {
-	return experiments.Spec{Name: "kube-throughput-role", Backends: backends, Quick: 1, Paper: 3,
+	return experiments.Spec{Name: "kube-throughput-role", Backends: processBackend, Quick: 1, Paper: 3,
 		Summary: "throughput and latency of the leader-based application by replica role: reads and writes at the leader and at a follower, 1–16 clients, on CPU-limited nodes (seed 000 Fig. 12)"}
 }
 

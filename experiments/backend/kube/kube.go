@@ -1,9 +1,11 @@
-// Package kube is the kube backend: it runs elector processes, one
-// per application replica, against a Kubernetes API server — the local
-// control plane by default — and collects their leadership events. Pods
-// are created as API objects bound to nodes, spread the way the default
-// scheduler spreads replicas; without a kubelet they stay Pending, and the
-// electors run as local processes so that SIGKILL and SIGTERM are real.
+// Package kube holds the backends of the kube experiments. The kube
+// backend runs elector processes, one per application replica, against a
+// Kubernetes API server — the local control plane by default — and
+// collects their leadership events. Pods are created as API objects bound
+// to nodes, spread the way the default scheduler spreads replicas; without
+// a kubelet they stay Pending, and the electors run as local processes so
+// that SIGKILL and SIGTERM are real. The kind backend (pods.go) runs the
+// electors as the sidecars of real Pods on a cluster with kubelets.
 package kube
 
 import (
@@ -60,6 +62,10 @@ type Cluster struct {
 	// are named after the cluster).
 	Workers []string
 	bin     string
+	pods    *podRunner // the kind backend; nil for processes
+	// Version and Nodes describe the cluster, for meta.json.
+	Version string
+	Nodes   int
 
 	mu      sync.Mutex
 	procs   map[string]*proc // by elector id (namespace/pod)
@@ -78,14 +84,33 @@ type proc struct {
 	signalled atomic.Bool // exits after this are ours, not crashes
 }
 
+// Backends: electors as local processes, or as real Pods on kind.
+const (
+	BackendProcesses = "kube"
+	BackendKind      = "kind"
+)
+
 // Start connects to kubeconfig, or starts a local control plane when it
-// is empty and creates the worker nodes there.
-func Start(ctx context.Context, kubeconfig string) (*Cluster, error) {
-	bin, err := imagebuild.Static(ctx, "github.com/ringside/ringside/cmd/elector")
-	if err != nil {
-		return nil, err
+// is empty and creates the worker nodes there. The kind backend needs the
+// kubeconfig of a cluster with kubelets and ringside/elector:dev loaded
+// (make kind-up kind-deploy).
+func Start(ctx context.Context, kubeconfig, backend string) (*Cluster, error) {
+	c := &Cluster{procs: map[string]*proc{}, kubeconfig: kubeconfig}
+	switch backend {
+	case BackendProcesses:
+		bin, err := imagebuild.Static(ctx, "github.com/ringside/ringside/cmd/elector")
+		if err != nil {
+			return nil, err
+		}
+		c.bin = bin
+	case BackendKind:
+		if kubeconfig == "" {
+			return nil, errors.New("the kind backend needs --kubeconfig (make kind-up writes .kube/kind.kubeconfig)")
+		}
+	default:
+		return nil, fmt.Errorf("backend %q: want %s or %s", backend, BackendProcesses, BackendKind)
 	}
-	c := &Cluster{bin: bin, procs: map[string]*proc{}, kubeconfig: kubeconfig}
+	var err error
 	if kubeconfig == "" {
 		c.dir, err = os.MkdirTemp("", "ringside-kube-")
 		if err != nil {
@@ -107,6 +132,14 @@ func Start(ctx context.Context, kubeconfig string) (*Cluster, error) {
 		c.Close()
 		return nil, err
 	}
+	if backend == BackendKind {
+		if c.pods, err = newPodRunner(c, rc); err != nil {
+			return nil, err
+		}
+	}
+	if v, err := c.CS.Discovery().ServerVersion(); err == nil {
+		c.Version = v.GitVersion
+	}
 	if c.cp != nil {
 		for _, n := range LocalWorkers {
 			if _, err := c.CS.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
@@ -115,25 +148,26 @@ func Start(ctx context.Context, kubeconfig string) (*Cluster, error) {
 			}
 		}
 	}
-	if c.Workers, err = workers(ctx, c.CS); err != nil {
+	if c.Workers, c.Nodes, err = workers(ctx, c.CS); err != nil {
 		c.Close()
 		return nil, err
 	}
 	return c, nil
 }
 
-// workers lists the nodes the BLD candidates count, sorted.
-func workers(ctx context.Context, cs kubernetes.Interface) ([]string, error) {
+// workers lists the nodes the BLD candidates count, sorted, and counts
+// all nodes.
+func workers(ctx context.Context, cs kubernetes.Interface) ([]string, int, error) {
 	list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("list worker nodes: %w", err)
+		return nil, 0, fmt.Errorf("list worker nodes: %w", err)
 	}
 	out := bld.Workers(list.Items)
 	if len(out) == 0 {
-		return nil, errors.New("the cluster has no schedulable worker node")
+		return nil, 0, errors.New("the cluster has no schedulable worker node")
 	}
 	slices.Sort(out)
-	return out, nil
+	return out, len(list.Items), nil
 }
 
 // Namespace creates a fresh namespace (they never finish deleting without
@@ -198,18 +232,13 @@ func (c *Cluster) Elect(ns, app, pod, node, alg, lock string, t Timing) error {
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			var raw struct {
-				TS                                int64 `json:"ts_ns"`
-				Event, ID, Election, Leader, Addr string
-			}
-			if json.Unmarshal(sc.Bytes(), &raw) != nil {
+			if addr, ok := servingAt(sc.Bytes()); ok {
+				p.serving <- addr
 				continue
 			}
-			if raw.Event == "serving" {
-				p.serving <- raw.Addr
-				continue
+			if e, ok := parseEvent(sc.Bytes(), ns); ok {
+				c.record(e)
 			}
-			c.record(Event{TS: time.Unix(0, raw.TS), Event: raw.Event, ID: ns + "/" + raw.ID, Election: ns + "/" + raw.Election, Leader: raw.Leader})
 		}
 		if err := cmd.Wait(); err != nil && !p.signalled.Load() {
 			c.mu.Lock()
@@ -221,9 +250,38 @@ func (c *Cluster) Elect(ns, app, pod, node, alg, lock string, t Timing) error {
 	return nil
 }
 
+// eventLine is a line the elector prints with --events.
+type eventLine struct {
+	TS                                int64 `json:"ts_ns"`
+	Event, ID, Election, Leader, Addr string
+}
+
+// parseEvent reads an elector's event line in namespace ns; other lines
+// (logs, the serving announcement) are not events.
+func parseEvent(line []byte, ns string) (Event, bool) {
+	var raw eventLine
+	if json.Unmarshal(line, &raw) != nil || raw.Event == "" || raw.Event == "serving" {
+		return Event{}, false
+	}
+	return Event{TS: time.Unix(0, raw.TS), Event: raw.Event, ID: ns + "/" + raw.ID, Election: ns + "/" + raw.Election, Leader: raw.Leader}, true
+}
+
+// servingAt reads the elector's announcement of its sidecar address.
+func servingAt(line []byte) (string, bool) {
+	var raw eventLine
+	if json.Unmarshal(line, &raw) != nil || raw.Event != "serving" {
+		return "", false
+	}
+	return raw.Addr, true
+}
+
 // Sidecar returns the base URL of pod's elector sidecar API, once the
-// elector has said where it serves it, and its process ID.
+// elector has said where it serves it, and its process ID (the process
+// backend only: the throughput experiments measure the process).
 func (c *Cluster) Sidecar(ctx context.Context, ns, pod string) (url string, pid int, err error) {
+	if c.pods != nil {
+		return "", 0, errors.New("the kind backend has no elector process to measure: use the kube backend")
+	}
 	c.mu.Lock()
 	p := c.procs[ns+"/"+pod]
 	c.mu.Unlock()
@@ -245,6 +303,9 @@ func (c *Cluster) Sidecar(ctx context.Context, ns, pod string) (url string, pid 
 // Crashed returns an error naming every elector of ns that exited
 // without being signalled, with the end of what it wrote on stderr.
 func (c *Cluster) Crashed(ns string) error {
+	if c.pods != nil {
+		return c.pods.crashed(ns)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var errs []error
@@ -329,7 +390,12 @@ func (c *Cluster) Leader(ns, app string) (id string, since time.Time) {
 
 // Signal sends sig to the elector of pod and waits for it to exit; a
 // SIGKILL is recorded as a "killed" event, since the process cannot say.
+// On kind the Pod is deleted: with no grace period for SIGKILL, with the
+// manifest's (the kubelet sends SIGTERM) for SIGTERM.
 func (c *Cluster) Signal(ctx context.Context, ns, pod string, sig syscall.Signal) (time.Time, error) {
+	if c.pods != nil {
+		return c.pods.signal(ctx, ns, pod, sig == syscall.SIGKILL)
+	}
 	c.mu.Lock()
 	p := c.procs[ns+"/"+pod]
 	c.mu.Unlock()
@@ -350,8 +416,12 @@ func (c *Cluster) Signal(ctx context.Context, ns, pod string, sig syscall.Signal
 	return at, nil
 }
 
-// StopNamespace kills every elector in ns.
+// StopNamespace kills every elector in ns (on kind: deletes ns).
 func (c *Cluster) StopNamespace(ns string) {
+	if c.pods != nil {
+		c.pods.stop(ns)
+		return
+	}
 	c.mu.Lock()
 	var ps []*proc
 	for k, p := range c.procs {
@@ -370,6 +440,18 @@ func (c *Cluster) StopNamespace(ns string) {
 
 // Close kills every elector and stops a local control plane.
 func (c *Cluster) Close() {
+	if c.pods != nil {
+		c.pods.mu.Lock()
+		var nss []string
+		for ns := range c.pods.cancel {
+			nss = append(nss, ns)
+		}
+		c.pods.mu.Unlock()
+		for _, ns := range nss {
+			c.pods.stop(ns)
+		}
+		return
+	}
 	c.mu.Lock()
 	var nss []string
 	for _, p := range c.procs {

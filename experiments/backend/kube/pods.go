@@ -1,0 +1,399 @@
+package kube
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+
+	"github.com/ringside/ringside/bld"
+	"github.com/ringside/ringside/k8s"
+)
+
+// podRunner is the kind backend: the candidates are the elector sidecars
+// of real Pods, from the k8s/ overlays, on a cluster with kubelets. Their
+// leadership events come from the Pods' logs (the elector's --events
+// lines); a leader is lost by deleting its Pod, with no grace period
+// (SIGKILL) or the manifest's (the kubelet's SIGTERM), as seed 003 did.
+type podRunner struct {
+	c      *Cluster
+	dyn    dynamic.Interface
+	mapper meta.RESTMapper
+
+	mu        sync.Mutex
+	streamed  map[string]bool               // ns/pod whose log is being read
+	signalled map[string]bool               // ns/pod we deleted
+	ended     map[string]chan struct{}      // ns/pod: closed when its log ends
+	cancel    map[string]context.CancelFunc // per namespace: its watchers
+}
+
+func newPodRunner(c *Cluster, rc *rest.Config) (*podRunner, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	return &podRunner{
+		c: c, dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)),
+		streamed: map[string]bool{}, signalled: map[string]bool{}, ended: map[string]chan struct{}{}, cancel: map[string]context.CancelFunc{},
+	}, nil
+}
+
+// overlay is the k8s/overlays entry that runs alg on lock.
+func overlay(alg, lock string) (string, error) {
+	switch {
+	case lock == bld.LockEndpoints && alg == bld.Default:
+		return "default-endpoints", nil
+	case lock == bld.LockEndpoints:
+		return "", fmt.Errorf("kind backend: the endpoints lock has an overlay for the default algorithm only (k8s/overlays/default-endpoints)")
+	case alg == bld.BLDLiteral:
+		return bld.BLD, nil // the same rights; the algorithm is set below
+	}
+	return alg, nil
+}
+
+func (r *podRunner) deploy(ctx context.Context, ns string, apps []App, alg, lock string, t Timing) (map[string]string, error) {
+	ov, err := overlay(alg, lock)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := k8s.Render(ov)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(apps))
+	for i, a := range apps {
+		names[i] = a.Name
+	}
+	if objs, err = k8s.Applications(objs, names...); err != nil {
+		return nil, err
+	}
+	r.watch(ns)
+	launched := time.Now()
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "Namespace":
+			continue // Cluster.Namespace made ns
+		case "ClusterRoleBinding", "RoleBinding":
+			// The accounts of ns; one nodes binding per namespace.
+			if o.GetKind() == "ClusterRoleBinding" {
+				o.SetName(o.GetName() + "-" + ns)
+			}
+			subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+			for _, s := range subjects {
+				s.(map[string]any)["namespace"] = ns
+			}
+			if err := unstructured.SetNestedSlice(o.Object, subjects, "subjects"); err != nil {
+				return nil, err
+			}
+		case "Deployment":
+			app := apps[indexOf(names, o.GetName())]
+			if err := r.shape(o, app, alg, t); err != nil {
+				return nil, err
+			}
+		}
+		if err := r.create(ctx, ns, o); err != nil {
+			return nil, err
+		}
+	}
+	for _, a := range apps {
+		r.c.record(Event{TS: launched, Event: "launched", ID: ns + "/" + a.Name, Election: ns + "/" + a.Name})
+	}
+	// Every replica running, each on one of its application's nodes.
+	podNode := map[string]string{}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := r.c.CS.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		running := map[string]string{}
+		for _, p := range list.Items {
+			if p.Status.Phase == v1.PodRunning && p.DeletionTimestamp == nil {
+				running[ns+"/"+p.Name] = p.Spec.NodeName
+			}
+		}
+		podNode = running
+		want := 0
+		for _, a := range apps {
+			want += a.Replicas
+		}
+		return len(running) >= want, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kind backend: %d pods running in %s: %w; %v", len(podNode), ns, err, r.crashed(ns))
+	}
+	return podNode, nil
+}
+
+// shape sets what the experiment varies on an application's Deployment:
+// replicas, placement (only app.Nodes, spread evenly), the algorithm and
+// its timing, and the events the backend reads from the log.
+func (r *podRunner) shape(o *unstructured.Unstructured, app App, alg string, t Timing) error {
+	var d appsv1.Deployment
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d); err != nil {
+		return err
+	}
+	replicas := int32(app.Replicas)
+	d.Spec.Replicas = &replicas
+	spec := &d.Spec.Template.Spec
+	spec.Affinity = &v1.Affinity{NodeAffinity: &v1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &v1.NodeSelector{
+		NodeSelectorTerms: []v1.NodeSelectorTerm{{MatchExpressions: []v1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: v1.NodeSelectorOpIn, Values: app.Nodes}}}},
+	}}}
+	for i := range spec.TopologySpreadConstraints {
+		spec.TopologySpreadConstraints[i].WhenUnsatisfiable = v1.DoNotSchedule
+	}
+	// A candidate killed with no grace period must not come back as the
+	// same container: the ReplicaSet's replacement joins as a new Pod.
+	c := &spec.Containers[0]
+	setEnv(c, "ELECTOR_ALGORITHM", alg)
+	setEnv(c, "ELECTOR_EVENTS", "true")
+	setEnv(c, "ELECTOR_LOG", "error")
+	setEnv(c, "ELECTOR_LEASE_DURATION", t.Lease.String())
+	setEnv(c, "ELECTOR_RENEW_DEADLINE", t.Renew.String())
+	setEnv(c, "ELECTOR_RETRY_PERIOD", t.Retry.String())
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&d)
+	if err != nil {
+		return err
+	}
+	o.Object = u
+	return nil
+}
+
+func setEnv(c *v1.Container, name, value string) {
+	for i := range c.Env {
+		if c.Env[i].Name == name {
+			c.Env[i].Value, c.Env[i].ValueFrom = value, nil
+			return
+		}
+	}
+	c.Env = append(c.Env, v1.EnvVar{Name: name, Value: value})
+}
+
+func indexOf(xs []string, x string) int {
+	for i, v := range xs {
+		if v == x {
+			return i
+		}
+	}
+	return -1
+}
+
+// create creates o in ns (or cluster-wide); an object every namespace
+// shares (the admission policy) may exist already.
+func (r *podRunner) create(ctx context.Context, ns string, o *unstructured.Unstructured) error {
+	gvk := o.GroupVersionKind()
+	m, err := r.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return fmt.Errorf("kind backend: %s: %w", gvk, err)
+	}
+	var ri dynamic.ResourceInterface = r.dyn.Resource(m.Resource)
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		o.SetNamespace(ns)
+		ri = r.dyn.Resource(m.Resource).Namespace(ns)
+	}
+	_, err = ri.Create(ctx, o, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) && m.Scope.Name() != meta.RESTScopeNameNamespace {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("kind backend: create %s %s: %w", o.GetKind(), o.GetName(), err)
+	}
+	return nil
+}
+
+// watch follows the Pods of ns and reads the elector log of each from
+// its start — a replacement Pod's too.
+func (r *podRunner) watch(ns string) {
+	r.mu.Lock()
+	if r.cancel[ns] != nil {
+		r.mu.Unlock()
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel[ns] = cancel
+	r.mu.Unlock()
+	go func() {
+		for ctx.Err() == nil {
+			list, err := r.c.CS.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			if err == nil {
+				for _, p := range list.Items {
+					if started(&p) {
+						r.stream(ctx, ns, p.Name)
+					}
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+}
+
+func started(p *v1.Pod) bool {
+	for _, s := range p.Status.ContainerStatuses {
+		if s.Name == "elector" && (s.State.Running != nil || s.State.Terminated != nil) {
+			return true
+		}
+	}
+	return false
+}
+
+// stream reads pod's elector log once, from its first line.
+func (r *podRunner) stream(ctx context.Context, ns, pod string) {
+	key := ns + "/" + pod
+	r.mu.Lock()
+	if r.streamed[key] {
+		r.mu.Unlock()
+		return
+	}
+	r.streamed[key] = true
+	ended := make(chan struct{})
+	r.ended[key] = ended
+	r.mu.Unlock()
+	go func() {
+		defer close(ended)
+		rc, err := r.c.CS.CoreV1().Pods(ns).GetLogs(pod, &v1.PodLogOptions{Container: "elector", Follow: true}).Stream(ctx)
+		if err != nil {
+			return
+		}
+		defer rc.Close()
+		sc := bufio.NewScanner(rc)
+		for sc.Scan() {
+			if e, ok := parseEvent(sc.Bytes(), ns); ok {
+				r.c.record(e)
+			}
+		}
+	}()
+}
+
+// signal loses pod's elector. SIGTERM deletes the Pod with the
+// manifest's grace period: the kubelet sends SIGTERM and the elector
+// releases its lease. SIGKILL must leave the lease unreleased, and the
+// kubelet cannot do that: a Pod deleted with no grace period still gets
+// SIGTERM and the 2 s minimum, and an elector killed in place is restarted
+// under the same identity at once and takes its own lease straight back
+// (seen: renewals went on). So SIGKILL stops the elector (SIGSTOP, through
+// the node's containerd: a kind node is a container named after it) — from
+// that instant it neither renews nor releases, as if killed — and deletes
+// its Pod with no grace period; the kubelet's SIGTERM stays pending and
+// its SIGKILL ends the process. It waits until the elector's log has
+// ended.
+func (r *podRunner) signal(ctx context.Context, ns, pod string, kill bool) (time.Time, error) {
+	key := ns + "/" + pod
+	r.mu.Lock()
+	r.signalled[key] = true
+	ended := r.ended[key]
+	r.mu.Unlock()
+	opts := metav1.DeleteOptions{}
+	at := time.Now()
+	if kill {
+		p, err := r.c.CS.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+		if err != nil {
+			return at, fmt.Errorf("kind backend: %w", err)
+		}
+		id := ""
+		for _, s := range p.Status.ContainerStatuses {
+			if s.Name == "elector" {
+				id = strings.TrimPrefix(s.ContainerID, "containerd://")
+			}
+		}
+		if id == "" {
+			return at, fmt.Errorf("kind backend: pod %s has no running elector container", key)
+		}
+		at = time.Now()
+		out, err := exec.CommandContext(ctx, "docker", "exec", p.Spec.NodeName, "ctr", "--namespace=k8s.io", "task", "kill", "--signal", "SIGSTOP", id).CombinedOutput()
+		if err != nil {
+			return at, fmt.Errorf("kind backend: SIGSTOP %s on node %s: %w: %s", key, p.Spec.NodeName, err, strings.TrimSpace(string(out)))
+		}
+		r.c.record(Event{TS: at, Event: "killed", ID: key, Election: ns + "/" + electionOf(pod)})
+		zero := int64(0)
+		opts.GracePeriodSeconds = &zero
+	}
+	if err := r.c.CS.CoreV1().Pods(ns).Delete(ctx, pod, opts); err != nil {
+		return at, fmt.Errorf("kind backend: delete pod %s: %w", key, err)
+	}
+	if ended != nil {
+		select {
+		case <-ended:
+		case <-ctx.Done():
+			return at, ctx.Err()
+		}
+	}
+	return at, nil
+}
+
+// electionOf is a Deployment Pod's application: its name less the
+// ReplicaSet hash and the Pod suffix.
+func electionOf(pod string) string {
+	parts := strings.Split(pod, "-")
+	if len(parts) < 3 {
+		return pod
+	}
+	return strings.Join(parts[:len(parts)-2], "-")
+}
+
+// crashed names the electors of ns that restarted or exited without
+// being deleted by the experiment.
+func (r *podRunner) crashed(ns string) error {
+	list, err := r.c.CS.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return nil // unknown, not a crash
+	}
+	var errs []error
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range list.Items {
+		if r.signalled[ns+"/"+p.Name] {
+			continue
+		}
+		for _, s := range p.Status.ContainerStatuses {
+			if s.RestartCount > 0 || s.State.Terminated != nil {
+				why := ""
+				if t := s.LastTerminationState.Terminated; t != nil {
+					why = t.Reason + " " + strconv.Itoa(int(t.ExitCode)) + ": " + t.Message
+				}
+				errs = append(errs, fmt.Errorf("elector %s/%s restarted %d times %s", ns, p.Name, s.RestartCount, why))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// stop deletes ns (the cluster's namespace controller empties it) and its
+// nodes binding, and stops reading its logs.
+func (r *podRunner) stop(ns string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r.mu.Lock()
+	if c := r.cancel[ns]; c != nil {
+		c()
+		delete(r.cancel, ns)
+	}
+	r.mu.Unlock()
+	zero := int64(0)
+	r.c.CS.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	r.c.CS.RbacV1().ClusterRoleBindings().Delete(ctx, "ringside-elector-nodes-"+ns, metav1.DeleteOptions{})
+}
