@@ -152,11 +152,15 @@ kind-deploy: kind elector-image
 	$(call KIND_RUN,load docker-image ringside/elector:dev --name $(KIND_CLUSTER))
 	kubectl --kubeconfig $(KIND_KUBECONFIG) apply -k k8s/overlays/$(ALGORITHM)
 
-kind-experiment:
+# The three election experiments with their candidates in real Pods on the
+# kind cluster (backend kind), into $(RESULTS)/kind beside the process
+# backend's CSVs.
+kind-experiment: kind elector-image
+	$(call KIND_RUN,load docker-image ringside/elector:dev --name $(KIND_CLUSTER))
 	for e in kube-distribution kube-election-latency kube-reelection; do \
-		$(GO) run ./cmd/ringside run $$e --kubeconfig $(KIND_KUBECONFIG) --out $(RESULTS) || exit 1; \
+		$(GO) run ./cmd/ringside run $$e --backend kind --kubeconfig $(KIND_KUBECONFIG) --out $(RESULTS)/kind || exit 1; \
 	done
-	$(GO) run ./cmd/ringside report $(RESULTS)
+	$(GO) run ./cmd/ringside report $(RESULTS)/kind
 
 kind-down: kind
 	$(call KIND_RUN,delete cluster --name $(KIND_CLUSTER))

@@ -61,6 +61,9 @@ func newPodRunner(c *Cluster, rc *rest.Config) (*podRunner, error) {
 	}, nil
 }
 
+// nsLabel marks the cluster-scoped objects made for a namespace.
+const nsLabel = "ringside.io/namespace"
+
 // overlay is the k8s/overlays entry that runs alg on lock.
 func overlay(alg, lock string) (string, error) {
 	switch {
@@ -97,9 +100,11 @@ func (r *podRunner) deploy(ctx context.Context, ns string, apps []App, alg, lock
 		case "Namespace":
 			continue // Cluster.Namespace made ns
 		case "ClusterRoleBinding", "RoleBinding":
-			// The accounts of ns; one nodes binding per namespace.
+			// The accounts of ns; a nodes binding per deployment,
+			// labelled with ns so that stop finds them.
 			if o.GetKind() == "ClusterRoleBinding" {
-				o.SetName(o.GetName() + "-" + ns)
+				o.SetName(o.GetName() + "-" + ns + "-" + names[0])
+				o.SetLabels(map[string]string{nsLabel: ns})
 			}
 			subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
 			for _, s := range subjects {
@@ -395,5 +400,5 @@ func (r *podRunner) stop(ns string) {
 	r.mu.Unlock()
 	zero := int64(0)
 	r.c.CS.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{GracePeriodSeconds: &zero})
-	r.c.CS.RbacV1().ClusterRoleBindings().Delete(ctx, "ringside-elector-nodes-"+ns, metav1.DeleteOptions{})
+	r.c.CS.RbacV1().ClusterRoleBindings().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: nsLabel + "=" + ns})
 }
