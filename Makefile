@@ -120,13 +120,12 @@ elector-image: base-images
 	docker build -q --target elector -t ringside/elector:dev .
 
 # kind itself, from the Go module proxy (tools/kind), cached by version.
-# KIND_NODE_IMAGE picks the node image (kind's default, kindest/node, when
-# empty). Where the engine refuses `docker run --privileged` (this
+# KIND_NODE_IMAGE picks the node image: ringside's (kind-node-image, built
+# here with no registry) by default; empty for kind's own kindest/node. Where the engine refuses `docker run --privileged` (this
 # sandbox: no CAP_SYS_RESOURCE), kind runs with k8s/kindshim first on its
 # PATH, which turns that flag into the capabilities the engine grants.
 KIND_VERSION ?= v0.33.0
 KIND = bin/kind-$(KIND_VERSION)
-KIND_NODE_IMAGE ?=
 kind: $(KIND)
 
 $(KIND):
@@ -136,6 +135,8 @@ $(KIND):
 # Debian, systemd, containerd, the kubelet and every image kubeadm runs.
 # Cached by a hash of its inputs; `make kind-up KIND_NODE_IMAGE=$(KIND_NODE_TAG)`.
 KIND_NODE_TAG ?= ringside/kind-node:$(KUBE_VERSION)
+KIND_NODE_IMAGE ?= $(KIND_NODE_TAG)
+KUBECTL ?= $(KUBE_BIN)/kubectl
 kind-node-image: base-images $(KUBE_BIN)/.built bin/etcd bin/coredns-$(COREDNS_VERSION)
 	KUBE_VERSION=$(KUBE_VERSION) KUBE_BIN=$(KUBE_BIN) ETCD=bin/etcd COREDNS=bin/coredns-$(COREDNS_VERSION) \
 		NODE_IMAGE=$(KIND_NODE_TAG) k8s/node/build.sh
@@ -143,14 +144,14 @@ kind-node-image: base-images $(KUBE_BIN)/.built bin/etcd bin/coredns-$(COREDNS_V
 KIND_RUN = if docker run --rm --privileged $${KIND_PROBE_IMAGE:-debian:bookworm-slim} true >/dev/null 2>&1; \
 	then $(KIND) $(1); else PATH="$(CURDIR)/k8s/kindshim:$$PATH" $(KIND) $(1); fi
 
-kind-up: kind
+kind-up: kind $(if $(filter $(KIND_NODE_TAG),$(KIND_NODE_IMAGE)),kind-node-image)
 	$(call KIND_RUN,create cluster --name $(KIND_CLUSTER) --config k8s/kind.yaml $(if $(KIND_NODE_IMAGE),--image $(KIND_NODE_IMAGE)))
 	mkdir -p $(dir $(KIND_KUBECONFIG))
 	$(call KIND_RUN,get kubeconfig --name $(KIND_CLUSTER)) > $(KIND_KUBECONFIG)
 
-kind-deploy: kind elector-image
+kind-deploy: kind elector-image $(KUBE_BIN)/.built
 	$(call KIND_RUN,load docker-image ringside/elector:dev --name $(KIND_CLUSTER))
-	kubectl --kubeconfig $(KIND_KUBECONFIG) apply -k k8s/overlays/$(ALGORITHM)
+	$(KUBECTL) --kubeconfig $(KIND_KUBECONFIG) apply -k k8s/overlays/$(ALGORITHM)
 
 # The three election experiments with their candidates in real Pods on the
 # kind cluster (backend kind), into $(RESULTS)/kind beside the process
