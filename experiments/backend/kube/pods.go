@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/klog/v2"
 
 	"github.com/ringside/ringside/bld"
 	"github.com/ringside/ringside/k8s"
@@ -47,6 +49,10 @@ type podRunner struct {
 }
 
 func newPodRunner(c *Cluster, rc *rest.Config) (*podRunner, error) {
+	// client-go logs through klog when a log stream it reads is cancelled
+	// (every namespace's end); the backend reports its own errors.
+	klog.SetOutput(io.Discard)
+	klog.LogToStderr(false)
 	dc, err := discovery.NewDiscoveryClientForConfig(rc)
 	if err != nil {
 		return nil, err
