@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -120,7 +121,7 @@ func (r *podRunner) deploy(ctx context.Context, ns string, apps []App, alg, lock
 				return nil, err
 			}
 		case "Deployment":
-			app := apps[indexOf(names, o.GetName())]
+			app := apps[slices.Index(names, o.GetName())]
 			if err := r.shape(o, app, alg, t); err != nil {
 				return nil, err
 			}
@@ -175,8 +176,6 @@ func (r *podRunner) shape(o *unstructured.Unstructured, app App, alg string, t T
 	for i := range spec.TopologySpreadConstraints {
 		spec.TopologySpreadConstraints[i].WhenUnsatisfiable = v1.DoNotSchedule
 	}
-	// A candidate killed with no grace period must not come back as the
-	// same container: the ReplicaSet's replacement joins as a new Pod.
 	c := &spec.Containers[0]
 	setEnv(c, "ELECTOR_ALGORITHM", alg)
 	setEnv(c, "ELECTOR_EVENTS", "true")
@@ -200,15 +199,6 @@ func setEnv(c *v1.Container, name, value string) {
 		}
 	}
 	c.Env = append(c.Env, v1.EnvVar{Name: name, Value: value})
-}
-
-func indexOf(xs []string, x string) int {
-	for i, v := range xs {
-		if v == x {
-			return i
-		}
-	}
-	return -1
 }
 
 // create creates o in ns (or cluster-wide); an object every namespace
