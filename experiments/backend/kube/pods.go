@@ -133,10 +133,12 @@ func (r *podRunner) deploy(ctx context.Context, ns string, apps []App, alg, lock
 	for _, a := range apps {
 		r.c.record(Event{TS: launched, Event: "launched", ID: ns + "/" + a.Name, Election: ns + "/" + a.Name})
 	}
-	// Every replica running, each on one of its application's nodes.
+	// Every replica of these applications running (ns may hold earlier
+	// ones), each on one of its application's nodes.
 	podNode := map[string]string{}
+	these := "app.kubernetes.io/name in (" + strings.Join(names, ",") + ")"
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		list, err := r.c.CS.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		list, err := r.c.CS.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: these})
 		if err != nil {
 			return false, nil
 		}
