@@ -120,7 +120,7 @@ KIND_KUBECONFIG ?= .kube/kind.kubeconfig
 # stack images compiled (the classic builder would compile it again).
 elector-image: base-images compose-v2
 	printf 'services:\n  elector:\n    build: {context: ., target: elector}\n    image: ringside/elector:dev\n' | \
-		COMPOSE_BAKE=false docker compose -p ringside-images -f - build -q elector
+		docker compose -p ringside-images -f - build -q elector
 
 # kind itself, from the Go module proxy (tools/kind), cached by version.
 # KIND_NODE_IMAGE picks the node image: ringside's (kind-node-image, built
