@@ -228,9 +228,14 @@ func TestElectorsRunWithTheManifestsRights(t *testing.T) {
 	}
 
 	var wg sync.WaitGroup
+	// Every channel exists before any candidate runs: the map is only
+	// read while they do.
 	leaders := map[string]chan string{}
 	for _, overlay := range overlays {
 		leaders[overlay] = make(chan string, 3)
+	}
+	for _, overlay := range overlays {
+		won := leaders[overlay]
 		app := "app-" + overlay
 		for r := range workers {
 			id := fmt.Sprintf("%s-%d", app, r)
@@ -240,7 +245,7 @@ func TestElectorsRunWithTheManifestsRights(t *testing.T) {
 				LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond,
 				OnEvent: func(event, _ string) {
 					if event == "started" {
-						leaders[overlay] <- id
+						won <- id
 					}
 				},
 				Log: slog.New(slog.DiscardHandler),
