@@ -156,7 +156,7 @@ func (r *podRunner) deploy(ctx context.Context, ns string, apps []App, alg, lock
 		return len(running) >= want, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("kind backend: %d pods running in %s: %w; %v", len(podNode), ns, err, r.crashed(ns))
+		return nil, fmt.Errorf("kind backend: %d pods running in %s: %w%s", len(podNode), ns, err, r.waiting(ns, these))
 	}
 	return podNode, nil
 }
@@ -356,6 +356,28 @@ func electionOf(pod string) string {
 		return pod
 	}
 	return strings.Join(parts[:len(parts)-2], "-")
+}
+
+// waiting says why the Pods selected in ns are not running (an image not
+// loaded into the nodes shows as ErrImageNeverPull or ErrImagePull).
+func (r *podRunner) waiting(ns, selector string) string {
+	list, err := r.c.CS.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return ""
+	}
+	why := map[string]int{}
+	for _, p := range list.Items {
+		for _, s := range p.Status.ContainerStatuses {
+			if w := s.State.Waiting; w != nil {
+				why[w.Reason+": "+w.Message]++
+			}
+		}
+	}
+	out := ""
+	for w, n := range why {
+		out += fmt.Sprintf("; %d waiting (%s)", n, w)
+	}
+	return out
 }
 
 // crashed names the electors of ns that restarted or exited without
