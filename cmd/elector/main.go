@@ -18,11 +18,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ringside/ringside/bld"
 	"github.com/ringside/ringside/internal/envflag"
+	"github.com/ringside/ringside/internal/kubeconfig"
 	"github.com/ringside/ringside/internal/serve"
 )
 
@@ -31,7 +30,7 @@ func main() { serve.Main("elector", run) }
 func run(ctx context.Context, args []string) error {
 	fs := envflag.New(flag.NewFlagSet("elector", flag.ContinueOnError))
 	var cfg bld.CandidateConfig
-	var httpAddr, advertise, kubeconfig, level string
+	var httpAddr, advertise, kubeconfigPath, level string
 	var events bool
 	fs.StringVar(&cfg.Algorithm, "algorithm", "ELECTOR_ALGORITHM", bld.Default, "default, bld, bld-literal, bld-plus or ranked")
 	fs.StringVar(&cfg.Lock, "lock", "ELECTOR_LOCK", bld.LockLease, "lease or endpoints")
@@ -45,7 +44,7 @@ func run(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.RenewDeadline, "renew-deadline", "ELECTOR_RENEW_DEADLINE", 8*time.Second, "a leader that cannot renew for this long steps down")
 	fs.DurationVar(&cfg.RetryPeriod, "retry-period", "ELECTOR_RETRY_PERIOD", 2*time.Second, "interval between acquisition attempts and renewals")
 	fs.DurationVar(&cfg.RankInterval, "rank-interval", "ELECTOR_RANK_INTERVAL", time.Second, "ranked: how often the leader re-measures follower RTTs")
-	fs.StringVar(&kubeconfig, "kubeconfig", "KUBECONFIG", "", "kubeconfig (default: in-cluster)")
+	fs.StringVar(&kubeconfigPath, "kubeconfig", "KUBECONFIG", "", "kubeconfig (default: in-cluster)")
 	fs.BoolVar(&events, "events", "ELECTOR_EVENTS", false, "print leadership events as JSON lines on stdout (for experiments)")
 	fs.StringVar(&level, "log-level", "ELECTOR_LOG", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -58,14 +57,9 @@ func run(ctx context.Context, args []string) error {
 	log = log.With("id", cfg.Identity, "election", cfg.Election)
 	cfg.Log = log
 
-	var rc *rest.Config
-	if kubeconfig != "" {
-		rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-	} else {
-		rc, err = rest.InClusterConfig()
-	}
+	rc, err := kubeconfig.Load(kubeconfigPath)
 	if err != nil {
-		return fmt.Errorf("kubernetes client config: %w", err)
+		return err
 	}
 	// Protobuf, as the control-plane components use: cheaper to encode
 	// and decode than JSON on both ends, and every object the electors

@@ -23,9 +23,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ringside/ringside/internal/envflag"
+	"github.com/ringside/ringside/internal/kubeconfig"
 	"github.com/ringside/ringside/internal/serve"
 	"github.com/ringside/ringside/k8s/podnet"
 )
@@ -107,16 +107,10 @@ func run(ctx context.Context, args []string) error {
 	}
 }
 
-func clientConfig(kubeconfig, endpoint string) (*rest.Config, error) {
-	var rc *rest.Config
-	var err error
-	if kubeconfig != "" {
-		rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-	} else {
-		rc, err = rest.InClusterConfig()
-	}
+func clientConfig(path, endpoint string) (*rest.Config, error) {
+	rc, err := kubeconfig.Load(path)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client config: %w", err)
+		return nil, err
 	}
 	if endpoint != "" {
 		rc.Host = "https://" + endpoint
