@@ -27,6 +27,9 @@ type Spec struct {
 	// Quick and Paper are the default repetitions of each profile; Paper
 	// 0 means the same as Quick.
 	Quick, Paper int
+	// Row is a value of the experiment's row type (rows.go): its
+	// csv-tagged fields are the CSV's header, units in the names.
+	Row any
 }
 
 // Reps is the default number of repetitions for a profile.
@@ -43,8 +46,6 @@ type Experiment interface {
 	// Flags defines the experiment's parameters on fs, with their
 	// defaults; every one is recorded in meta.json.
 	Flags(fs *flag.FlagSet)
-	// Columns is the CSV header, units in the names.
-	Columns() []string
 	// Run emits one row per observation through env.
 	Run(ctx context.Context, env *Env) error
 	// Report summarises the experiment's CSV as a markdown section.
@@ -77,21 +78,21 @@ type Env struct {
 	extra    map[string]*atomicCSV
 }
 
-// Emit writes one observation. Values must match Columns() in order.
-func (e *Env) Emit(row Row) error { return e.main.Write(row) }
+// Emit writes one observation, a value of the Spec's row type.
+func (e *Env) Emit(row any) error { return e.main.Write(row) }
 
 // CSV opens a second tidy CSV, OUT/NAME-suffix.csv, for observations of
 // another shape (samples over time, events). Like the main CSV it is
 // written under a temporary name and installed only when the run succeeds.
 // One suffix opens one file; asking again returns the same sink.
-func (e *Env) CSV(suffix string, header []string) (*Sink, error) {
+func (e *Env) CSV(suffix string, proto any) (*Sink, error) {
 	if e.extra == nil {
 		e.extra = map[string]*atomicCSV{}
 	}
 	if f := e.extra[suffix]; f != nil {
 		return f.Sink, nil
 	}
-	f, err := createCSV(e.Dir, e.name+"-"+suffix, header)
+	f, err := createCSV(e.Dir, e.name+"-"+suffix, proto)
 	if err != nil {
 		return nil, err
 	}

@@ -5,9 +5,14 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
+	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,33 +29,44 @@ type fake struct {
 	extra    bool // also write a second CSV, fake-events.csv
 }
 
-func (*fake) Spec() Spec {
-	return Spec{Name: "fake", Summary: "a fake", Backends: []string{"sim", "local"}, Quick: 3, Paper: 9}
+type fakeRow struct {
+	Task  int           `csv:"task"`
+	Value time.Duration `csv:"value_ms"`
+	Seed  uint64        `csv:"seed"`
+	note  string        // not a column
 }
-func (*fake) Columns() []string        { return []string{"task", "value_ms"} }
+
+type eventRow struct {
+	T     time.Duration `csv:"t_ms"`
+	Event string        `csv:"event"`
+}
+
+func (*fake) Spec() Spec {
+	return Spec{Name: "fake", Summary: "a fake", Backends: []string{"sim", "local"}, Quick: 3, Paper: 9, Row: fakeRow{}}
+}
 func (f *fake) Flags(fs *flag.FlagSet) { fs.IntVar(&f.k, "k", 2, "multiplier") }
 func (f *fake) Run(ctx context.Context, env *Env) error {
 	if f.fallback != "" {
 		env.Backend = f.fallback
 	}
 	if f.extra {
-		ev, err := env.CSV("events", []string{"t_ms", "event"})
+		ev, err := env.CSV("events", eventRow{})
 		if err != nil {
 			return err
 		}
-		if err := ev.Write(Row{time.Second, "start"}); err != nil {
+		if err := ev.Write(eventRow{time.Second, "start"}); err != nil {
 			return err
 		}
-		if err := ev.Write(Row{1}); err == nil {
-			return errors.New("a short row must be refused")
+		if err := ev.Write(fakeRow{}); err == nil {
+			return errors.New("a row of another type must be refused")
 		}
 	}
-	return ForEach(ctx, env, f.tasks*env.Reps, func(i int) ([]Row, error) {
+	return RunGrid(ctx, env, Grid{Cells: f.tasks, Parallel: AllCPUs}, func(_ context.Context, t Task) ([]fakeRow, error) {
+		i := t.Cell*env.Reps + t.Rep
 		if f.fail != nil && i == 5 {
 			return nil, f.fail
 		}
-		time.Sleep(time.Duration((i*7)%3) * time.Millisecond) // finish out of order
-		return []Row{{i, time.Duration(i*f.k) * time.Millisecond}}, nil
+		return []fakeRow{{Task: i, Value: time.Duration(i*f.k) * time.Millisecond, Seed: t.Seed, note: "x"}}, nil
 	})
 }
 func (*fake) Report(in *ReportInput) (string, error) {
@@ -83,9 +99,9 @@ func TestRunWritesOrderedCSVAndMeta(t *testing.T) {
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	require.Len(t, lines, 37)
-	assert.Equal(t, "task,value_ms", lines[0])
-	assert.Equal(t, "0,0", lines[1])
-	assert.Equal(t, "35,105", lines[36], "rows in task order, durations in ms")
+	assert.Equal(t, "task,value_ms,seed", lines[0])
+	assert.Equal(t, fmt.Sprintf("0,0,%d", SubSeed(9, 0)), lines[1])
+	assert.Equal(t, fmt.Sprintf("35,105,%d", SubSeed(9, 35)), lines[36], "rows in task order, durations in ms, each with its task's seed")
 	assert.FileExists(t, filepath.Join(dir, "fake.meta.json"))
 
 	reg := &Registry{}
@@ -107,7 +123,7 @@ func TestFailedRunKeepsLastGoodCSV(t *testing.T) {
 
 	bad := &fake{tasks: 4, fail: errors.New("boom")}
 	_, err = Run(context.Background(), bad, NewFlagSet(bad), RunOptions{Out: dir})
-	require.ErrorContains(t, err, "task 5: boom")
+	require.ErrorContains(t, err, "cell 1 rep 2: boom")
 	after, _ := os.ReadFile(filepath.Join(dir, "fake.csv"))
 	assert.Equal(t, before, after)
 	leftovers, _ := filepath.Glob(filepath.Join(dir, ".fake.csv.*"))
@@ -200,14 +216,91 @@ func TestCancelledRunFails(t *testing.T) {
 	assert.ErrorContains(t, err, "interrupted")
 }
 
-func TestSinkChecksWidth(t *testing.T) {
+func TestSinkWritesItsRowTypeOnly(t *testing.T) {
+	type ab struct {
+		A int     `csv:"a"`
+		B float64 `csv:"b"`
+	}
 	var b bytes.Buffer
-	s, err := NewSink(&b, []string{"a", "b"})
+	s, err := NewSink(&b, ab{})
 	require.NoError(t, err)
-	require.NoError(t, s.Write(Row{1, 0.5}))
-	assert.ErrorContains(t, s.Write(Row{1}), "row 2 has 1 values, header has 2")
+	require.NoError(t, s.Write(ab{1, 0.5}))
+	require.NoError(t, s.Write(&ab{2, 1}))
+	assert.ErrorContains(t, s.Write(eventRow{}), "csv row 3: got a row of type experiments.eventRow, but the file's header is a,b")
+	assert.ErrorContains(t, s.Write(nil), "csv row 3: no row (nil)")
 	require.NoError(t, s.Flush())
-	assert.Equal(t, "a,b\n1,0.5\n", b.String())
+	assert.Equal(t, "a,b\n1,0.5\n2,1\n", b.String())
+}
+
+func TestRowTypesAreChecked(t *testing.T) {
+	for name, row := range map[string]any{
+		"not a struct": 3,
+		"no columns":   struct{ A int }{},
+		"duration without unit": struct {
+			D time.Duration `csv:"took"`
+		}{},
+		"column twice": struct {
+			A int `csv:"a"`
+			B int `csv:"a"`
+		}{},
+		"comma in name": struct {
+			A int `csv:"a,b"`
+		}{},
+	} {
+		_, err := NewSink(io.Discard, row)
+		assert.Error(t, err, name)
+	}
+	type shared struct {
+		X int `csv:"x"`
+	}
+	type withShared struct {
+		A int `csv:"a"`
+		shared
+		B int `csv:"b"`
+	}
+	assert.Equal(t, []string{"a", "x", "b"}, Header(withShared{}), "an embedded struct lends its columns in place")
+}
+
+func TestTableNamesAMissingColumn(t *testing.T) {
+	tb, err := ReadTable(strings.NewReader("a,b\n1,2\n"))
+	require.NoError(t, err)
+	require.NoError(t, tb.Err())
+	assert.Equal(t, 2.0, tb.Float(0, "b"))
+	assert.True(t, math.IsNaN(tb.Float(0, "bb")))
+	assert.ErrorContains(t, tb.Err(), `csv has no column "bb" (columns: a, b)`)
+}
+
+func TestGridSeedsAndCosts(t *testing.T) {
+	g := Grid{Cells: 6, SameSeed: 3}
+	assert.Equal(t, g.Seed(7, 4, 0, 2), g.Seed(7, 4, 2, 2), "cells of one group share seeds")
+	assert.Equal(t, SubSeed(7, 1*4+2), g.Seed(7, 4, 3, 2))
+	assert.Equal(t, SubSeed(7, 5*4+1), Grid{Cells: 6}.Seed(7, 4, 5, 1))
+
+	// The most tasks that ran at once under a budget of 4 units, each task
+	// yielding while it runs so that tasks allowed to overlap do.
+	most := func(cost int) int32 {
+		main, err := createCSV(t.TempDir(), "x", fakeRow{})
+		require.NoError(t, err)
+		defer main.close(false)
+		env := &Env{Seed: 1, Reps: 3, Progress: NewProgress(io.Discard, false, "x", 0), main: main}
+		var running, most atomic.Int32
+		err = RunGrid(context.Background(), env, Grid{Cells: 4, Parallel: 4, Cost: func(int) int { return cost }},
+			func(_ context.Context, tk Task) ([]fakeRow, error) {
+				n := running.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				for range 2000 {
+					runtime.Gosched()
+				}
+				running.Add(-1)
+				return []fakeRow{{Task: tk.Cell*3 + tk.Rep}}, nil
+			})
+		require.NoError(t, err)
+		assert.Equal(t, 12, main.Rows())
+		return most.Load()
+	}
+	assert.Equal(t, int32(1), most(3), "tasks of 3 units: never two at once")
+	assert.LessOrEqual(t, most(2), int32(2), "tasks of 2 units: at most two at once")
 }
 
 func TestProgressStyles(t *testing.T) {
@@ -240,6 +333,14 @@ func TestReportErrors(t *testing.T) {
 	assert.ErrorContains(t, err, `csv has no column "value_ms"`)
 	md, _ := os.ReadFile(filepath.Join(dir, "report.md"))
 	assert.Contains(t, string(md), "report failed")
+
+	// A CSV from before the seed column was added still reports: only the
+	// columns a report reads must be there.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "fake.csv"), []byte("task,value_ms\n1,4\n"), 0o644))
+	_, err = WriteReport(dir, reg)
+	require.NoError(t, err)
+	md, _ = os.ReadFile(filepath.Join(dir, "report.md"))
+	assert.Contains(t, string(md), "mean 4")
 }
 
 func TestSummarize(t *testing.T) {

@@ -14,7 +14,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -97,7 +96,7 @@ func Run(ctx context.Context, e Experiment, flags *flag.FlagSet, o RunOptions) (
 		flags.VisitAll(func(f *flag.Flag) { meta.Params[f.Name] = f.Value.String() })
 	}
 
-	main, err := createCSV(o.Out, sp.Name, e.Columns())
+	main, err := createCSV(o.Out, sp.Name, sp.Row)
 	if err != nil {
 		return Meta{}, err
 	}
@@ -169,77 +168,6 @@ func gitCommit() string {
 		rev += "-dirty"
 	}
 	return rev
-}
-
-// ForEach runs tasks 0…n−1 on all cores and emits each task's rows in task
-// order, so the CSV does not depend on scheduling.
-func ForEach(ctx context.Context, env *Env, n int, task func(i int) ([]Row, error)) error {
-	env.Progress.SetTotal(n)
-	workers := min(runtime.GOMAXPROCS(0), max(n, 1))
-	type result struct {
-		i    int
-		rows []Row
-		err  error
-	}
-	next := make(chan int)
-	results := make(chan result, workers)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				rows, err := task(i)
-				results <- result{i, rows, err}
-			}
-		}()
-	}
-	go func() {
-		defer close(next)
-		for i := range n {
-			select {
-			case next <- i:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	go func() { wg.Wait(); close(results) }()
-
-	pending := map[int][]Row{}
-	emitted := 0
-	var firstErr error
-	for r := range results {
-		if firstErr != nil {
-			continue // drain
-		}
-		if r.err != nil {
-			firstErr = fmt.Errorf("task %d: %w", r.i, r.err)
-			cancel()
-			continue
-		}
-		pending[r.i] = r.rows
-		for rows, ok := pending[emitted]; ok; rows, ok = pending[emitted] {
-			delete(pending, emitted)
-			for _, row := range rows {
-				if err := env.Emit(row); err != nil && firstErr == nil {
-					firstErr = err
-					cancel()
-				}
-			}
-			emitted++
-			env.Progress.Add(1)
-		}
-	}
-	if firstErr != nil {
-		return firstErr
-	}
-	if emitted < n {
-		return fmt.Errorf("interrupted after %d of %d tasks: %w", emitted, n, context.Cause(ctx))
-	}
-	return nil
 }
 
 // RunArgs parses args as e's own flags, runs e with o, and returns the CSV

@@ -7,41 +7,47 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
+	"strings"
 	"time"
 )
 
-// Row is one CSV observation. Values are formatted deterministically, so a
-// simulated run with the same seed produces byte-identical files.
-type Row []any
-
-// Sink writes rows as CSV after checking them against the header.
+// Sink writes rows of one row type (see rows.go) as CSV.
 type Sink struct {
 	w      *csv.Writer
-	cols   int
+	layout *rowLayout
 	rows   int
 	record []string
 }
 
-// NewSink writes header to w and returns a sink for rows of that width.
-func NewSink(w io.Writer, header []string) (*Sink, error) {
-	s := &Sink{w: csv.NewWriter(w), cols: len(header), record: make([]string, len(header))}
-	if err := s.w.Write(header); err != nil {
+// NewSink writes the header of proto's row type to w and returns a sink for
+// rows of that type.
+func NewSink(w io.Writer, proto any) (*Sink, error) {
+	l, err := layoutOf(reflect.TypeOf(proto))
+	if err != nil {
+		return nil, err
+	}
+	s := &Sink{w: csv.NewWriter(w), layout: l}
+	if err := s.w.Write(l.header); err != nil {
 		return nil, fmt.Errorf("write csv header: %w", err)
 	}
 	return s, nil
 }
 
-// Write appends one row.
-func (s *Sink) Write(row Row) error {
-	if len(row) != s.cols {
-		return fmt.Errorf("csv row %d has %d values, header has %d", s.rows+1, len(row), s.cols)
+// Write appends one row; it must be of the sink's row type (or a pointer
+// to one), so its values line up with the header by construction.
+func (s *Sink) Write(row any) error {
+	rec, l, err := rowValues(row, s.record)
+	if err != nil {
+		return fmt.Errorf("csv row %d: %w", s.rows+1, err)
 	}
-	for i, v := range row {
-		s.record[i] = Format(v)
+	if l != s.layout {
+		return fmt.Errorf("csv row %d: got a row of type %T, but the file's header is %s", s.rows+1, row, strings.Join(s.layout.header, ","))
 	}
+	s.record = rec
 	s.rows++
-	return s.w.Write(s.record)
+	return s.w.Write(rec)
 }
 
 // Rows is the number of rows written.
@@ -89,12 +95,12 @@ type atomicCSV struct {
 	path string
 }
 
-func createCSV(dir, name string, header []string) (*atomicCSV, error) {
+func createCSV(dir, name string, proto any) (*atomicCSV, error) {
 	tmp, err := os.CreateTemp(dir, "."+name+".csv.*")
 	if err != nil {
 		return nil, fmt.Errorf("create %s.csv: %w", name, err)
 	}
-	s, err := NewSink(tmp, header)
+	s, err := NewSink(tmp, proto)
 	if err != nil {
 		tmp.Close()
 		os.Remove(tmp.Name())

@@ -18,6 +18,9 @@ type Table struct {
 	Header []string
 	Rows   [][]string
 	col    map[string]int
+	// missing is the first column asked for that the CSV does not have:
+	// a misspelt name in a report is an error (Err), never empty values.
+	missing string
 }
 
 // ReadTable parses a CSV with a header line.
@@ -39,13 +42,25 @@ func ReadTable(r io.Reader) (*Table, error) {
 // Has reports whether the table has column name.
 func (t *Table) Has(name string) bool { _, ok := t.col[name]; return ok }
 
-// Str returns column name of row i.
+// Str returns column name of row i; a column the table does not have
+// reads as "" and makes Err fail.
 func (t *Table) Str(i int, name string) string {
 	c, ok := t.col[name]
 	if !ok {
+		if t.missing == "" {
+			t.missing = name
+		}
 		return ""
 	}
 	return t.Rows[i][c]
+}
+
+// Err names the first column read that the table does not have.
+func (t *Table) Err() error {
+	if t.missing != "" {
+		return fmt.Errorf("csv has no column %q (columns: %s)", t.missing, strings.Join(t.Header, ", "))
+	}
+	return nil
 }
 
 // Float returns column name of row i as a number (NaN when not one).

@@ -24,7 +24,7 @@ type Distribution struct {
 }
 
 func (*Distribution) Spec() experiments.Spec {
-	return experiments.Spec{Name: "kube-distribution", Backends: backends, Quick: 5, Paper: 100,
+	return experiments.Spec{Name: "kube-distribution", Backends: backends, Quick: 5, Paper: 100, Row: distributionRow{},
 		Summary: "leaders per node for default, BLD, literal BLD and BLD-plus with 3/5/7 applications × 5 replicas on 3 workers, and a constrained placement"}
 }
 
@@ -60,9 +60,23 @@ func (d *Distribution) Flags(fs *flag.FlagSet) {
 	d.k.define(fs, true)
 }
 
-func (*Distribution) Columns() []string {
-	return []string{"backend", "algorithm", "scenario", "apps", "rep", "node", "leaders", "apps_elected", "overlaps"}
+// distributionRow is the leaders one worker node holds at the end of one
+// election set.
+type distributionRow struct {
+	Backend     string `csv:"backend"`
+	Algorithm   string `csv:"algorithm"`
+	Scenario    string `csv:"scenario"`
+	Apps        int    `csv:"apps"`
+	Rep         int    `csv:"rep"`
+	Node        string `csv:"node"`
+	Leaders     int    `csv:"leaders"`
+	AppsElected int    `csv:"apps_elected"`
+	Overlaps    int    `csv:"overlaps"`
+	Seed        uint64 `csv:"seed"`
 }
+
+// constrainedApps is the number of applications of the constrained scenario.
+const constrainedApps = 6
 
 func (d *Distribution) Run(ctx context.Context, env *experiments.Env) error {
 	if d.replicas < 1 {
@@ -73,47 +87,37 @@ func (d *Distribution) Run(ctx context.Context, env *experiments.Env) error {
 		return err
 	}
 	defer c.Close()
-	env.Progress.SetTotal(len(d.algs.Vals) * (len(d.apps) + 1) * env.Reps)
-	emit := func(alg, scenario string, apps int, results []spreadResult) error {
-		for rep, r := range results {
-			for _, node := range c.Workers {
-				if err := env.Emit(experiments.Row{env.Backend, alg, scenario, apps, rep, node, r.perNode[node], r.elected, r.overlaps}); err != nil {
-					return err
-				}
-			}
-			env.Progress.Add(1)
+	// Per algorithm: the spread scenario at every application count, then
+	// the constrained one.
+	perAlg := len(d.apps) + 1
+	cellOf := func(cell int) (alg, scenario string, apps int) {
+		alg, i := d.algs.Vals[cell/perAlg], cell%perAlg
+		if i == len(d.apps) {
+			return alg, "constrained", constrainedApps
 		}
-		return nil
+		return alg, "spread", d.apps[i]
 	}
-	for _, alg := range d.algs.Vals {
-		for _, n := range d.apps {
-			results := make([]spreadResult, env.Reps)
-			err := parallelReps(ctx, env.Reps, d.k.parallel/(n*d.replicas), func(rep int) error {
-				r, err := spread(ctx, c, alg, d.k.lock, n, d.replicas, d.timing, d.settle)
-				results[rep] = r
-				return err
-			})
-			if err != nil {
-				return fmt.Errorf("%s, %d apps: %w", alg, n, err)
-			}
-			if err := emit(alg, "spread", n, results); err != nil {
-				return err
-			}
+	grid := experiments.Grid{Cells: len(d.algs.Vals) * perAlg, Parallel: d.k.parallel,
+		Cost: func(cell int) int { _, _, apps := cellOf(cell); return apps * d.replicas }}
+	return experiments.RunGrid(ctx, env, grid, func(ctx context.Context, t experiments.Task) ([]distributionRow, error) {
+		alg, scenario, apps := cellOf(t.Cell)
+		var r spreadResult
+		var err error
+		if scenario == "constrained" {
+			r, err = constrained(ctx, c, alg, d.k.lock, d.replicas, d.timing, d.settle/2)
+		} else {
+			r, err = spread(ctx, c, alg, d.k.lock, apps, d.replicas, d.timing, d.settle)
 		}
-		results := make([]spreadResult, env.Reps)
-		err := parallelReps(ctx, env.Reps, d.k.parallel/(6*d.replicas), func(rep int) error {
-			r, err := constrained(ctx, c, alg, d.k.lock, d.replicas, d.timing, d.settle/2)
-			results[rep] = r
-			return err
-		})
 		if err != nil {
-			return fmt.Errorf("%s, constrained: %w", alg, err)
+			return nil, fmt.Errorf("%s, %s, %d apps: %w", alg, scenario, apps, err)
 		}
-		if err := emit(alg, "constrained", 6, results); err != nil {
-			return err
+		var rows []distributionRow
+		for _, node := range c.Workers {
+			rows = append(rows, distributionRow{Backend: env.Backend, Algorithm: alg, Scenario: scenario, Apps: apps, Rep: t.Rep,
+				Node: node, Leaders: r.perNode[node], AppsElected: r.elected, Overlaps: r.overlaps, Seed: t.Seed})
 		}
-	}
-	return nil
+		return rows, nil
+	})
 }
 
 // paperDist is the BLD paper's Figure 10 (mean leaders on the highest,
@@ -194,13 +198,13 @@ func (d *Distribution) Report(in *experiments.ReportInput) (string, error) {
 			groups = append(groups, apps+" apps")
 		}
 	}
-	path, link := in.PlotPath("imbalance")
-	if err := experiments.Bars(path, experiments.Axes{Title: "leader imbalance: highest − lowest node (mean ± std)", Y: "leaders"}, groups, bars.List); err != nil {
+	fig, err := in.Figure("imbalance", "imbalance", experiments.Bar(experiments.Axes{Title: "leader imbalance: highest − lowest node (mean ± std)", Y: "leaders"}, groups, bars.List))
+	if err != nil {
 		return "", err
 	}
 	out := experiments.MarkdownTable([]string{"algorithm", "apps", "reps", "highest", "medium", "lowest",
 		"std", "min", "max", "paper (Fig. 10 h/m/l; Table 1)", "max − min (worst rep)", "all elected", "overlaps"}, rows)
-	out += fmt.Sprintf("\n![imbalance](%s)\n\n", link)
+	out += "\n" + fig + "\n\n"
 	var verdicts []string
 	for _, alg := range []string{bld.BLD, bld.BLDPlus} {
 		if w, ok := worst[alg]; ok {

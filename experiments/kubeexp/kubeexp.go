@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/ringside/ringside/experiments"
@@ -41,33 +40,6 @@ func (k *kubeFlags) define(fs *flag.FlagSet, parallel bool) {
 	}
 }
 
-// parallelReps runs reps concurrently, at most limit at a time, and
-// returns the first error.
-func parallelReps(ctx context.Context, reps, limit int, f func(rep int) error) error {
-	sem := make(chan struct{}, max(limit, 1))
-	var wg sync.WaitGroup
-	var once sync.Once
-	var first error
-	for rep := range reps {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			wg.Wait()
-			return ctx.Err()
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if err := f(rep); err != nil {
-				once.Do(func() { first = fmt.Errorf("rep %d: %w", rep, err) })
-			}
-		}()
-	}
-	wg.Wait()
-	return first
-}
-
 // waitLeaders waits until every app in ns has a leader, or limit passes;
 // it returns the leaders found, or an error when an elector of ns
 // crashed, which would leave its application short of a candidate.
@@ -89,8 +61,6 @@ func waitLeaders(ctx context.Context, c *kube.Cluster, ns string, apps []string,
 		time.Sleep(20 * time.Millisecond)
 	}
 }
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func start(ctx context.Context, env *experiments.Env, k *kubeFlags) (*kube.Cluster, error) {
 	c, err := kube.Start(ctx, k.kubeconfig, env.Backend)

@@ -21,7 +21,7 @@ type Latency struct {
 }
 
 func (*Latency) Spec() experiments.Spec {
-	return experiments.Spec{Name: "kube-election-latency", Backends: backends, Quick: 5, Paper: 100,
+	return experiments.Spec{Name: "kube-election-latency", Backends: backends, Quick: 5, Paper: 100, Row: latencyRow{},
 		Summary: "election latency (candidates started → OnStartedLeading) per algorithm and application count, beside the BLD paper's Table 2"}
 }
 
@@ -30,8 +30,18 @@ func (l *Latency) Flags(fs *flag.FlagSet) {
 	l.k.define(fs, false)
 }
 
-func (*Latency) Columns() []string {
-	return []string{"backend", "algorithm", "apps", "rep", "app", "latency_ms", "campaign_latency_ms", "overlaps", "elected"}
+// latencyRow is one application's election.
+type latencyRow struct {
+	Backend   string  `csv:"backend"`
+	Algorithm string  `csv:"algorithm"`
+	Apps      int     `csv:"apps"`
+	Rep       int     `csv:"rep"`
+	App       string  `csv:"app"`
+	Latency   float64 `csv:"latency_ms"`
+	Campaign  float64 `csv:"campaign_latency_ms"`
+	Overlaps  int     `csv:"overlaps"`
+	Elected   bool    `csv:"elected"`
+	Seed      uint64  `csv:"seed"`
 }
 
 func (l *Latency) Run(ctx context.Context, env *experiments.Env) error {
@@ -40,36 +50,33 @@ func (l *Latency) Run(ctx context.Context, env *experiments.Env) error {
 		return err
 	}
 	defer c.Close()
-	env.Progress.SetTotal(len(l.algs.Vals) * len(l.apps) * env.Reps)
 	// One election set at a time, the algorithms side by side within each
 	// repetition and in a rotated order, so that neither the machine's
 	// drift (etcd and the API server's caches grow with every namespace)
 	// nor a neighbour's CPU load favours one algorithm.
 	algs := l.algs.Vals
-	for rep := range env.Reps {
-		for _, n := range l.apps {
-			for i := range algs {
-				alg := algs[(rep+i)%len(algs)]
-				r, err := spread(ctx, c, alg, l.k.lock, n, l.replicas, l.timing, l.settle)
-				if err != nil {
-					return fmt.Errorf("%s, %d apps, rep %d: %w", alg, n, rep, err)
+	return experiments.RunGrid(ctx, env, experiments.Grid{Cells: len(l.apps)}, func(ctx context.Context, t experiments.Task) ([]latencyRow, error) {
+		n := l.apps[t.Cell]
+		var rows []latencyRow
+		for i := range algs {
+			alg := algs[(t.Rep+i)%len(algs)]
+			r, err := spread(ctx, c, alg, l.k.lock, n, l.replicas, l.timing, l.settle)
+			if err != nil {
+				return nil, fmt.Errorf("%s, %d apps: %w", alg, n, err)
+			}
+			// An application that never elected is a row too, with no
+			// latency: dropping it would flatter the algorithm.
+			for _, a := range r.apps {
+				row := latencyRow{Backend: env.Backend, Algorithm: alg, Apps: n, Rep: t.Rep, App: a,
+					Latency: math.NaN(), Campaign: math.NaN(), Overlaps: r.overlaps, Seed: t.Seed}
+				if d, ok := r.launch[a]; ok {
+					row.Latency, row.Campaign, row.Elected = experiments.Ms(d), experiments.Ms(r.campaign[a]), true
 				}
-				// An application that never elected is a row too, with no
-				// latency: dropping it would flatter the algorithm.
-				for _, a := range r.apps {
-					launch, campaign, elected := math.NaN(), math.NaN(), false
-					if d, ok := r.launch[a]; ok {
-						launch, campaign, elected = ms(d), ms(r.campaign[a]), true
-					}
-					if err := env.Emit(experiments.Row{env.Backend, alg, n, rep, a, launch, campaign, r.overlaps, elected}); err != nil {
-						return err
-					}
-				}
-				env.Progress.Add(1)
+				rows = append(rows, row)
 			}
 		}
-	}
-	return nil
+		return rows, nil
+	})
 }
 
 // paperLatency is the BLD paper's Table 2 (mean, std, min, max in ms).
@@ -111,13 +118,13 @@ func (l *Latency) Report(in *experiments.ReportInput) (string, error) {
 			s.X, s.Y = append(s.X, float64(n)), append(s.Y, p[n][0])
 		}
 	}
-	path, link := in.PlotPath("latency")
-	if err := experiments.LinePlot(path, experiments.Axes{Title: "leader election latency", X: "applications", Y: "ms (mean ± std)"}, lines.List); err != nil {
+	fig, err := in.Figure("latency", "latency", experiments.Line(experiments.Axes{Title: "leader election latency", X: "applications", Y: "ms (mean ± std)"}, lines.List))
+	if err != nil {
 		return "", err
 	}
 	out := experiments.MarkdownTable([]string{"algorithm", "apps", "elections", "never elected", "mean ms", "std", "min", "max",
 		"from campaign start: mean ms", "p99", "paper Table 2 mean (std, min–max)", "overlaps"}, rows)
-	out += fmt.Sprintf("\n![latency](%s)\n\n", link)
+	out += "\n" + fig + "\n\n"
 	overall := map[string][2]float64{} // algorithm → mean latency, mean from campaign
 	for _, g := range t.GroupBy("algorithm") {
 		overall[g.Key[0]] = [2]float64{experiments.Summarize(t.Floats(g.Rows, "latency_ms")).Mean,

@@ -33,7 +33,7 @@ var profiles = map[string]kube.Timing{
 }
 
 func (*Reelection) Spec() experiments.Spec {
-	return experiments.Spec{Name: "kube-reelection", Backends: backends, Quick: 10,
+	return experiments.Spec{Name: "kube-reelection", Backends: backends, Quick: 10, Row: reelectionRow{},
 		Summary: "re-election time after the leader is SIGKILLed or SIGTERMed, default vs ranked succession, 10 s and short leases (seed 003)"}
 }
 
@@ -48,8 +48,18 @@ func (r *Reelection) Flags(fs *flag.FlagSet) {
 	r.k.define(fs, true)
 }
 
-func (*Reelection) Columns() []string {
-	return []string{"backend", "algorithm", "kill", "lease_s", "rep", "old_leader", "new_leader", "reelection_ms", "overlaps"}
+// reelectionRow is one leader loss and its successor.
+type reelectionRow struct {
+	Backend    string        `csv:"backend"`
+	Algorithm  string        `csv:"algorithm"`
+	Kill       string        `csv:"kill"`
+	LeaseS     int           `csv:"lease_s"`
+	Rep        int           `csv:"rep"`
+	OldLeader  string        `csv:"old_leader"`
+	NewLeader  string        `csv:"new_leader"`
+	Reelection time.Duration `csv:"reelection_ms"`
+	Overlaps   int           `csv:"overlaps"`
+	Seed       uint64        `csv:"seed"`
 }
 
 type reelected struct {
@@ -105,30 +115,18 @@ func (r *Reelection) Run(ctx context.Context, env *experiments.Env) error {
 		return err
 	}
 	defer c.Close()
-	env.Progress.SetTotal(len(r.algs.Vals) * len(r.kills.Vals) * len(r.profiles.Vals) * env.Reps)
-	for _, p := range r.profiles.Vals {
+	cells := experiments.Cells(len(r.profiles.Vals), len(r.algs.Vals), len(r.kills.Vals))
+	grid := experiments.Grid{Cells: len(cells), Parallel: r.k.parallel, Cost: func(int) int { return r.replicas }}
+	return experiments.RunGrid(ctx, env, grid, func(ctx context.Context, tk experiments.Task) ([]reelectionRow, error) {
+		p, alg, kill := r.profiles.Vals[cells[tk.Cell][0]], r.algs.Vals[cells[tk.Cell][1]], r.kills.Vals[cells[tk.Cell][2]]
 		t := profiles[p]
-		for _, alg := range r.algs.Vals {
-			for _, kill := range r.kills.Vals {
-				results := make([]reelected, env.Reps)
-				err := parallelReps(ctx, env.Reps, r.k.parallel/r.replicas, func(rep int) error {
-					res, err := r.once(ctx, c, alg, kill, t)
-					results[rep] = res
-					return err
-				})
-				if err != nil {
-					return fmt.Errorf("%s %s %s: %w", alg, kill, p, err)
-				}
-				for rep, res := range results {
-					if err := env.Emit(experiments.Row{env.Backend, alg, kill, int(t.Lease / time.Second), rep, res.old, res.new, res.took, res.overlaps}); err != nil {
-						return err
-					}
-					env.Progress.Add(1)
-				}
-			}
+		res, err := r.once(ctx, c, alg, kill, t)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s %s: %w", alg, kill, p, err)
 		}
-	}
-	return nil
+		return []reelectionRow{{Backend: env.Backend, Algorithm: alg, Kill: kill, LeaseS: int(t.Lease / time.Second), Rep: tk.Rep,
+			OldLeader: res.old, NewLeader: res.new, Reelection: res.took, Overlaps: res.overlaps, Seed: tk.Seed}}, nil
+	})
 }
 
 func (r *Reelection) Report(in *experiments.ReportInput) (string, error) {
@@ -167,13 +165,13 @@ func (r *Reelection) Report(in *experiments.ReportInput) (string, error) {
 		b.Point(0, y/1000, lo/1000, hi/1000)
 		b.Ref = append(b.Ref, refS)
 	}
-	path, link := in.PlotPath("reelection")
-	if err := experiments.Bars(path, experiments.Axes{Title: "re-election time (p50, p10–p90)", Y: "seconds"}, groups, bars.List); err != nil {
+	fig, err := in.Figure("reelection", "re-election", experiments.Bar(experiments.Axes{Title: "re-election time (p50, p10–p90)", Y: "seconds"}, groups, bars.List))
+	if err != nil {
 		return "", err
 	}
 	out := experiments.MarkdownTable([]string{"lease", "leader lost by", "algorithm", "reps", "p50 ms", "mean ms", "p99 ms", "max ms",
 		"seed 003 (mean)", "target", "overlaps"}, rows)
-	out += fmt.Sprintf("\n![re-election](%s)\n\n", link)
+	out += "\n" + fig + "\n\n"
 	out += "Seed 003 measured 10.10 s (default) and 10.04 s (ranked) with a 10 s lease: its followers still waited out the lease. " +
 		"Here a SIGTERMed default leader releases the lease (client-go's ReleaseOnCancel) and the others take it at their next retry; " +
 		"a SIGTERMed ranked leader writes the best-ranked live follower into the lease and kicks it, so nobody waits. " +

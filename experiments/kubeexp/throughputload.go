@@ -55,12 +55,29 @@ type tpResult struct {
 	firstErr         error
 }
 
-func (r tpResult) row() []any {
-	s := experiments.Summarize(r.lat)
-	return []any{r.requests, r.errors, r.dur.Seconds(), float64(r.requests-r.errors) / r.dur.Seconds(), s.P50, s.P99}
+// cpuSample is one node's CPU over one sampling period.
+type cpuSample struct {
+	t    time.Duration
+	node string
+	pct  float64
 }
 
-var tpResultCols = []string{"requests", "errors", "duration_s", "throughput_rps", "p50_ms", "p99_ms"}
+// tpColumns are the columns of a load point, shared by the throughput
+// experiments' rows.
+type tpColumns struct {
+	Requests   int     `csv:"requests"`
+	Errors     int     `csv:"errors"`
+	DurationS  float64 `csv:"duration_s"`
+	Throughput float64 `csv:"throughput_rps"`
+	P50        float64 `csv:"p50_ms"`
+	P99        float64 `csv:"p99_ms"`
+}
+
+func (r tpResult) columns() tpColumns {
+	s := experiments.Summarize(r.lat)
+	return tpColumns{Requests: r.requests, Errors: r.errors, DurationS: r.dur.Seconds(),
+		Throughput: float64(r.requests-r.errors) / r.dur.Seconds(), P50: s.P50, P99: s.P99}
+}
 
 // drive runs clients closed-loop clients for d and measures them.
 func drive(ctx context.Context, clients int, d time.Duration, seed uint64, newClient func() tpClient) tpResult {
@@ -92,7 +109,7 @@ func drive(ctx context.Context, clients int, d time.Duration, seed uint64, newCl
 					mu.Unlock()
 					continue
 				}
-				lat = append(lat, ms(time.Since(s)))
+				lat = append(lat, experiments.Ms(time.Since(s)))
 			}
 			mu.Lock()
 			res.requests += n
@@ -116,7 +133,7 @@ func newHTTPClient() *http.Client {
 type cpuSampler struct {
 	stop chan struct{}
 	done chan struct{}
-	rows [][3]any // t_ms, node, cpu_pct
+	rows []cpuSample
 }
 
 func sampleCPU(nodes map[string]*cgroup.Group, limit float64, every time.Duration) *cpuSampler {
@@ -146,7 +163,7 @@ func sampleCPU(nodes map[string]*cgroup.Group, limit float64, every time.Duratio
 					continue
 				}
 				pct := 100 * (u - prev[n]).Seconds() / now.Sub(last).Seconds() / limit
-				s.rows = append(s.rows, [3]any{ms(now.Sub(t0)), n, pct})
+				s.rows = append(s.rows, cpuSample{now.Sub(t0), n, pct})
 				prev[n] = u
 			}
 			last = now
@@ -155,7 +172,7 @@ func sampleCPU(nodes map[string]*cgroup.Group, limit float64, every time.Duratio
 	return s
 }
 
-func (s *cpuSampler) finish() [][3]any {
+func (s *cpuSampler) finish() []cpuSample {
 	close(s.stop)
 	<-s.done
 	return s.rows

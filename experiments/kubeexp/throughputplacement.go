@@ -39,7 +39,7 @@ const (
 )
 
 func (*ThroughputPlacement) Spec() experiments.Spec {
-	return experiments.Spec{Name: "kube-throughput-placement", Backends: processBackend, Quick: 1, Paper: 3,
+	return experiments.Spec{Name: "kube-throughput-placement", Backends: processBackend, Quick: 1, Paper: 3, Row: placementRow{},
 		Summary: "throughput of five leader-based applications with leaders concentrated on one node, balanced 2:2:1, or placed by the default and BLD elections: reads and writes through a random front, smart writes, CPU per node (seed 000 Fig. 13, Fig. 6)"}
 }
 
@@ -51,11 +51,30 @@ func (t *ThroughputPlacement) Flags(fs *flag.FlagSet) {
 	fs.Var(&t.placements, "placements", "leader placements: concentrated, balanced (forced), default, bld, bld-plus (elected)")
 }
 
-func (*ThroughputPlacement) Columns() []string {
-	return append([]string{"backend", "placement", "leaders", "operation", "clients", "rep"}, append(tpResultCols, "overlaps")...)
+// placementRow is one load point under one leader placement.
+type placementRow struct {
+	Backend   string `csv:"backend"`
+	Placement string `csv:"placement"`
+	Leaders   string `csv:"leaders"`
+	Operation string `csv:"operation"`
+	Clients   int    `csv:"clients"`
+	Rep       int    `csv:"rep"`
+	tpColumns
+	Overlaps int    `csv:"overlaps"`
+	Seed     uint64 `csv:"seed"`
 }
 
-var cpuCols = []string{"placement", "operation", "clients", "rep", "t_ms", "node", "cpu_pct"}
+// cpuRow is a node's CPU during a load point (kube-throughput-placement-cpu.csv).
+type cpuRow struct {
+	Placement string        `csv:"placement"`
+	Operation string        `csv:"operation"`
+	Clients   int           `csv:"clients"`
+	Rep       int           `csv:"rep"`
+	T         time.Duration `csv:"t_ms"`
+	Node      string        `csv:"node"`
+	CPU       float64       `csv:"cpu_pct"`
+	Seed      uint64        `csv:"seed"`
+}
 
 func (t *ThroughputPlacement) Run(ctx context.Context, env *experiments.Env) error {
 	if t.apps < 1 || t.replicas < 1 {
@@ -66,21 +85,20 @@ func (t *ThroughputPlacement) Run(ctx context.Context, env *experiments.Env) err
 		return err
 	}
 	defer c.Close()
-	cpu, err := env.CSV("cpu", cpuCols)
+	cpu, err := env.CSV("cpu", cpuRow{})
 	if err != nil {
 		return err
 	}
 	d := t.f.pointDuration(env.Profile)
 	hc := newHTTPClient()
-	env.Progress.SetTotal(env.Reps * len(t.placements.Vals) * 3 * len(t.f.clients))
-	for rep := range env.Reps {
-		for _, pl := range t.placements.Vals {
-			if err := t.once(ctx, env, c, hc, cpu, pl, rep, d); err != nil {
-				return fmt.Errorf("rep %d, %s: %w", rep, pl, err)
-			}
+	return experiments.RunGrid(ctx, env, experiments.Grid{Cells: len(t.placements.Vals)}, func(ctx context.Context, tk experiments.Task) ([]placementRow, error) {
+		pl := t.placements.Vals[tk.Cell]
+		rows, err := t.once(ctx, env, c, hc, cpu, pl, tk, d)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", pl, err)
 		}
-	}
-	return nil
+		return rows, nil
+	})
 }
 
 // target returns the node each application's leader is forced onto, or
@@ -102,10 +120,10 @@ func (t *ThroughputPlacement) target(pl string, workers []string) []string {
 	return out
 }
 
-func (t *ThroughputPlacement) once(ctx context.Context, env *experiments.Env, c *kube.Cluster, hc *http.Client, cpu *experiments.Sink, pl string, rep int, d time.Duration) error {
+func (t *ThroughputPlacement) once(ctx context.Context, env *experiments.Env, c *kube.Cluster, hc *http.Client, cpu *experiments.Sink, pl string, tk experiments.Task, d time.Duration) ([]placementRow, error) {
 	run, err := newTPRun(ctx, c, "tpplace", t.f.k.lock, t.f.nodeCPUs)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer run.close()
 	forced := t.target(pl, c.Workers)
@@ -133,13 +151,13 @@ func (t *ThroughputPlacement) once(ctx context.Context, env *experiments.Env, c 
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return err
+		return nil, err
 	}
 	perNode := map[string]int{}
 	for _, a := range apps {
 		l, err := a.settled(ctx, hc, 30*time.Second)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		perNode[a.node[l]]++
 	}
@@ -150,30 +168,27 @@ func (t *ThroughputPlacement) once(ctx context.Context, env *experiments.Env, c 
 	leaders := strings.Join(counts, ":")
 	env.Log.Info("placement", "placement", pl, "leaders", leaders)
 
-	seed := experiments.SubSeed(env.Seed, rep)
+	var rows []placementRow
 	for _, op := range []string{"read", "write", "smart-write"} {
 		for _, n := range t.f.clients {
 			sampler := sampleCPU(run.nodes, t.f.nodeCPUs, 250*time.Millisecond)
-			res := drive(ctx, n, d, seed, func() tpClient { return placementClient(op, apps, hc) })
+			res := drive(ctx, n, d, tk.Seed, func() tpClient { return placementClient(op, apps, hc) })
 			for _, s := range sampler.finish() {
-				if err := cpu.Write(experiments.Row{pl, op, n, rep, s[0], s[1], s[2]}); err != nil {
-					return err
+				if err := cpu.Write(cpuRow{Placement: pl, Operation: op, Clients: n, Rep: tk.Rep, T: s.t, Node: s.node, CPU: s.pct, Seed: tk.Seed}); err != nil {
+					return nil, err
 				}
 			}
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return nil, ctx.Err()
 			}
 			if res.firstErr != nil {
 				env.Log.Warn("requests failed", "operation", op, "clients", n, "errors", res.errors, "first", res.firstErr)
 			}
-			row := append(experiments.Row{"kube", pl, leaders, op, n, rep}, res.row()...)
-			if err := env.Emit(append(row, kube.Overlaps(c.Events(run.ns)))); err != nil {
-				return err
-			}
-			env.Progress.Add(1)
+			rows = append(rows, placementRow{Backend: "kube", Placement: pl, Leaders: leaders, Operation: op, Clients: n,
+				Rep: tk.Rep, tpColumns: res.columns(), Overlaps: kube.Overlaps(c.Events(run.ns)), Seed: tk.Seed})
 		}
 	}
-	return nil
+	return rows, nil
 }
 
 // placementClient is one load client: every request goes to a random
@@ -249,11 +264,11 @@ func (t *ThroughputPlacement) Report(in *experiments.ReportInput) (string, error
 	}
 	out := experiments.MarkdownTable([]string{"operation", "placement", "clients", "req/s", "p50 ms", "p99 ms", "seed 000 Fig. 13 (balanced)"}, rows)
 	for _, op := range ops {
-		path, link := in.PlotPath(op)
-		if err := experiments.LinePlot(path, experiments.Axes{Title: op + " by leader placement (Fig. 13)", X: "clients", Y: "requests/s"}, plots[op].List); err != nil {
+		fig, err := in.Figure(op, op, experiments.Line(experiments.Axes{Title: op + " by leader placement (Fig. 13)", X: "clients", Y: "requests/s"}, plots[op].List))
+		if err != nil {
 			return "", err
 		}
-		out += fmt.Sprintf("\n![%s](%s)\n", op, link)
+		out += "\n" + fig + "\n"
 	}
 
 	var pls []string

@@ -25,7 +25,7 @@ type ThroughputRole struct {
 }
 
 func (*ThroughputRole) Spec() experiments.Spec {
-	return experiments.Spec{Name: "kube-throughput-role", Backends: processBackend, Quick: 1, Paper: 3,
+	return experiments.Spec{Name: "kube-throughput-role", Backends: processBackend, Quick: 1, Paper: 3, Row: roleRow{},
 		Summary: "throughput and latency of the leader-based application by replica role: reads and writes at the leader and at a follower, 1–16 clients, on CPU-limited nodes (seed 000 Fig. 12)"}
 }
 
@@ -34,8 +34,18 @@ func (t *ThroughputRole) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&t.replicas, "replicas", 5, "replicas of the application")
 }
 
-func (*ThroughputRole) Columns() []string {
-	return append([]string{"backend", "target", "operation", "clients", "rep", "leader_node", "target_node"}, append(tpResultCols, "overlaps")...)
+// roleRow is one load point against the leader or a follower.
+type roleRow struct {
+	Backend    string `csv:"backend"`
+	Target     string `csv:"target"`
+	Operation  string `csv:"operation"`
+	Clients    int    `csv:"clients"`
+	Rep        int    `csv:"rep"`
+	LeaderNode string `csv:"leader_node"`
+	TargetNode string `csv:"target_node"`
+	tpColumns
+	Overlaps int    `csv:"overlaps"`
+	Seed     uint64 `csv:"seed"`
 }
 
 func (t *ThroughputRole) Run(ctx context.Context, env *experiments.Env) error {
@@ -49,28 +59,24 @@ func (t *ThroughputRole) Run(ctx context.Context, env *experiments.Env) error {
 	defer c.Close()
 	d := t.f.pointDuration(env.Profile)
 	hc := newHTTPClient()
-	env.Progress.SetTotal(env.Reps * 4 * len(t.f.clients))
-	for rep := range env.Reps {
-		if err := t.rep(ctx, env, c, hc, rep, d); err != nil {
-			return fmt.Errorf("rep %d: %w", rep, err)
-		}
-	}
-	return nil
+	return experiments.RunGrid(ctx, env, experiments.Grid{Cells: 1}, func(ctx context.Context, tk experiments.Task) ([]roleRow, error) {
+		return t.rep(ctx, env, c, hc, tk, d)
+	})
 }
 
-func (t *ThroughputRole) rep(ctx context.Context, env *experiments.Env, c *kube.Cluster, hc *http.Client, rep int, d time.Duration) error {
+func (t *ThroughputRole) rep(ctx context.Context, env *experiments.Env, c *kube.Cluster, hc *http.Client, tk experiments.Task, d time.Duration) ([]roleRow, error) {
 	run, err := newTPRun(ctx, c, "tprole", t.f.k.lock, t.f.nodeCPUs)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer run.close()
 	app, err := run.start(ctx, "app", t.replicas, 0, bld.Default, "", t.f.writeWork, t.f.readWork)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	leader, err := app.settled(ctx, hc, 30*time.Second)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// A follower on another node than the leader's, so that forwarding
 	// crosses nodes as it would in the paper's cluster.
@@ -80,30 +86,28 @@ func (t *ThroughputRole) rep(ctx context.Context, env *experiments.Env, c *kube.
 			follower = p
 		}
 	}
-	seed := experiments.SubSeed(env.Seed, rep)
+	var rows []roleRow
 	for _, target := range []string{"leader", "follower"} {
 		pod := map[string]string{"leader": leader, "follower": follower}[target]
 		for _, op := range []string{"read", "write"} {
 			method := map[string]string{"read": http.MethodGet, "write": http.MethodPut}[op]
 			for _, n := range t.f.clients {
-				res := drive(ctx, n, d, seed, func() tpClient {
+				res := drive(ctx, n, d, tk.Seed, func() tpClient {
 					return func(ctx context.Context, rng *rand.Rand) error { return doRequest(ctx, hc, method, app.url[pod], rng) }
 				})
 				if ctx.Err() != nil {
-					return ctx.Err()
+					return nil, ctx.Err()
 				}
 				if res.firstErr != nil {
 					env.Log.Warn("requests failed", "target", target, "operation", op, "clients", n, "errors", res.errors, "first", res.firstErr)
 				}
-				row := append(experiments.Row{"kube", target, op, n, rep, app.node[leader], app.node[pod]}, res.row()...)
-				if err := env.Emit(append(row, kube.Overlaps(c.Events(run.ns)))); err != nil {
-					return err
-				}
-				env.Progress.Add(1)
+				rows = append(rows, roleRow{Backend: "kube", Target: target, Operation: op, Clients: n, Rep: tk.Rep,
+					LeaderNode: app.node[leader], TargetNode: app.node[pod], tpColumns: res.columns(),
+					Overlaps: kube.Overlaps(c.Events(run.ns)), Seed: tk.Seed})
 			}
 		}
 	}
-	return nil
+	return rows, nil
 }
 
 // Seed 000 Fig. 12, write throughput (req/s) at 1 and 16 clients.
@@ -135,12 +139,12 @@ func (t *ThroughputRole) Report(in *experiments.ReportInput) (string, error) {
 		y, lo, hi := rps.MedianSpread()
 		lines.Of(g.Key[0]+" "+g.Key[1]).Point(float64(n), y, lo, hi)
 	}
-	path, link := in.PlotPath("throughput")
-	if err := experiments.LinePlot(path, experiments.Axes{Title: "throughput by role (Fig. 12)", X: "clients", Y: "requests/s"}, lines.List); err != nil {
+	fig, err := in.Figure("throughput", "throughput by role", experiments.Line(experiments.Axes{Title: "throughput by role (Fig. 12)", X: "clients", Y: "requests/s"}, lines.List))
+	if err != nil {
 		return "", err
 	}
 	out := experiments.MarkdownTable([]string{"target", "operation", "clients", "req/s", "p50 ms", "p99 ms", "errors", "seed 000 Fig. 12 req/s"}, rows)
-	out += fmt.Sprintf("\n![throughput by role](%s)\n\n", link)
+	out += "\n" + fig + "\n\n"
 	overlaps := 0
 	for i := range tb.Rows {
 		overlaps = max(overlaps, int(tb.Float(i, "overlaps")))

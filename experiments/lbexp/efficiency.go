@@ -33,7 +33,7 @@ var PaperSets = weightSets{{100, 50, 25, 5}, {100, 95, 90, 85}}
 var paperEta = map[string]float64{"100/50/25/5": 0.9, "100/95/90/85": 0.985}
 
 func (*Efficiency) Spec() experiments.Spec {
-	return experiments.Spec{Name: "lb-efficiency", Backends: []string{"sim"}, Quick: 200, Paper: 1000,
+	return experiments.Spec{Name: "lb-efficiency", Backends: []string{"sim"}, Quick: 200, Paper: 1000, Row: efficiencyRow{},
 		Summary: "η = min(r/w)/max(r/w) of each picker for seed 004's weight sets {100,50,25,5} and {100,95,90,85} at R = 10⁴, over many seeds"}
 }
 
@@ -45,8 +45,16 @@ func (e *Efficiency) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&e.requests, "requests", 10_000, "R, requests per repetition")
 }
 
-func (*Efficiency) Columns() []string {
-	return []string{"picker", "weight_set", "rep", "seed", "worker", "weight", "requests", "expected"}
+// efficiencyRow is one worker's share in one repetition.
+type efficiencyRow struct {
+	Picker    string  `csv:"picker"`
+	WeightSet string  `csv:"weight_set"`
+	Rep       int     `csv:"rep"`
+	Seed      uint64  `csv:"seed"`
+	Worker    int     `csv:"worker"`
+	Weight    float64 `csv:"weight"`
+	Requests  int     `csv:"requests"`
+	Expected  float64 `csv:"expected"`
 }
 
 // Run simulates each repetition on its own seed. Load-aware pickers need
@@ -68,23 +76,24 @@ func (e *Efficiency) Run(ctx context.Context, env *experiments.Env) error {
 			cells = append(cells, cell{p, s})
 		}
 	}
-	return experiments.ForEach(ctx, env, len(cells)*env.Reps, func(t int) ([]experiments.Row, error) {
-		c, rep := cells[t/env.Reps], t%env.Reps
-		seed := experiments.SubSeed(env.Seed, t)
-		counts, err := Simulate(c.picker, c.set, e.requests, seed)
-		if err != nil {
-			return nil, err
-		}
-		sum := 0.0
-		for _, w := range c.set {
-			sum += w
-		}
-		rows := make([]experiments.Row, len(c.set))
-		for i, w := range c.set {
-			rows[i] = experiments.Row{c.picker, setName(c.set), rep, seed, i, w, counts[i], float64(e.requests) * w / sum}
-		}
-		return rows, nil
-	})
+	return experiments.RunGrid(ctx, env, experiments.Grid{Cells: len(cells), Parallel: experiments.AllCPUs},
+		func(_ context.Context, t experiments.Task) ([]efficiencyRow, error) {
+			c := cells[t.Cell]
+			counts, err := Simulate(c.picker, c.set, e.requests, t.Seed)
+			if err != nil {
+				return nil, err
+			}
+			sum := 0.0
+			for _, w := range c.set {
+				sum += w
+			}
+			rows := make([]efficiencyRow, len(c.set))
+			for i, w := range c.set {
+				rows[i] = efficiencyRow{Picker: c.picker, WeightSet: setName(c.set), Rep: t.Rep, Seed: t.Seed, Worker: i,
+					Weight: w, Requests: counts[i], Expected: float64(e.requests) * w / sum}
+			}
+			return rows, nil
+		})
 }
 
 // Simulate sends requests picks through a picker over weights and returns
@@ -156,12 +165,12 @@ func (e *Efficiency) Report(in *experiments.ReportInput) (string, error) {
 		b.Point(0, y, lo, hi)
 		b.Ref = append(b.Ref, ref)
 	}
-	path, link := in.PlotPath("eta")
-	if err := experiments.Bars(path, experiments.Axes{Title: "η by picker (mean ± std over seeds)", Y: "η = min(r/w)/max(r/w)", YMax: 1.05}, groups, series.List); err != nil {
+	fig, err := in.Figure("eta", "η by picker", experiments.Bar(experiments.Axes{Title: "η by picker (mean ± std over seeds)", Y: "η = min(r/w)/max(r/w)", YMax: 1.05}, groups, series.List))
+	if err != nil {
 		return "", err
 	}
 	out := experiments.MarkdownTable([]string{"picker", "weights", "reps", "η mean", "std", "min", "p5", "max", "seed 004"}, rows)
-	out += fmt.Sprintf("\n![η by picker](%s)\n\n", link)
+	out += "\n" + fig + "\n\n"
 	out += "η = 1 means requests followed the weights exactly. Seed 004 reports η = 0.9 and ≈ 0.985 for weighted random " +
 		"from a single simulated run each; the spread over seeds shows how lucky or unlucky one run can be. " +
 		"Round robin ignores weights, so its η is min(w)/max(w). Least-conn and p2c see a fluid model of saturated " +

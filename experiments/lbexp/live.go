@@ -66,7 +66,7 @@ const (
 )
 
 func (*Live) Spec() experiments.Spec {
-	return experiments.Spec{Name: "lb-live", Backends: []string{"docker", "process"}, Quick: 1, Paper: 3,
+	return experiments.Spec{Name: "lb-live", Backends: []string{"docker", "process"}, Quick: 1, Paper: 3, Row: liveRow{},
 		Summary: "agent + balancer + heterogeneous workers under real HTTP load: throughput, latency p50/p99, request share and utilisation over time per picker, beside direct and nginx"}
 }
 
@@ -94,8 +94,20 @@ func (l *Live) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&l.redis, "redis", os.Getenv("RINGSIDE_REDIS"), "Redis address for the agent's state, as seed 004 keeps it (env RINGSIDE_REDIS; default: in memory)")
 }
 
-func (*Live) Columns() []string {
-	return []string{"backend", "target", "workload", "clients", "rep", "client", "seq", "worker", "start_ms", "latency_ms", "status"}
+// liveRow is one request of the load.
+type liveRow struct {
+	Backend  string        `csv:"backend"`
+	Target   string        `csv:"target"`
+	Workload string        `csv:"workload"`
+	Clients  int           `csv:"clients"`
+	Rep      int           `csv:"rep"`
+	Client   int           `csv:"client"`
+	Seq      int           `csv:"seq"`
+	Worker   string        `csv:"worker"`
+	Start    time.Duration `csv:"start_ms"`
+	Latency  time.Duration `csv:"latency_ms"`
+	Status   int           `csv:"status"`
+	Seed     uint64        `csv:"seed"`
 }
 
 // The run's extra CSVs beside lb-live.csv (Env.CSV): the agent's view of
@@ -107,7 +119,32 @@ const (
 	EventsFile  = "lb-live-" + eventsCSV + ".csv"
 )
 
-var sampleCols = []string{"t_ms", "target", "workload", "clients", "worker", "cpu_limit", "cpu_pct", "mem_pct", "score", "avail", "state", "weight", "active"}
+// sampleRow is the agent's view of one worker at one step, labelled with
+// the cell that was running; eventRow one lifecycle event.
+type sampleRow struct {
+	T        time.Duration `csv:"t_ms"`
+	Target   string        `csv:"target"`
+	Workload string        `csv:"workload"`
+	Clients  int           `csv:"clients"`
+	Worker   string        `csv:"worker"`
+	CPULimit float64       `csv:"cpu_limit"`
+	CPU      float64       `csv:"cpu_pct"`
+	Mem      float64       `csv:"mem_pct"`
+	Score    float64       `csv:"score"`
+	Avail    float64       `csv:"avail"`
+	State    string        `csv:"state"`
+	Weight   float64       `csv:"weight"`
+	Active   int64         `csv:"active"`
+	Seed     uint64        `csv:"seed"`
+}
+
+type eventRow struct {
+	T      time.Duration `csv:"t_ms"`
+	Kind   string        `csv:"kind"`
+	Worker string        `csv:"worker"`
+	Detail string        `csv:"detail"`
+	Seed   uint64        `csv:"seed"`
+}
 
 // liveRuntime is what lb-live needs of a runtime beyond the agent's.
 type liveRuntime interface {
@@ -178,32 +215,34 @@ type phase struct {
 	mu               sync.Mutex
 	target, workload string
 	clients          int
+	seed             uint64
 	t0               time.Time
-	samples, events  [][]string
+	samples          []sampleRow
+	events           []eventRow
 	lastEvent        uint64 // Seq of the last event recorded
 }
 
-func (p *phase) set(target, workload string, clients int) {
+func (p *phase) set(target, workload string, clients int, seed uint64) {
 	p.mu.Lock()
-	p.target, p.workload, p.clients = target, workload, clients
+	p.target, p.workload, p.clients, p.seed = target, workload, clients, seed
 	p.mu.Unlock()
 }
 
 func (p *phase) record(v agent.View) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	t := experiments.Format(v.At.Sub(p.t0))
+	t := v.At.Sub(p.t0)
 	for _, w := range v.Workers {
-		p.samples = append(p.samples, []string{t, p.target, p.workload, strconv.Itoa(p.clients), w.Name,
-			experiments.Format(w.CPULimit), experiments.Format(w.CPU), experiments.Format(w.Mem), experiments.Format(w.Score),
-			experiments.Format(w.Avail), w.State, experiments.Format(w.Weight), strconv.FormatInt(w.Active, 10)})
+		p.samples = append(p.samples, sampleRow{T: t, Target: p.target, Workload: p.workload, Clients: p.clients, Worker: w.Name,
+			CPULimit: w.CPULimit, CPU: w.CPU, Mem: w.Mem, Score: w.Score, Avail: w.Avail, State: w.State, Weight: w.Weight,
+			Active: w.Active, Seed: p.seed})
 	}
 	for _, e := range v.Events {
 		// Events of one agent step share a timestamp: their numbers tell them apart.
 		if e.Seq <= p.lastEvent {
 			continue
 		}
-		p.events = append(p.events, []string{experiments.Format(e.At.Sub(p.t0)), e.Kind, e.Worker, e.Detail})
+		p.events = append(p.events, eventRow{T: e.At.Sub(p.t0), Kind: e.Kind, Worker: e.Worker, Detail: e.Detail, Seed: p.seed})
 		p.lastEvent = e.Seq
 	}
 }
@@ -316,48 +355,45 @@ func (l *Live) Run(ctx context.Context, env *experiments.Env) error {
 	for _, t := range proxyTargets {
 		cells = append(cells, cell{t, WorkloadProxy, l.proxyClient, l.proxyCost})
 	}
-	env.Progress.SetTotal(len(cells) * env.Reps)
-	for rep := range env.Reps {
-		for _, c := range cells {
-			ph.set(c.target, c.workload, c.clients)
-			var during func(context.Context) func()
-			if c.workload == WorkloadThrottled {
-				during = l.throttler(rt, a, specs[0].CPULimit, d/2, env.Log)
-			}
-			shots, err := l.cell(ctx, env, a, feed, token, c.target, c.clients, c.cost, d, during)
-			if err != nil {
-				return fmt.Errorf("%s %s clients=%d: %w", c.workload, c.target, c.clients, err)
-			}
-			for _, s := range shots {
-				if err := env.Emit(experiments.Row{backend, c.target, c.workload, c.clients, rep, s.client, s.seq, s.worker,
-					s.start, s.lat, s.status}); err != nil {
-					return err
-				}
-			}
-			env.Progress.Add(1)
+	err = experiments.RunGrid(ctx, env, experiments.Grid{Cells: len(cells)}, func(ctx context.Context, t experiments.Task) ([]liveRow, error) {
+		c := cells[t.Cell]
+		ph.set(c.target, c.workload, c.clients, t.Seed)
+		var during func(context.Context) func()
+		if c.workload == WorkloadThrottled {
+			during = l.throttler(rt, a, specs[0].CPULimit, d/2, env.Log)
 		}
+		shots, err := l.cell(ctx, env, a, feed, token, c.target, c.clients, c.cost, d, during)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s clients=%d: %w", c.workload, c.target, c.clients, err)
+		}
+		rows := make([]liveRow, len(shots))
+		for i, s := range shots {
+			rows[i] = liveRow{Backend: backend, Target: c.target, Workload: c.workload, Clients: c.clients, Rep: t.Rep,
+				Client: s.client, Seq: s.seq, Worker: s.worker, Start: s.start, Latency: s.lat, Status: s.status, Seed: t.Seed}
+		}
+		return rows, nil
+	})
+	if err != nil {
+		return err
 	}
 	stopAgent()
 	<-stepping // the sampler is done with ph
 	ph.record(a.View())
-	if err := emitAll(env, samplesCSV, sampleCols, ph.samples); err != nil {
+	if err := emitAll(env, samplesCSV, ph.samples); err != nil {
 		return err
 	}
-	return emitAll(env, eventsCSV, []string{"t_ms", "kind", "worker", "detail"}, ph.events)
+	return emitAll(env, eventsCSV, ph.events)
 }
 
 // emitAll writes rows to the run's extra CSV of that suffix.
-func emitAll(env *experiments.Env, suffix string, header []string, rows [][]string) error {
-	sink, err := env.CSV(suffix, header)
+func emitAll[R any](env *experiments.Env, suffix string, rows []R) error {
+	var zero R
+	sink, err := env.CSV(suffix, zero)
 	if err != nil {
 		return err
 	}
 	for _, r := range rows {
-		row := make(experiments.Row, len(r))
-		for i, v := range r {
-			row[i] = v
-		}
-		if err := sink.Write(row); err != nil {
+		if err := sink.Write(r); err != nil {
 			return fmt.Errorf("%s csv: %w", suffix, err)
 		}
 	}

@@ -108,11 +108,12 @@ func (l *Live) Report(in *experiments.ReportInput) (string, error) {
 			series[k].X = append(series[k].X, samples.Float(i, "t_ms")/1000)
 			series[k].Y = append(series[k].Y, samples.Float(i, "cpu_pct"))
 		}
-		path, link := in.PlotPath("utilisation")
-		if err := experiments.LinePlot(path, experiments.Axes{Title: "worker CPU utilisation over time (% of its limit)", X: "s since start", Y: "CPU %"}, series); err != nil {
+		fig, err := in.Figure("utilisation", "utilisation over time",
+			experiments.Line(experiments.Axes{Title: "worker CPU utilisation over time (% of its limit)", X: "s since start", Y: "CPU %"}, series))
+		if err != nil {
 			return "", err
 		}
-		out += fmt.Sprintf("\n![utilisation over time](%s)\n", link)
+		out += "\n" + fig + "\n"
 	} else {
 		out += fmt.Sprintf("\n(no %s beside the CSV: %v)\n", SamplesFile, err)
 	}

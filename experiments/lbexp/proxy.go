@@ -41,7 +41,7 @@ const (
 )
 
 func (*Proxy) Spec() experiments.Spec {
-	return experiments.Spec{Name: "lb-proxy", Backends: []string{"process"}, Quick: 3, Paper: 10,
+	return experiments.Spec{Name: "lb-proxy", Backends: []string{"process"}, Quick: 3, Paper: 10, Row: proxyRow{},
 		Summary: "requests per second and latency of the balancer and of nginx in front of the same workers, driven by wrk with near-free requests, beside the goal of ≥ 0.9 × nginx"}
 }
 
@@ -55,8 +55,17 @@ func (p *Proxy) Flags(fs *flag.FlagSet) {
 	fs.BoolVar(&p.profile, "profile-balancer", true, "keep a CPU profile of the balancer's first run beside the CSV ("+proxyProfile+")")
 }
 
-func (*Proxy) Columns() []string {
-	return []string{"target", "rep", "connections", "requests", "requests_per_s", "p50_ms", "p99_ms", "errors"}
+// proxyRow is one wrk run against one target.
+type proxyRow struct {
+	Target      string        `csv:"target"`
+	Rep         int           `csv:"rep"`
+	Connections int           `csv:"connections"`
+	Requests    int           `csv:"requests"`
+	RPS         float64       `csv:"requests_per_s"`
+	P50         time.Duration `csv:"p50_ms"`
+	P99         time.Duration `csv:"p99_ms"`
+	Errors      int           `csv:"errors"`
+	Seed        uint64        `csv:"seed"`
 }
 
 func (p *Proxy) Run(ctx context.Context, env *experiments.Env) error {
@@ -104,15 +113,17 @@ func (p *Proxy) Run(ctx context.Context, env *experiments.Env) error {
 
 	path := "/work?cost=" + strconv.Itoa(p.cost)
 	targets := map[string]string{TargetBalancer: "http://" + b.addr + path, TargetNginx: "http://" + n.addr + path}
-	env.Progress.SetTotal(2 * env.Reps)
-	for rep := range env.Reps {
+	// The two targets alternate which goes first, so neither always
+	// meets the machine as the other left it.
+	return experiments.RunGrid(ctx, env, experiments.Grid{Cells: 1}, func(ctx context.Context, t experiments.Task) ([]proxyRow, error) {
 		order := []string{TargetBalancer, TargetNginx}
-		if rep%2 == 1 {
+		if t.Rep%2 == 1 {
 			order[0], order[1] = order[1], order[0]
 		}
+		var rows []proxyRow
 		for _, target := range order {
 			var profiled chan error
-			if p.profile && rep == 0 && target == TargetBalancer {
+			if p.profile && t.Rep == 0 && target == TargetBalancer {
 				profiled = make(chan error, 1)
 				go func() {
 					profiled <- b.profile(ctx, p.duration-500*time.Millisecond, filepath.Join(env.Dir, proxyProfile))
@@ -120,24 +131,22 @@ func (p *Proxy) Run(ctx context.Context, env *experiments.Env) error {
 			}
 			out, err := runCmd(ctx, wrk, "-t", strconv.Itoa(p.threads), "-c", strconv.Itoa(p.conns), "-d", p.duration.String(), "--latency", targets[target])
 			if err != nil {
-				return fmt.Errorf("wrk against %s: %w", target, err)
+				return nil, fmt.Errorf("wrk against %s: %w", target, err)
 			}
 			r, err := ParseWrk(out)
 			if err != nil {
-				return fmt.Errorf("wrk against %s: %w", target, err)
+				return nil, fmt.Errorf("wrk against %s: %w", target, err)
 			}
 			if profiled != nil {
 				if err := <-profiled; err != nil {
 					env.Log.Warn("profiling the balancer", "err", err)
 				}
 			}
-			if err := env.Emit(experiments.Row{target, rep, p.conns, r.Requests, r.RPS, ms(r.P50), ms(r.P99), r.Errors}); err != nil {
-				return err
-			}
-			env.Progress.Add(1)
+			rows = append(rows, proxyRow{Target: target, Rep: t.Rep, Connections: p.conns, Requests: r.Requests, RPS: r.RPS,
+				P50: r.P50, P99: r.P99, Errors: r.Errors, Seed: t.Seed})
 		}
-	}
-	return nil
+		return rows, nil
+	})
 }
 
 func runCmd(ctx context.Context, bin string, args ...string) (string, error) {

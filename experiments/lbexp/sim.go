@@ -43,7 +43,7 @@ var Sources = map[string]string{
 }
 
 func (*Sim) Spec() experiments.Spec {
-	return experiments.Spec{Name: "lb-sim", Backends: []string{"sim"}, Quick: 1, Paper: 5,
+	return experiments.Spec{Name: "lb-sim", Backends: []string{"sim"}, Quick: 1, Paper: 5, Row: simRow{},
 		Summary: "every picker before N ∈ {4, 16, 100, 1000} heterogeneous servers (one slowed mid-run) at 50–95 % load, simulated: p50/p99/p99.9 latency, drops, η"}
 }
 
@@ -71,8 +71,21 @@ func (s *Sim) Flags(fs *flag.FlagSet) {
 	fs.Set("blackout", "1s")
 }
 
-func (*Sim) Columns() []string {
-	return []string{"picker", "n", "utilisation", "rep", "seed", "requests", "dropped", "p50_ms", "p99_ms", "p999_ms", "mean_ms", "eta", "events"}
+// simRow is one picker's run at one load.
+type simRow struct {
+	Picker      string        `csv:"picker"`
+	N           int           `csv:"n"`
+	Utilisation float64       `csv:"utilisation"`
+	Rep         int           `csv:"rep"`
+	Seed        uint64        `csv:"seed"`
+	Requests    int           `csv:"requests"`
+	Dropped     int           `csv:"dropped"`
+	P50         time.Duration `csv:"p50_ms"`
+	P99         time.Duration `csv:"p99_ms"`
+	P999        time.Duration `csv:"p999_ms"`
+	Mean        time.Duration `csv:"mean_ms"`
+	Eta         float64       `csv:"eta"`
+	Events      int           `csv:"events"`
 }
 
 func (s *Sim) Run(ctx context.Context, env *experiments.Env) error {
@@ -94,24 +107,24 @@ func (s *Sim) Run(ctx context.Context, env *experiments.Env) error {
 	}
 	var simulated int64
 	start := time.Now()
-	err := experiments.ForEach(ctx, env, len(cells)*env.Reps, func(t int) ([]experiments.Row, error) {
-		c, rep := cells[t/env.Reps], t%env.Reps
-		// Every picker of a cell meets the same servers and arrivals.
-		seed := experiments.SubSeed(env.Seed, (t/env.Reps/len(s.pickers.Vals))*env.Reps+rep)
-		caps := s.capacities(c.n, seed)
+	// Every picker of a load level meets the same servers and arrivals.
+	grid := experiments.Grid{Cells: len(cells), SameSeed: len(s.pickers.Vals), Parallel: experiments.AllCPUs}
+	err := experiments.RunGrid(ctx, env, grid, func(_ context.Context, t experiments.Task) ([]simRow, error) {
+		c := cells[t.Cell]
+		caps := s.capacities(c.n, t.Seed)
 		noisy := 0
 		if s.noisy == 1 {
 			noisy = -1
 		}
 		r, err := lbsim.Run(lbsim.Config{Picker: c.picker, Capacities: caps, Slots: s.slots, QueueLimit: s.queue,
 			Service: s.service, Utilisation: c.util, Duration: s.dur, WarmUp: s.warmUp, Noisy: noisy,
-			NoisyFactor: s.noisy, ProbeRTT: s.probeRTT, Tuning: s.tuning}, seed)
+			NoisyFactor: s.noisy, ProbeRTT: s.probeRTT, Tuning: s.tuning}, t.Seed)
 		if err != nil {
 			return nil, err
 		}
 		atomic.AddInt64(&simulated, int64(r.Requests+r.Dropped))
-		return []experiments.Row{{c.picker, c.n, c.util, rep, seed, r.Requests, r.Dropped, ms(r.P50), ms(r.P99), ms(r.P999),
-			ms(r.Mean), Eta(r.PerServer, caps), r.Events}}, nil
+		return []simRow{{Picker: c.picker, N: c.n, Utilisation: c.util, Rep: t.Rep, Seed: t.Seed, Requests: r.Requests,
+			Dropped: r.Dropped, P50: r.P50, P99: r.P99, P999: r.P999, Mean: r.Mean, Eta: Eta(r.PerServer, caps), Events: r.Events}}, nil
 	})
 	if err == nil {
 		wall := time.Since(start).Seconds()
@@ -129,8 +142,6 @@ func (s *Sim) capacities(n int, seed uint64) []float64 {
 	}
 	return out
 }
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func (s *Sim) Report(in *experiments.ReportInput) (string, error) {
 	t := in.Table
@@ -229,11 +240,12 @@ func (s *Sim) Report(in *experiments.ReportInput) (string, error) {
 			y, lo, hi := experiments.Summarize(t.Floats(g.Rows, "p999_ms")).MeanSpread()
 			lines.Of(g.Key[0]).Point(100*u, y, lo, hi)
 		}
-		path, link := in.PlotPath("p999-n" + n)
-		if err := experiments.LinePlot(path, experiments.Axes{Title: "p99.9 latency, n=" + n, X: "offered load (%)", Y: "p99.9 (ms)", LogY: true}, lines.List); err != nil {
+		fig, err := in.Figure("p999-n"+n, "p99.9 vs load, n="+n,
+			experiments.Line(experiments.Axes{Title: "p99.9 latency, n=" + n, X: "offered load (%)", Y: "p99.9 (ms)", LogY: true}, lines.List))
+		if err != nil {
 			return "", err
 		}
-		fmt.Fprintf(&out, "\n![p99.9 vs load, n=%s](%s)\n", n, link)
+		out.WriteString("\n" + fig + "\n")
 	}
 	out.WriteString("\nPickers and their sources:\n\n")
 	var src [][]string

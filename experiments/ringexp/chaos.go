@@ -19,7 +19,7 @@ import (
 type Chaos struct{ cfg sim.ChaosConfig }
 
 func (*Chaos) Spec() experiments.Spec {
-	return experiments.Spec{Name: "ring-chaos", Backends: []string{"sim"}, Quick: 1000,
+	return experiments.Spec{Name: "ring-chaos", Backends: []string{"sim"}, Quick: 1000, Row: chaosRow{},
 		Summary: "coordinator failover under random crashes, message loss and delays: one leader, the max live UID? (simulated)"}
 }
 
@@ -41,10 +41,32 @@ func (c *Chaos) Flags(fs *flag.FlagSet) {
 		"per-hop acknowledgement: resend an unacknowledged election or elected message after this long (0: Chang–Roberts as published, no retransmission)")
 }
 
-func (*Chaos) Columns() []string {
-	return []string{"rep", "seed", "n", "order", "extra_crashes", "new_max_crashed", "loss", "msgs_lost", "msgs_lost_with_crash",
-		"unreachable", "election_msgs", "elected_msgs", "end_msgs", "heartbeat_msgs", "initiations", "restarts", "challenges", "rounds",
-		"live", "one_leader", "leader_is_max_live", "stable_ms", "hop_acks", "retransmissions"}
+// chaosRow is one failover under faults.
+type chaosRow struct {
+	Rep           int           `csv:"rep"`
+	Seed          uint64        `csv:"seed"`
+	N             int           `csv:"n"`
+	Order         string        `csv:"order"`
+	ExtraCrashes  int           `csv:"extra_crashes"`
+	NewMaxCrashed bool          `csv:"new_max_crashed"`
+	Loss          float64       `csv:"loss"`
+	Lost          int           `csv:"msgs_lost"`
+	LostWithCrash int           `csv:"msgs_lost_with_crash"`
+	Unreachable   int           `csv:"unreachable"`
+	ElectionMsgs  int           `csv:"election_msgs"`
+	ElectedMsgs   int           `csv:"elected_msgs"`
+	EndMsgs       int           `csv:"end_msgs"`
+	HeartbeatMsgs int           `csv:"heartbeat_msgs"`
+	Initiations   int           `csv:"initiations"`
+	Restarts      int           `csv:"restarts"`
+	Challenges    int           `csv:"challenges"`
+	Rounds        uint64        `csv:"rounds"`
+	Live          int           `csv:"live"`
+	OneLeader     bool          `csv:"one_leader"`
+	LeaderIsMax   bool          `csv:"leader_is_max_live"`
+	Stable        time.Duration `csv:"stable_ms"`
+	HopAcks       int           `csv:"hop_acks"`
+	Retrans       int           `csv:"retransmissions"`
 }
 
 func (c *Chaos) validate() error {
@@ -74,18 +96,20 @@ func (c *Chaos) Run(ctx context.Context, env *experiments.Env) error {
 	if err := c.validate(); err != nil {
 		return err
 	}
-	return experiments.ForEach(ctx, env, env.Reps, func(rep int) ([]experiments.Row, error) {
-		seed := experiments.SubSeed(env.Seed, rep)
-		r, err := sim.Chaos(c.cfg, seed)
-		if err != nil {
-			return nil, err
-		}
-		o, cnt := r.Outcome, r.Counts
-		return []experiments.Row{{rep, seed, c.cfg.N, c.cfg.Order, r.Crashes, r.CrashedNewMax, c.cfg.Loss, cnt.Lost, cnt.LostWithCrash,
-			cnt.Unreachable, cnt.Of(ring.MsgElection), cnt.Of(ring.MsgElected), cnt.Of(ring.MsgEnd), cnt.Of(ring.MsgHeartbeat),
-			r.Initiations, r.Restarts, r.Challenges, r.Rounds, o.Live, o.Agreed && o.LeaderUp, o.IsMaxLive, r.Stable,
-			cnt.HopAcks, cnt.Retransmissions}}, nil
-	})
+	return experiments.RunGrid(ctx, env, experiments.Grid{Cells: 1, Parallel: experiments.AllCPUs},
+		func(_ context.Context, t experiments.Task) ([]chaosRow, error) {
+			r, err := sim.Chaos(c.cfg, t.Seed)
+			if err != nil {
+				return nil, err
+			}
+			o, cnt := r.Outcome, r.Counts
+			return []chaosRow{{Rep: t.Rep, Seed: t.Seed, N: c.cfg.N, Order: c.cfg.Order, ExtraCrashes: r.Crashes,
+				NewMaxCrashed: r.CrashedNewMax, Loss: c.cfg.Loss, Lost: cnt.Lost, LostWithCrash: cnt.LostWithCrash,
+				Unreachable: cnt.Unreachable, ElectionMsgs: cnt.Of(ring.MsgElection), ElectedMsgs: cnt.Of(ring.MsgElected),
+				EndMsgs: cnt.Of(ring.MsgEnd), HeartbeatMsgs: cnt.Of(ring.MsgHeartbeat), Initiations: r.Initiations,
+				Restarts: r.Restarts, Challenges: r.Challenges, Rounds: r.Rounds, Live: o.Live, OneLeader: o.Agreed && o.LeaderUp,
+				LeaderIsMax: o.IsMaxLive, Stable: r.Stable, HopAcks: cnt.HopAcks, Retrans: cnt.Retransmissions}}, nil
+		})
 }
 
 func (c *Chaos) Report(in *experiments.ReportInput) (string, error) {
@@ -110,9 +134,9 @@ func (c *Chaos) Report(in *experiments.ReportInput) (string, error) {
 			strconv.Itoa(len(g.Rows) - t.Count(g.Rows, "leader_is_max_live", "true"))})
 	}
 	slices.SortFunc(rows, func(a, b []string) int { x, _ := strconv.Atoi(a[0]); y, _ := strconv.Atoi(b[0]); return x - y })
-	path, link := in.PlotPath("stable")
 	axes := experiments.Axes{Title: "time from coordinator crash to stable leader", X: "virtual ms", Y: "runs"}
-	if err := experiments.Histogram(path, axes, t.Floats(all, "stable_ms"), 40); err != nil {
+	fig, err := in.Figure("stable", "time to stable leader", experiments.Hist(axes, t.Floats(all, "stable_ms"), 40))
+	if err != nil {
 		return "", err
 	}
 	p := in.Meta.Params
@@ -125,7 +149,7 @@ func (c *Chaos) Report(in *experiments.ReportInput) (string, error) {
 		p["n"], p["order"], p["max-crashes"], p["crash-window"], p["loss"], p["delay-min"], p["delay-max"], p["jitter"], p["suspect"], p["suspect-jitter"], p["heartbeat"], acks)
 	out += experiments.MarkdownTable([]string{"extra crashes", "runs", "new max crashed too", "election msgs mean", "hop acks mean", "retransmissions mean", "restarts mean",
 		"challenges mean", "stable p50 ms", "p90", "p99", "max", "violations"}, rows)
-	out += fmt.Sprintf("\n![stable leader time](%s)\n\n", link)
+	out += "\n" + fig + "\n\n"
 	out += "Reference: detection alone takes the detector timeout (seed 002: 700 ms) minus the time since the last heartbeat; " +
 		"seed 002 measured 50–100 ms for the election's propagation on its network. A run whose new coordinator also " +
 		"crashes pays a second detection. Chang–Roberts as published has no retransmission: an election needs about 3n messages to survive, so " +

@@ -5,18 +5,35 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/ringside/ringside/experiments"
 	"github.com/ringside/ringside/ring"
 	"github.com/ringside/ringside/ring/sim"
 )
 
-// FailoverColumns is the CSV header of a coordinator failover, the same on
-// every backend (ring-failover on the network, ring-failover-sim in the
-// simulator), so runs compare row for row.
-var FailoverColumns = []string{"backend", "n", "rep", "killed", "new_coordinator", "new_is_max_live", "coordinators",
-	"detect_ms", "propagation_ms", "all_know_ms", "metadata_ms", "election_msgs", "elected_msgs", "end_msgs", "suspect_ms", "seed",
-	"elected_round_ms"}
+// FailoverRow is a coordinator failover, the same on every backend
+// (ring-failover on the network, ring-failover-sim in the simulator), so
+// runs compare row for row.
+type FailoverRow struct {
+	Backend        string        `csv:"backend"`
+	N              int           `csv:"n"`
+	Rep            int           `csv:"rep"`
+	Killed         string        `csv:"killed"`
+	NewCoordinator string        `csv:"new_coordinator"`
+	NewIsMaxLive   bool          `csv:"new_is_max_live"`
+	Coordinators   int           `csv:"coordinators"`
+	Detect         time.Duration `csv:"detect_ms"`
+	Propagation    time.Duration `csv:"propagation_ms"`
+	AllKnow        time.Duration `csv:"all_know_ms"`
+	Metadata       time.Duration `csv:"metadata_ms"`
+	ElectionMsgs   int           `csv:"election_msgs"`
+	ElectedMsgs    int           `csv:"elected_msgs"`
+	EndMsgs        int           `csv:"end_msgs"`
+	Suspect        time.Duration `csv:"suspect_ms"`
+	Seed           uint64        `csv:"seed"`
+	ElectedRound   time.Duration `csv:"elected_round_ms"`
+}
 
 // FailoverSim is ring-failover-sim: the coordinator crash of ring-failover
 // with the same election and coordinator cores as ringnode, in virtual
@@ -28,7 +45,7 @@ type FailoverSim struct {
 
 func (*FailoverSim) Spec() experiments.Spec {
 	return experiments.Spec{Name: "ring-failover-sim", Backends: []string{"sim"}, Quick: 100, Paper: 1000,
-		Summary: "ring-failover in the simulator: the coordinator of n ∈ {16…1024} ringnode cores crashes; detection, propagation, all know, metadata in virtual time"}
+		Row: FailoverRow{}, Summary: "ring-failover in the simulator: the coordinator of n ∈ {16…1024} ringnode cores crashes; detection, propagation, all know, metadata in virtual time"}
 }
 
 func (f *FailoverSim) Flags(fs *flag.FlagSet) {
@@ -43,8 +60,6 @@ func (f *FailoverSim) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&f.cfg.HopBound, "hop-bound", f.cfg.HopBound, "per-hop bound of the election-restart timeout")
 	fs.DurationVar(&f.cfg.Horizon, "horizon", f.cfg.Horizon, "virtual time simulated after the crash, at most")
 }
-
-func (*FailoverSim) Columns() []string { return FailoverColumns }
 
 func (f *FailoverSim) Run(ctx context.Context, env *experiments.Env) error {
 	c := f.cfg
@@ -61,19 +76,20 @@ func (f *FailoverSim) Run(ctx context.Context, env *experiments.Env) error {
 			return fmt.Errorf("n=%d: a failover needs at least 2 servers", n)
 		}
 	}
-	return experiments.ForEach(ctx, env, len(f.ns)*env.Reps, func(i int) ([]experiments.Row, error) {
-		c := c // tasks run side by side
-		c.N = f.ns[i/env.Reps]
-		rep, seed := i%env.Reps, experiments.SubSeed(env.Seed, i)
-		r, err := sim.Failover(c, seed)
-		if err != nil {
-			return nil, err
-		}
-		cnt := r.Counts
-		return []experiments.Row{{env.Backend, c.N, rep, r.Killed, r.NewCoordinator, r.NewIsMaxLive, r.Coordinators,
-			r.Detect, r.Propagation, r.AllKnow, r.Metadata,
-			cnt.Of(ring.MsgElection), cnt.Of(ring.MsgElected), cnt.Of(ring.MsgEnd), c.Suspect, seed, r.ElectedRound}}, nil
-	})
+	return experiments.RunGrid(ctx, env, experiments.Grid{Cells: len(f.ns), Parallel: experiments.AllCPUs},
+		func(_ context.Context, t experiments.Task) ([]FailoverRow, error) {
+			c := c // tasks run side by side
+			c.N = f.ns[t.Cell]
+			r, err := sim.Failover(c, t.Seed)
+			if err != nil {
+				return nil, err
+			}
+			cnt := r.Counts
+			return []FailoverRow{{Backend: env.Backend, N: c.N, Rep: t.Rep, Killed: r.Killed, NewCoordinator: r.NewCoordinator,
+				NewIsMaxLive: r.NewIsMaxLive, Coordinators: r.Coordinators, Detect: r.Detect, Propagation: r.Propagation,
+				AllKnow: r.AllKnow, Metadata: r.Metadata, ElectionMsgs: cnt.Of(ring.MsgElection), ElectedMsgs: cnt.Of(ring.MsgElected),
+				EndMsgs: cnt.Of(ring.MsgEnd), Suspect: c.Suspect, Seed: t.Seed, ElectedRound: r.ElectedRound}}, nil
+		})
 }
 
 func (f *FailoverSim) Report(in *experiments.ReportInput) (string, error) {
@@ -126,14 +142,14 @@ func FailoverReport(in *experiments.ReportInput, targets func(n int, propP50, kn
 	for range prop.X {
 		paperLo.Y = append(paperLo.Y, 50)
 	}
-	path, link := in.PlotPath("latency")
 	axes := experiments.Axes{Title: "coordinator failover (p50, p10–p90)", X: "servers n", Y: "ms", LogX: true, LogY: true}
-	if err := experiments.LinePlot(path, axes, []experiments.Series{detect, know, prop, paperLo}); err != nil {
+	fig, err := in.Figure("latency", "failover latency", experiments.Line(axes, []experiments.Series{detect, know, prop, paperLo}))
+	if err != nil {
 		return "", err
 	}
 	out := experiments.MarkdownTable([]string{"backend", "n", "reps", "detect p50 ms", "propagation p50 ms", "p99", "all know p50 ms", "p99",
 		"metadata p99 ms", "election msgs", "wrong coordinator", "targets"}, rows)
-	out += fmt.Sprintf("\n![failover latency](%s)\n\n", link)
+	out += "\n" + fig + "\n\n"
 	out += fmt.Sprintf("Repetitions where the new coordinator was not the max live UID or not exactly one server claimed the role: **%d**.\n\n", bad)
 	out += "Seed 002 (Docker on a Ryzen 5600X, 700 ms heartbeat timeout) reports 50–100 ms for the election's message propagation alone, " +
 		"and failover times dominated by failure detection. *detect* is kill → first server suspects; *propagation* is first ELECTION sent → ELECTED back at the winner; " +

@@ -32,7 +32,7 @@ type Messages struct {
 }
 
 func (*Messages) Spec() experiments.Spec {
-	return experiments.Spec{Name: "ring-messages", Backends: []string{"sim"}, Quick: 200, Paper: 1000,
+	return experiments.Spec{Name: "ring-messages", Backends: []string{"sim"}, Quick: 200, Paper: 1000, Row: messagesRow{},
 		Summary: "Chang–Roberts election messages vs ring size, ring order and initiators, beside the closed forms (simulated)"}
 }
 
@@ -49,10 +49,24 @@ func (m *Messages) Flags(fs *flag.FlagSet) {
 		"per-hop acknowledgement as ringnode runs it, counted apart (0: off); longer than a round trip, so without loss nothing is resent")
 }
 
-func (*Messages) Columns() []string {
-	return []string{"n", "order", "initiators", "rep", "seed", "initiator", "max_distance",
-		"election_msgs", "elected_msgs", "end_msgs", "total_msgs", "leader_is_max", "election_virtual_ms", "challenges",
-		"hop_acks", "retransmissions"}
+// messagesRow is one election.
+type messagesRow struct {
+	N               int           `csv:"n"`
+	Order           string        `csv:"order"`
+	Initiators      string        `csv:"initiators"`
+	Rep             int           `csv:"rep"`
+	Seed            uint64        `csv:"seed"`
+	Initiator       int           `csv:"initiator"`
+	MaxDistance     int           `csv:"max_distance"`
+	ElectionMsgs    int           `csv:"election_msgs"`
+	ElectedMsgs     int           `csv:"elected_msgs"`
+	EndMsgs         int           `csv:"end_msgs"`
+	TotalMsgs       int           `csv:"total_msgs"`
+	LeaderIsMax     bool          `csv:"leader_is_max"`
+	Election        time.Duration `csv:"election_virtual_ms"`
+	Challenges      int           `csv:"challenges"`
+	HopAcks         int           `csv:"hop_acks"`
+	Retransmissions int           `csv:"retransmissions"`
 }
 
 func (m *Messages) Run(ctx context.Context, env *experiments.Env) error {
@@ -75,34 +89,35 @@ func (m *Messages) Run(ctx context.Context, env *experiments.Env) error {
 		}
 	}
 	delay := sim.Uniform(m.delayMin, m.delayMax)
-	return experiments.ForEach(ctx, env, len(cells)*env.Reps, func(t int) ([]experiments.Row, error) {
-		c, rep := cells[t/env.Reps], t%env.Reps
-		seed := experiments.SubSeed(env.Seed, t)
-		rng := rand.New(rand.NewPCG(seed, 1))
-		order, err := sim.Arrange(sim.UIDs(c.n), c.order, rng)
-		if err != nil {
-			return nil, err
-		}
-		starters := make([]int, c.n)
-		for i := range starters {
-			starters[i] = i
-		}
-		if c.init == InitOne {
-			starters = starters[rng.IntN(c.n):][:1]
-		}
-		res, err := sim.ElectWith(order, starters, seed, delay, ring.Config{AckTimeout: m.ackTimeout})
-		if err != nil {
-			return nil, err
-		}
-		initiator := -1
-		if c.init == InitOne {
-			initiator = starters[0]
-		}
-		cnt := res.Counts
-		return []experiments.Row{{c.n, c.order, c.init, rep, seed, initiator, res.MaxDistance,
-			cnt.Of(ring.MsgElection), cnt.Of(ring.MsgElected), cnt.Of(ring.MsgEnd), cnt.Total(), res.LeaderIsMax, res.Done, res.Challenges,
-			cnt.HopAcks, cnt.Retransmissions}}, nil
-	})
+	return experiments.RunGrid(ctx, env, experiments.Grid{Cells: len(cells), Parallel: experiments.AllCPUs},
+		func(_ context.Context, t experiments.Task) ([]messagesRow, error) {
+			c := cells[t.Cell]
+			rng := rand.New(rand.NewPCG(t.Seed, 1))
+			order, err := sim.Arrange(sim.UIDs(c.n), c.order, rng)
+			if err != nil {
+				return nil, err
+			}
+			starters := make([]int, c.n)
+			for i := range starters {
+				starters[i] = i
+			}
+			if c.init == InitOne {
+				starters = starters[rng.IntN(c.n):][:1]
+			}
+			res, err := sim.ElectWith(order, starters, t.Seed, delay, ring.Config{AckTimeout: m.ackTimeout})
+			if err != nil {
+				return nil, err
+			}
+			initiator := -1
+			if c.init == InitOne {
+				initiator = starters[0]
+			}
+			cnt := res.Counts
+			return []messagesRow{{N: c.n, Order: c.order, Initiators: c.init, Rep: t.Rep, Seed: t.Seed, Initiator: initiator,
+				MaxDistance: res.MaxDistance, ElectionMsgs: cnt.Of(ring.MsgElection), ElectedMsgs: cnt.Of(ring.MsgElected),
+				EndMsgs: cnt.Of(ring.MsgEnd), TotalMsgs: cnt.Total(), LeaderIsMax: res.LeaderIsMax, Election: res.Done,
+				Challenges: res.Challenges, HopAcks: cnt.HopAcks, Retransmissions: cnt.Retransmissions}}, nil
+		})
 }
 
 // Harmonic is H_n = 1 + 1/2 + … + 1/n.
@@ -177,14 +192,14 @@ func (m *Messages) Report(in *experiments.ReportInput) (string, error) {
 			th.X, th.Y = append(th.X, float64(n)), append(th.Y, want)
 		}
 	}
-	path, link := in.PlotPath("messages")
 	axes := experiments.Axes{Title: "Chang–Roberts election messages", X: "ring size n", Y: "election messages (mean ± std)", LogX: true, LogY: true}
-	if err := experiments.LinePlot(path, axes, lines.List); err != nil {
+	fig, err := in.Figure("messages", "election messages vs n", experiments.Line(axes, lines.List))
+	if err != nil {
 		return "", err
 	}
 	out := experiments.MarkdownTable([]string{"initiators", "order", "n", "reps", "election msgs mean", "std", "min", "max",
 		"theory", "Δ vs theory", "elected msgs / n", "p50 virtual ms"}, rows)
-	out += fmt.Sprintf("\n![election messages vs n](%s)\n\n", link)
+	out += "\n" + fig + "\n\n"
 	out += fmt.Sprintf("Leader was the max UID in every run: **%v** (%d runs where it was not). "+
 		"Single-initiator runs that miss n + d exactly (d = hops from the initiator to the max UID): **%d**. "+
 		"The elected round adds n messages and the end broadcast n − 1. "+

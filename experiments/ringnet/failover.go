@@ -20,7 +20,7 @@ type Failover struct {
 }
 
 func (*Failover) Spec() experiments.Spec {
-	return experiments.Spec{Name: "ring-failover", Backends: backends, Quick: 20,
+	return experiments.Spec{Name: "ring-failover", Backends: backends, Quick: 20, Row: ringexp.FailoverRow{},
 		Summary: "SIGKILL the coordinator of a ringnode ring: detection, election propagation, all servers know the new coordinator"}
 }
 
@@ -30,61 +30,58 @@ func (f *Failover) Flags(fs *flag.FlagSet) {
 	f.srv.define(fs)
 }
 
-func (*Failover) Columns() []string { return ringexp.FailoverColumns }
-
 func (f *Failover) Run(ctx context.Context, env *experiments.Env) error {
 	for _, n := range f.ns {
 		if n < 2 {
 			return fmt.Errorf("n=%d: a failover needs at least 2 servers", n)
 		}
 	}
-	env.Progress.SetTotal(len(f.ns) * env.Reps)
-	for _, n := range f.ns {
-		if err := f.size(ctx, env, n); err != nil {
-			return fmt.Errorf("n=%d: %w", n, err)
+	var rings ringPerCell
+	defer rings.Close()
+	return experiments.RunGrid(ctx, env, experiments.Grid{Cells: len(f.ns)}, func(ctx context.Context, t experiments.Task) ([]ringexp.FailoverRow, error) {
+		n := f.ns[t.Cell]
+		r, err := rings.get(t.Cell, func() (ringnodes.Ring, error) {
+			// The bare ring first, alone: they must not share the CPU.
+			if env.Backend == "local" {
+				if err := f.bare(ctx, env, n); err != nil {
+					return nil, err
+				}
+			}
+			return startRing(ctx, env, n, &f.srv)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("n=%d: %w", n, err)
 		}
-	}
-	return nil
+		res, err := ringnodes.KillCoordinator(ctx, r)
+		if err != nil {
+			return nil, fmt.Errorf("n=%d: %w", n, err)
+		}
+		row := ringexp.FailoverRow{Backend: env.Backend, N: n, Rep: t.Rep, Killed: res.Killed, NewCoordinator: res.NewCoordinator,
+			NewIsMaxLive: res.NewIsMaxLive, Coordinators: res.Coordinators, Detect: res.Detect, Propagation: res.Propagation,
+			AllKnow: res.AllKnow, Metadata: res.Metadata, ElectionMsgs: int(res.Sent["election"]), ElectedMsgs: int(res.Sent["elected"]),
+			EndMsgs: int(res.Sent["end"]), Suspect: f.srv.suspect, Seed: t.Seed, ElectedRound: res.ElectedRound}
+		// Bring the killed server back so every repetition sees n servers.
+		if err := r.Restart(ctx, res.Killed); err != nil {
+			return nil, fmt.Errorf("n=%d: restart %s: %w", n, res.Killed, err)
+		}
+		if err := ringnodes.WaitMembers(ctx, r.Addrs(), n); err != nil {
+			return nil, fmt.Errorf("n=%d: rejoin: %w", n, err)
+		}
+		return []ringexp.FailoverRow{row}, nil
+	})
 }
 
 // bareRounds is how many trips the bare token ring is timed for per size.
 const bareRounds = 200
 
-// bareColumns is the header of ring-failover-bare.csv: the bare token
-// ring's trips, the physical limit of the same number of processes.
-var bareColumns = []string{"backend", "n", "round", "round_trip_ms", "hop_ms"}
-
-func (f *Failover) size(ctx context.Context, env *experiments.Env, n int) error {
-	if env.Backend == "local" {
-		if err := f.bare(ctx, env, n); err != nil {
-			return err
-		}
-	}
-	r, err := startRing(ctx, env, n, &f.srv)
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	for rep := range env.Reps {
-		res, err := ringnodes.KillCoordinator(ctx, r)
-		if err != nil {
-			return fmt.Errorf("rep %d: %w", rep, err)
-		}
-		if err := env.Emit(experiments.Row{env.Backend, n, rep, res.Killed, res.NewCoordinator, res.NewIsMaxLive, res.Coordinators,
-			res.Detect, res.Propagation, res.AllKnow, res.Metadata,
-			res.Sent["election"], res.Sent["elected"], res.Sent["end"], f.srv.suspect, env.Seed, res.ElectedRound}); err != nil {
-			return err
-		}
-		// Bring the killed server back so every repetition sees n servers.
-		if err := r.Restart(ctx, res.Killed); err != nil {
-			return fmt.Errorf("rep %d: restart %s: %w", rep, res.Killed, err)
-		}
-		if err := ringnodes.WaitMembers(ctx, r.Addrs(), n); err != nil {
-			return fmt.Errorf("rep %d: rejoin: %w", rep, err)
-		}
-		env.Progress.Add(1)
-	}
-	return nil
+// bareRow is a row of ring-failover-bare.csv: one trip of the bare token
+// ring, the physical limit of the same number of processes.
+type bareRow struct {
+	Backend   string        `csv:"backend"`
+	N         int           `csv:"n"`
+	Round     int           `csv:"round"`
+	RoundTrip time.Duration `csv:"round_trip_ms"`
+	Hop       time.Duration `csv:"hop_ms"`
 }
 
 // bare times a token ring of n processes on loopback, before the ringnode
@@ -94,12 +91,12 @@ func (f *Failover) bare(ctx context.Context, env *experiments.Env, n int) error 
 	if err != nil {
 		return err
 	}
-	sink, err := env.CSV("bare", bareColumns)
+	sink, err := env.CSV("bare", bareRow{})
 	if err != nil {
 		return err
 	}
 	for i, d := range rtts {
-		if err := sink.Write(experiments.Row{env.Backend, n, i, d, d / time.Duration(n)}); err != nil {
+		if err := sink.Write(bareRow{Backend: env.Backend, N: n, Round: i, RoundTrip: d, Hop: d / time.Duration(n)}); err != nil {
 			return err
 		}
 	}

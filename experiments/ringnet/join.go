@@ -24,7 +24,7 @@ type Join struct {
 }
 
 func (*Join) Spec() experiments.Spec {
-	return experiments.Spec{Name: "ring-join", Backends: backends, Quick: 10, Paper: 30,
+	return experiments.Spec{Name: "ring-join", Backends: backends, Quick: 10, Paper: 30, Row: joinRow{},
 		Summary: "add a server to a running ringnode ring, idle and under client load: admitted, metadata everywhere, data moved"}
 }
 
@@ -38,8 +38,20 @@ func (j *Join) Flags(fs *flag.FlagSet) {
 	j.srv.define(fs)
 }
 
-func (*Join) Columns() []string {
-	return []string{"backend", "n_before", "load", "rep", "server", "admitted_ms", "metadata_ms", "rebalanced_ms", "keys_moved", "load_writes", "load_errors"}
+// joinRow is one server joining a ring of n_before.
+type joinRow struct {
+	Backend    string        `csv:"backend"`
+	NBefore    int           `csv:"n_before"`
+	Load       string        `csv:"load"`
+	Rep        int           `csv:"rep"`
+	Server     string        `csv:"server"`
+	Admitted   time.Duration `csv:"admitted_ms"`
+	Metadata   time.Duration `csv:"metadata_ms"`
+	Rebalanced time.Duration `csv:"rebalanced_ms"`
+	KeysMoved  int64         `csv:"keys_moved"`
+	LoadWrites int           `csv:"load_writes"`
+	LoadErrors int           `csv:"load_errors"`
+	Seed       uint64        `csv:"seed"`
 }
 
 func (j *Join) Run(ctx context.Context, env *experiments.Env) error {
@@ -47,47 +59,41 @@ func (j *Join) Run(ctx context.Context, env *experiments.Env) error {
 		return fmt.Errorf("keys=%d clients=%d: both must be positive", j.keys, j.clients)
 	}
 	pool := makePool(env.Seed, PaperPairs, PaperPoolMiB)[:min(j.keys, PaperPairs)]
-	env.Progress.SetTotal(len(j.ns) * len(j.loads.Vals) * env.Reps)
-	for _, n := range j.ns {
-		if err := j.size(ctx, env, n, pool); err != nil {
-			return fmt.Errorf("n=%d: %w", n, err)
-		}
-	}
-	return nil
-}
-
-func (j *Join) size(ctx context.Context, env *experiments.Env, n int, pool []pair) error {
-	r, err := startRing(ctx, env, n, &j.srv)
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	if err := preload(ctx, r.Addrs(), pool); err != nil {
-		return err
-	}
-	for _, load := range j.loads.Vals {
-		for rep := range env.Reps {
-			row, err := j.once(ctx, env, r, n, load, rep, pool)
+	cells := experiments.Cells(len(j.ns), len(j.loads.Vals))
+	var rings ringPerCell
+	defer rings.Close()
+	return experiments.RunGrid(ctx, env, experiments.Grid{Cells: len(cells)}, func(ctx context.Context, t experiments.Task) ([]joinRow, error) {
+		n, load := j.ns[cells[t.Cell][0]], j.loads.Vals[cells[t.Cell][1]]
+		r, err := rings.get(cells[t.Cell][0], func() (ringnodes.Ring, error) {
+			r, err := startRing(ctx, env, n, &j.srv)
 			if err != nil {
-				return fmt.Errorf("%s rep %d: %w", load, rep, err)
+				return nil, err
 			}
-			if err := env.Emit(row); err != nil {
-				return err
+			if err := preload(ctx, r.Addrs(), pool); err != nil {
+				r.Close()
+				return nil, err
 			}
-			env.Progress.Add(1)
+			return r, nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("n=%d: %w", n, err)
 		}
-	}
-	return nil
+		row, err := j.once(ctx, env, r, n, load, t, pool)
+		if err != nil {
+			return nil, fmt.Errorf("n=%d %s: %w", n, load, err)
+		}
+		return []joinRow{row}, nil
+	})
 }
 
-func (j *Join) once(ctx context.Context, env *experiments.Env, r ringnodes.Ring, n int, load string, rep int, pool []pair) (experiments.Row, error) {
+func (j *Join) once(ctx context.Context, env *experiments.Env, r ringnodes.Ring, n int, load string, t experiments.Task, pool []pair) (joinRow, error) {
 	before, err := ringnodes.StatusAll(ctx, r.Addrs())
 	if err != nil {
-		return nil, err
+		return joinRow{}, err
 	}
 	var bg *background
 	if load == "loaded" {
-		bg = startLoad(ctx, r.Addrs(), pool, j.clients, env.Seed+uint64(rep))
+		bg = startLoad(ctx, r.Addrs(), pool, j.clients, t.Seed)
 		time.Sleep(200 * time.Millisecond) // let the load reach a steady state
 	}
 	start := time.Now()
@@ -96,7 +102,7 @@ func (j *Join) once(ctx context.Context, env *experiments.Env, r ringnodes.Ring,
 		if bg != nil {
 			bg.finish()
 		}
-		return nil, err
+		return joinRow{}, err
 	}
 	admitted := time.Since(start)
 	all := r.Addrs()
@@ -125,16 +131,17 @@ func (j *Join) once(ctx context.Context, env *experiments.Env, r ringnodes.Ring,
 		writes, errs = bg.finish()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("join of %s did not settle: %w; %s", addr, err, ringnodes.Describe(ctx, all))
+		return joinRow{}, fmt.Errorf("join of %s did not settle: %w; %s", addr, err, ringnodes.Describe(ctx, all))
 	}
-	row := experiments.Row{env.Backend, n, load, rep, addr, admitted, time.Duration(meta - start.UnixNano()),
-		time.Duration(rebalanced - start.UnixNano()), moved, writes, errs}
+	row := joinRow{Backend: env.Backend, NBefore: n, Load: load, Rep: t.Rep, Server: addr, Admitted: admitted,
+		Metadata: time.Duration(meta - start.UnixNano()), Rebalanced: time.Duration(rebalanced - start.UnixNano()),
+		KeysMoved: moved, LoadWrites: writes, LoadErrors: errs, Seed: t.Seed}
 	// Take the server out again so every repetition joins a ring of n.
 	if err := r.Kill(ctx, addr); err != nil {
-		return nil, err
+		return joinRow{}, err
 	}
 	if err := ringnodes.WaitMembers(ctx, r.Addrs(), n); err != nil {
-		return nil, fmt.Errorf("removing %s: %w", addr, err)
+		return joinRow{}, fmt.Errorf("removing %s: %w", addr, err)
 	}
 	return row, ringnodes.WaitQuiet(ctx, r.Addrs())
 }
@@ -158,13 +165,13 @@ func (j *Join) Report(in *experiments.ReportInput) (string, error) {
 		y, lo, hi := m.MeanSpread()
 		lines.Of(g.Key[1]).Point(float64(n), y, lo, hi)
 	}
-	path, link := in.PlotPath("latency")
-	if err := experiments.LinePlot(path, experiments.Axes{Title: "adding a server (metadata at every server)", X: "servers before the join", Y: "ms (mean ± std)"}, lines.List); err != nil {
+	fig, err := in.Figure("latency", "join latency", experiments.Line(experiments.Axes{Title: "adding a server (metadata at every server)", X: "servers before the join", Y: "ms (mean ± std)"}, lines.List))
+	if err != nil {
 		return "", err
 	}
 	out := experiments.MarkdownTable([]string{"backend", "load", "n before", "reps", "admitted mean ms", "metadata mean ms", "p99",
 		"data moved mean ms", "p99", "keys moved", "max failed writes"}, rows)
-	out += fmt.Sprintf("\n![join latency](%s)\n\n", link)
+	out += "\n" + fig + "\n\n"
 	out += "*admitted*: process start → the coordinator admitted it and it holds the ring metadata; *metadata*: → every server holds the new ring; " +
 		"*data moved*: → every server finished moving keys for the new ring.\n\n"
 	if d := loadedMinusIdle(means); d != "" {

@@ -39,7 +39,7 @@ type KVChaos struct {
 }
 
 func (*KVChaos) Spec() experiments.Spec {
-	return experiments.Spec{Name: "kv-chaos", Backends: backends, Quick: 3, Paper: 200,
+	return experiments.Spec{Name: "kv-chaos", Backends: backends, Quick: 3, Paper: 200, Row: kvChaosRow{},
 		Summary: "ringnode under a nemesis (kill coordinator / owner / replica, pause, partition on compose): histories checked for linearizability with Porcupine, acknowledged writes lost"}
 }
 
@@ -53,28 +53,31 @@ func (k *KVChaos) Flags(fs *flag.FlagSet) {
 	k.srv.define(fs)
 }
 
-func (*KVChaos) Columns() []string {
-	return []string{"backend", "rep", "seed", "faults", "ops", "acked_writes", "unknown_writes", "reads",
-		"failed_reads", "lost_acked_writes", "linearizable", "check_ms", "healed"}
+// kvChaosRow is one history under faults and its verdict.
+type kvChaosRow struct {
+	Backend       string        `csv:"backend"`
+	Rep           int           `csv:"rep"`
+	Seed          uint64        `csv:"seed"`
+	Faults        string        `csv:"faults"`
+	Ops           int           `csv:"ops"`
+	AckedWrites   int           `csv:"acked_writes"`
+	UnknownWrites int           `csv:"unknown_writes"`
+	Reads         int           `csv:"reads"`
+	FailedReads   int           `csv:"failed_reads"`
+	LostAcked     int           `csv:"lost_acked_writes"`
+	Linearizable  string        `csv:"linearizable"`
+	Check         time.Duration `csv:"check_ms"`
+	Healed        bool          `csv:"healed"`
 }
 
 func (k *KVChaos) Run(ctx context.Context, env *experiments.Env) error {
 	if k.servers < 3 || k.keys < 1 || k.clients < 1 || k.duration <= 0 || k.every <= 0 {
 		return fmt.Errorf("want servers ≥ 3, keys, clients, duration and fault-every positive")
 	}
-	env.Progress.SetTotal(env.Reps)
-	for rep := range env.Reps {
-		seed := experiments.SubSeed(env.Seed, rep)
-		row, err := k.run(ctx, env, rep, seed)
-		if err != nil {
-			return fmt.Errorf("rep %d: %w", rep, err)
-		}
-		if err := env.Emit(row); err != nil {
-			return err
-		}
-		env.Progress.Add(1)
-	}
-	return nil
+	return experiments.RunGrid(ctx, env, experiments.Grid{Cells: 1}, func(ctx context.Context, t experiments.Task) ([]kvChaosRow, error) {
+		row, err := k.run(ctx, env, t.Rep, t.Seed)
+		return []kvChaosRow{row}, err
+	})
 }
 
 // chaosRing is what the nemesis needs of a ring.
@@ -105,10 +108,10 @@ func (h *history) add(op porcupine.Operation) {
 	h.mu.Unlock()
 }
 
-func (k *KVChaos) run(ctx context.Context, env *experiments.Env, rep int, seed uint64) (experiments.Row, error) {
+func (k *KVChaos) run(ctx context.Context, env *experiments.Env, rep int, seed uint64) (kvChaosRow, error) {
 	r, err := startRing(ctx, env, k.servers, &k.srv)
 	if err != nil {
-		return nil, err
+		return kvChaosRow{}, err
 	}
 	defer r.Close()
 	base := r
@@ -117,7 +120,7 @@ func (k *KVChaos) run(ctx context.Context, env *experiments.Env, rep int, seed u
 	}
 	cr, ok := base.(chaosRing)
 	if !ok {
-		return nil, fmt.Errorf("backend %s cannot pause servers", env.Backend)
+		return kvChaosRow{}, fmt.Errorf("backend %s cannot pause servers", env.Backend)
 	}
 	h := &history{t0: time.Now()}
 	hc := &http.Client{Timeout: 2 * time.Second}
@@ -173,8 +176,9 @@ func (k *KVChaos) run(ctx context.Context, env *experiments.Env, rep int, seed u
 			acked++
 		}
 	}
-	return experiments.Row{env.Backend, rep, seed, faults, len(h.ops), acked, unknown, reads,
-		h.failedReads, lostAcked(h.ops, k.clients), linearizable, checkMS, healed}, nil
+	return kvChaosRow{Backend: env.Backend, Rep: rep, Seed: seed, Faults: faults, Ops: len(h.ops), AckedWrites: acked,
+		UnknownWrites: unknown, Reads: reads, FailedReads: h.failedReads, LostAcked: lostAcked(h.ops, k.clients),
+		Linearizable: linearizable, Check: checkMS, Healed: healed}, nil
 }
 
 func keyName(i int) string { return "chaos-" + strconv.Itoa(i) }

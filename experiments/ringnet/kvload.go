@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ringside/ringside/experiments"
+	"github.com/ringside/ringside/experiments/backend/ringnodes"
 	"github.com/ringside/ringside/ring/client"
 	"github.com/ringside/ringside/ring/kv"
 )
@@ -27,7 +28,7 @@ type KVLoad struct {
 }
 
 func (*KVLoad) Spec() experiments.Spec {
-	return experiments.Spec{Name: "kv-load", Backends: backends, Quick: 1, Paper: 3,
+	return experiments.Spec{Name: "kv-load", Backends: backends, Quick: 1, Paper: 3, Row: kvLoadRow{},
 		Summary: "ringnode write latency (p50, p99) and throughput for clients × servers, forwarding and smart clients, seed 002's 7,885-pair 16.5 MB pool"}
 }
 
@@ -44,8 +45,22 @@ func (k *KVLoad) Flags(fs *flag.FlagSet) {
 	k.srv.define(fs)
 }
 
-func (*KVLoad) Columns() []string {
-	return []string{"backend", "servers", "client_kind", "clients", "rep", "client", "seq", "key", "value_bytes", "latency_ms", "done_ms", "ok", "fsync"}
+// kvLoadRow is one write.
+type kvLoadRow struct {
+	Backend    string        `csv:"backend"`
+	Servers    int           `csv:"servers"`
+	ClientKind string        `csv:"client_kind"`
+	Clients    int           `csv:"clients"`
+	Rep        int           `csv:"rep"`
+	Client     int           `csv:"client"`
+	Seq        int           `csv:"seq"`
+	Key        string        `csv:"key"`
+	ValueBytes int           `csv:"value_bytes"`
+	Latency    time.Duration `csv:"latency_ms"`
+	Done       time.Duration `csv:"done_ms"`
+	OK         bool          `csv:"ok"`
+	Fsync      string        `csv:"fsync"`
+	Seed       uint64        `csv:"seed"`
 }
 
 func (k *KVLoad) Run(ctx context.Context, env *experiments.Env) error {
@@ -60,48 +75,31 @@ func (k *KVLoad) Run(ctx context.Context, env *experiments.Env) error {
 		return fmt.Errorf("writes=%d: must be positive", writes)
 	}
 	pool := makePool(env.Seed, PaperPairs, PaperPoolMiB)
-	cells := len(k.fsyncs.Vals) * len(k.servers) * len(k.kinds.Vals) * len(k.clients) * env.Reps
-	env.Progress.SetTotal(cells)
-	for _, policy := range k.fsyncs.Vals {
-		k.srv.fsync = policy
-		for _, n := range k.servers {
-			if err := k.ring(ctx, env, n, pool, writes); err != nil {
-				return fmt.Errorf("fsync=%s servers=%d: %w", policy, n, err)
-			}
+	// One ring per fsync policy and size, for every client kind, client
+	// count and repetition on it.
+	cells := experiments.Cells(len(k.fsyncs.Vals), len(k.servers), len(k.kinds.Vals), len(k.clients))
+	perRing := len(k.kinds.Vals) * len(k.clients)
+	var rings ringPerCell
+	defer rings.Close()
+	return experiments.RunGrid(ctx, env, experiments.Grid{Cells: len(cells)}, func(ctx context.Context, t experiments.Task) ([]kvLoadRow, error) {
+		c := cells[t.Cell]
+		policy, n := k.fsyncs.Vals[c[0]], k.servers[c[1]]
+		r, err := rings.get(t.Cell/perRing, func() (ringnodes.Ring, error) {
+			k.srv.fsync = policy
+			return startRing(ctx, env, n, &k.srv)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("fsync=%s servers=%d: %w", policy, n, err)
 		}
-	}
-	return nil
-}
-
-func (k *KVLoad) ring(ctx context.Context, env *experiments.Env, n int, pool []pair, writes int) error {
-	r, err := startRing(ctx, env, n, &k.srv)
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	addrs := r.Addrs()
-	for rep := range env.Reps {
-		for _, kind := range k.kinds.Vals {
-			for _, c := range k.clients {
-				rows := k.cell(ctx, env, addrs, kind, c, rep, pool, writes)
-				for _, row := range rows {
-					row[1] = n
-					if err := env.Emit(row); err != nil {
-						return err
-					}
-				}
-				env.Progress.Add(1)
-			}
-		}
-	}
-	return nil
+		return k.cell(ctx, env, r.Addrs(), k.kinds.Vals[c[2]], k.clients[c[3]], t, pool, writes), nil
+	})
 }
 
 // cell runs clients concurrent writers; each writes its own seeded
 // permutation of the pool — the same pairs for every client, as in seed
 // 002, so later writes update earlier ones.
-func (k *KVLoad) cell(ctx context.Context, env *experiments.Env, addrs []string, kind string, clients, rep int, pool []pair, writes int) []experiments.Row {
-	out := make([][]experiments.Row, clients)
+func (k *KVLoad) cell(ctx context.Context, env *experiments.Env, addrs []string, kind string, clients int, t experiments.Task, pool []pair, writes int) []kvLoadRow {
+	out := make([][]kvLoadRow, clients)
 	var wg sync.WaitGroup
 	start := time.Now()
 	for c := range clients {
@@ -114,7 +112,7 @@ func (k *KVLoad) cell(ctx context.Context, env *experiments.Env, addrs []string,
 			} else {
 				cl = client.New(addrs[c%len(addrs):c%len(addrs)+1], false)
 			}
-			rng := rand.New(rand.NewPCG(env.Seed, uint64(rep*1000+c)))
+			rng := rand.New(rand.NewPCG(t.Seed, uint64(c)))
 			order := rng.Perm(len(pool))
 			for seq := range min(writes, len(pool)) {
 				p := pool[order[seq]]
@@ -123,13 +121,14 @@ func (k *KVLoad) cell(ctx context.Context, env *experiments.Env, addrs []string,
 				err := cl.Put(cctx, p.key, p.value)
 				cancel()
 				done := time.Now()
-				out[c] = append(out[c], experiments.Row{env.Backend, 0, kind, clients, rep, c, seq, p.key, len(p.value),
-					done.Sub(t0), done.Sub(start), err == nil, k.srv.fsync})
+				out[c] = append(out[c], kvLoadRow{Backend: env.Backend, Servers: len(addrs), ClientKind: kind, Clients: clients,
+					Rep: t.Rep, Client: c, Seq: seq, Key: p.key, ValueBytes: len(p.value), Latency: done.Sub(t0),
+					Done: done.Sub(start), OK: err == nil, Fsync: k.srv.fsync, Seed: t.Seed})
 			}
 		}()
 	}
 	wg.Wait()
-	var rows []experiments.Row
+	var rows []kvLoadRow
 	for _, r := range out {
 		rows = append(rows, r...)
 	}
@@ -165,16 +164,16 @@ func (k *KVLoad) Report(in *experiments.ReportInput) (string, error) {
 		s := p99.Of(name)
 		s.X, s.Y = append(s.X, float64(c)), append(s.Y, lat.P99)
 	}
-	tpPath, tpLink := in.PlotPath("throughput")
-	if err := experiments.LinePlot(tpPath, experiments.Axes{Title: "write throughput", X: "clients", Y: "writes/s (mean ± std over repetitions)", LogX: true}, thr.List); err != nil {
+	tpFig, err := in.Figure("throughput", "throughput", experiments.Line(experiments.Axes{Title: "write throughput", X: "clients", Y: "writes/s (mean ± std over repetitions)", LogX: true}, thr.List))
+	if err != nil {
 		return "", err
 	}
-	latPath, latLink := in.PlotPath("p99")
-	if err := experiments.LinePlot(latPath, experiments.Axes{Title: "write latency p99", X: "clients", Y: "ms", LogX: true}, p99.List); err != nil {
+	latFig, err := in.Figure("p99", "p99", experiments.Line(experiments.Axes{Title: "write latency p99", X: "clients", Y: "ms", LogX: true}, p99.List))
+	if err != nil {
 		return "", err
 	}
 	out := experiments.MarkdownTable([]string{"backend", "fsync", "servers", "client", "clients", "writes", "p50 ms", "p99 ms", "acknowledged writes/s", "failed"}, rows)
-	out += fmt.Sprintf("\n![throughput](%s) ![p99](%s)\n\n", tpLink, latLink)
+	out += "\n" + tpFig + " " + latFig + "\n\n"
 	out += "A write is acknowledged (204) by the key's owner only after both replicas (R = 2) stored it; one a replica did not store is a 503, counted as failed. " +
 		"*fsync* is the servers' policy: never (the OS flushes; survives a process crash), interval (every 100 ms), always (before the acknowledgement; survives a power cut). Seed 002 ran the same pool " +
 		"(7,885 pairs, 16.5 MB, the same pairs for every client) in Docker on a 12-thread Ryzen 5600X and plotted latency and " +

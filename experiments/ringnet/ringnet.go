@@ -95,4 +95,31 @@ func (c *cleanup) Close() error {
 	return err
 }
 
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+// ringPerCell keeps one ring for consecutive tasks of a sequential grid
+// that share it (every repetition of a ring size, say): a task asks for
+// the ring of its key, which is started when the key changes and the
+// previous ring closed.
+type ringPerCell struct {
+	key  int
+	ring ringnodes.Ring
+}
+
+func (p *ringPerCell) get(key int, start func() (ringnodes.Ring, error)) (ringnodes.Ring, error) {
+	if p.ring != nil && p.key == key {
+		return p.ring, nil
+	}
+	p.Close()
+	r, err := start()
+	if err != nil {
+		return nil, err
+	}
+	p.key, p.ring = key, r
+	return r, nil
+}
+
+func (p *ringPerCell) Close() {
+	if p.ring != nil {
+		p.ring.Close()
+		p.ring = nil
+	}
+}

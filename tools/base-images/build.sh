@@ -10,8 +10,19 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-mirror=${DEBIAN_MIRROR:-$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)}
-mirror=${mirror:-http://deb.debian.org/debian}
+# The Debian mirror: DEBIAN_MIRROR, else the one this machine's apt uses
+# (deb822 debian.sources, or a one-line `deb URL bookworm …` entry). No
+# mirror is written here: the tree names no registry.
+apt_mirror() {
+  local f m
+  for f in /etc/apt/sources.list.d/debian.sources /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [ -r "$f" ] || continue
+    m=$(awk '/^URIs:/ {print $2; exit} $1 == "deb" && $3 ~ /^bookworm/ {print $2; exit}' "$f")
+    if [ -n "$m" ]; then echo "$m"; return 0; fi
+  done
+  return 0
+}
+mirror=${DEBIAN_MIRROR:-$(apt_mirror)}
 # The label names the toolchain and the trust store it was made with.
 go_version="$(go env GOVERSION) ca:$(sha256sum /etc/ssl/certs/ca-certificates.crt | cut -c1-12)"
 
@@ -19,6 +30,10 @@ go_version="$(go env GOVERSION) ca:$(sha256sum /etc/ssl/certs/ca-certificates.cr
 have() { [ "$(docker image inspect -f '{{index .Config.Labels "ringside.base"}}' "$1" 2>/dev/null)" = "$2" ]; }
 
 if ! have debian:bookworm-slim "debootstrap bookworm"; then
+  if [ -z "$mirror" ]; then
+    echo "base-images: no Debian mirror: set DEBIAN_MIRROR, or give apt one (/etc/apt/sources.list.d/debian.sources or /etc/apt/sources.list)" >&2
+    exit 1
+  fi
   command -v debootstrap >/dev/null || { echo "base-images: debootstrap is not installed (apt-get install debootstrap)" >&2; exit 1; }
   root=$(mktemp -d)
   trap 'rm -rf "$root"' EXIT
