@@ -3,6 +3,7 @@ package balancer
 import (
 	"errors"
 	"fmt"
+	"github.com/ringside/ringside/balancer/pick"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -74,7 +75,7 @@ func (b *Balancer) choose(t *table, tried []int) int {
 		i = t.fallback(tried)
 	}
 	if i >= 0 {
-		if pr, ok := t.picker.(Prober); ok {
+		if pr, ok := t.picker.(pick.Prober); ok {
 			b.probe(t, pr)
 		}
 	}
@@ -90,7 +91,7 @@ func (b *Balancer) begin(be backend) time.Duration {
 
 // answered takes what a response's headers tell the picker.
 func (b *Balancer) answered(t *table, i int, h http.Header) {
-	if _, ok := t.picker.(*reportWRR); ok {
+	if _, ok := t.picker.(pick.ReportReader); ok {
 		b.reported(t.backends[i], h.Get(loadreport.Header))
 	}
 }
@@ -103,7 +104,7 @@ func (b *Balancer) done(t *table, i int, start time.Duration, failed bool) {
 	if failed {
 		c.failures.Add(1)
 	}
-	if o, ok := t.picker.(Observer); ok {
+	if o, ok := t.picker.(pick.Observer); ok {
 		o.Observe(i, b.now()-start, failed)
 	}
 }

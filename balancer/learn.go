@@ -3,6 +3,7 @@ package balancer
 import (
 	"context"
 	"fmt"
+	"github.com/ringside/ringside/balancer/pick"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -25,7 +26,7 @@ func (b *Balancer) reported(be backend, header string) {
 		b.log.Debug("load report refused", "worker", be.ID, "err", err)
 		return
 	}
-	be.c.Reported(b.now(), Report{QPS: r.QPS, EPS: r.EPS, Utilization: r.Utilization}, b.tuning.ErrorPenalty, b.tuning.Expiry)
+	be.c.Reported(b.now(), pick.Report{QPS: r.QPS, EPS: r.EPS, Utilization: r.Utilization}, b.tuning.ErrorPenalty, b.tuning.Expiry)
 }
 
 // maxProbes bounds the probes in flight; past it a probe is skipped
@@ -34,7 +35,7 @@ const maxProbes = 64
 
 // probe sends the probes the picker asks for, asynchronously: GET /load on
 // each backend, the answer reported back with Probed.
-func (b *Balancer) probe(t *table, pr Prober) {
+func (b *Balancer) probe(t *table, pr pick.Prober) {
 	var buf [16]int
 	for _, i := range pr.TakeProbes(buf[:0], rand.Uint64()) {
 		select {

@@ -3,6 +3,7 @@ package balancer
 import (
 	"errors"
 	"fmt"
+	"github.com/ringside/ringside/balancer/pick"
 	"io"
 	"log/slog"
 	"net"
@@ -23,7 +24,7 @@ import (
 // picks never take a lock (except smooth-wrr's own).
 type Balancer struct {
 	algo        string
-	tuning      Tuning
+	tuning      pick.Tuning
 	start       time.Time     // the pickers' clock counts from here
 	probes      chan struct{} // one slot per probe in flight
 	probeClient *http.Client
@@ -46,26 +47,26 @@ type backend struct {
 type table struct {
 	seq      uint64
 	backends []backend
-	picker   Picker
+	picker   pick.Picker
 }
 
 // counters are a worker's, kept by ID across table swaps: what the
 // pickers learned (Load) and what the agent is told.
 type counters struct {
-	Load
+	pick.Load
 	requests, failures atomic.Uint64
 }
 
 // Options configure a Balancer.
 type Options struct {
-	Algorithm string // one of Algorithms; default weighted-random
+	Algorithm string // one of pick.Algorithms; default weighted-random
 	// Retries is how many other workers an idempotent request (GET, HEAD,
 	// OPTIONS, or one with an Idempotency-Key) tries after a worker fails
 	// to answer. Default 2; negative disables.
 	Retries   int
 	Transport *http.Transport // default: NewTransport()
 	Log       *slog.Logger
-	Tuning    Tuning // the latency- and load-aware pickers' parameters
+	Tuning    pick.Tuning // the latency- and load-aware pickers' parameters
 }
 
 // NewTransport is tuned for one proxy in front of a few busy workers: the
@@ -87,9 +88,9 @@ func NewTransport() *http.Transport {
 // first Update.
 func New(o Options) (*Balancer, error) {
 	if o.Algorithm == "" {
-		o.Algorithm = WeightedRandom
+		o.Algorithm = pick.WeightedRandom
 	}
-	if _, err := NewPicker(o.Algorithm, nil, Inputs{Tuning: o.Tuning}); err != nil {
+	if _, err := pick.NewPicker(o.Algorithm, nil, pick.Inputs{Tuning: o.Tuning}); err != nil {
 		return nil, err
 	}
 	if o.Retries == 0 {
@@ -173,11 +174,11 @@ func (b *Balancer) install(m weightfeed.Weights, checkSeq bool) error {
 		}
 	}
 	b.mu.Unlock()
-	loads := make([]*Load, len(t.backends))
+	loads := make([]*pick.Load, len(t.backends))
 	for i, be := range t.backends {
 		loads[i] = &be.c.Load
 	}
-	p, err := newPicker(b.algo, weights, Inputs{Loads: loads, Now: b.now, Tuning: b.tuning})
+	p, err := pick.NewPicker(b.algo, weights, pick.Inputs{Loads: loads, Now: b.now, Tuning: b.tuning})
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/ringside/ringside/balancer/pick"
 	"io"
 	"log/slog"
 	"net/http"
@@ -120,7 +121,7 @@ func TestDrainedWorkerGetsNothing(t *testing.T) {
 	a, c := named("a"), named("c")
 	defer a.Close()
 	defer c.Close()
-	for _, algo := range Algorithms {
+	for _, algo := range pick.Algorithms {
 		b, err := New(Options{Algorithm: algo, Log: quiet})
 		require.NoError(t, err)
 		m := Static([]string{addr(a), addr(c)}, []float64{0, 1})

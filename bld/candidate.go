@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/ringside/ringside/bld/balance"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -76,7 +77,7 @@ type Candidate struct {
 
 // NewCandidate validates cfg and builds the lock.
 func NewCandidate(cfg CandidateConfig) (*Candidate, error) {
-	if err := CheckAlgorithm(cfg.Algorithm); err != nil {
+	if err := balance.CheckAlgorithm(cfg.Algorithm); err != nil {
 		return nil, err
 	}
 	if cfg.Election == "" || cfg.Namespace == "" || cfg.Identity == "" {
@@ -147,23 +148,23 @@ func (c *Candidate) Run(ctx context.Context) error {
 		c.leader = c.cfg.Identity
 		c.mu.Unlock()
 		c.cfg.OnEvent("started", c.cfg.Identity)
-		if Balanced(c.cfg.Algorithm) {
+		if balance.Balanced(c.cfg.Algorithm) {
 			c.confirmLoop(lctx)
 		}
-		if c.cfg.Algorithm == Ranked {
+		if c.cfg.Algorithm == balance.Ranked {
 			c.rankLoop(lctx)
 		}
 		<-lctx.Done()
 		c.cfg.OnEvent("stopped", "")
 	}
 	stopped := func() {
-		if Balanced(c.cfg.Algorithm) {
+		if balance.Balanced(c.cfg.Algorithm) {
 			rctx, cancel := context.WithTimeout(context.Background(), c.cfg.RenewDeadline)
 			defer cancel()
 			c.record.Release(rctx, c.cfg.Election, c.cfg.Identity)
 		}
 	}
-	if c.cfg.Algorithm == Default {
+	if c.cfg.Algorithm == balance.Default {
 		// client-go's elector, unchanged; it returns after losing the
 		// lease, so campaign again.
 		for ctx.Err() == nil {
@@ -183,11 +184,11 @@ func (c *Candidate) Run(ctx context.Context) error {
 		Lock: c.lock, LeaseDuration: c.cfg.LeaseDuration, RenewDeadline: c.cfg.RenewDeadline, RetryPeriod: c.cfg.RetryPeriod,
 		OnStartedLeading: started, OnStoppedLeading: stopped, OnNewLeader: c.setLeader, Kick: c.kick, Log: c.cfg.Log,
 	}
-	if Balanced(c.cfg.Algorithm) {
+	if balance.Balanced(c.cfg.Algorithm) {
 		cfg.Gate, cfg.AfterAttempt, cfg.Prefetch, cfg.Unclaimed = c.balanceGate, c.afterBalanced, c.readAhead, c.unclaimed
 		cfg.GateRetry = c.cfg.RetryPeriod / 40
 	}
-	if c.cfg.Algorithm == Ranked {
+	if c.cfg.Algorithm == balance.Ranked {
 		cfg.Gate, cfg.Handover = c.rankGate, c.handover
 	}
 	NewElector(cfg).Run(ctx)
@@ -205,7 +206,7 @@ func (c *Candidate) publish(ctx context.Context) error {
 		}
 		c.cfg.Node = pod.Spec.NodeName
 	}
-	if c.cfg.ProbeAddr == "" || c.cfg.Algorithm != Ranked {
+	if c.cfg.ProbeAddr == "" || c.cfg.Algorithm != balance.Ranked {
 		return nil // only ranked leaders probe their followers
 	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{ProbeAnnotation: c.cfg.ProbeAddr}}})

@@ -2,6 +2,7 @@ package bld
 
 import (
 	"context"
+	"github.com/ringside/ringside/bld/balance"
 	"slices"
 	"time"
 
@@ -121,7 +122,7 @@ func (c *Candidate) balanceGate(ctx context.Context, observed *resourcelock.Lead
 	}
 	c.ahead = nil // one use: a retry must read afresh
 	c.mu.Unlock()
-	return c.record.Reserve(ctx, ahead, c.cfg.Election, c.cfg.Identity, c.cfg.Node, previous, c.cfg.LeaseDuration, func(p Placement) (bool, error) {
+	return c.record.Reserve(ctx, ahead, c.cfg.Election, c.cfg.Identity, c.cfg.Node, previous, c.cfg.LeaseDuration, func(p balance.Placement) (bool, error) {
 		return c.qualifies(ctx, p)
 	})
 }
@@ -130,7 +131,7 @@ func (c *Candidate) balanceGate(ctx context.Context, observed *resourcelock.Lead
 // other application's leader qualifies under every rule, whatever the
 // worker nodes (bld, bld-literal) or the election's candidate nodes
 // (bld-plus), so those are needed only when this node is crowded.
-func (c *Candidate) qualifies(ctx context.Context, p Placement) (bool, error) {
+func (c *Candidate) qualifies(ctx context.Context, p balance.Placement) (bool, error) {
 	if !c.crowded(p) {
 		return true, nil
 	}
@@ -138,12 +139,12 @@ func (c *Candidate) qualifies(ctx context.Context, p Placement) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return Qualifies(c.cfg.Algorithm, c.cfg.Election, c.cfg.Node, p, nodes, cands), nil
+	return balance.Qualifies(c.cfg.Algorithm, c.cfg.Election, c.cfg.Node, p, nodes, cands), nil
 }
 
 // crowded reports whether this candidate's node holds another
 // application's leader in p.
-func (c *Candidate) crowded(p Placement) bool {
+func (c *Candidate) crowded(p balance.Placement) bool {
 	return p.Counts(c.cfg.Election)[c.cfg.Node] > 0
 }
 
@@ -152,9 +153,9 @@ func (c *Candidate) crowded(p Placement) bool {
 // candidate of this election (bld-plus). Both are cached.
 func (c *Candidate) balanceInputs(ctx context.Context) (nodes, cands []string, err error) {
 	switch c.cfg.Algorithm {
-	case BLD, BLDLiteral:
+	case balance.BLD, balance.BLDLiteral:
 		nodes, err = c.workerNodes(ctx)
-	case BLDPlus:
+	case balance.BLDPlus:
 		cands, err = c.candidateNodes(ctx)
 	}
 	return nodes, cands, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/ringside/ringside/bld/balance"
 	"io"
 	"log/slog"
 	"net"
@@ -226,7 +227,7 @@ func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { r
 func TestFirstTryOfANewElection(t *testing.T) {
 	ns, l := namespace(t), newLeaders()
 	client, dials, requests := tracedClient(t)
-	campaignWith(t, client, l, BLD, LockLease, ns, "app", "app-0", "w1")
+	campaignWith(t, client, l, balance.BLD, LockLease, ns, "app", "app-0", "w1")
 	waitLeader(t, l, "app", 10*time.Second)
 	got := requests()
 	require.GreaterOrEqual(t, len(got), 3)
@@ -249,7 +250,7 @@ func TestFirstTryLeavesALeadersEntryAlone(t *testing.T) {
 	_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: RecordName}, Data: map[string]string{"app": string(entry)}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	client, _, requests := tracedClient(t)
-	r := campaignWith(t, client, l, BLD, LockLease, ns, "app", "app-1", "w1")
+	r := campaignWith(t, client, l, balance.BLD, LockLease, ns, "app", "app-1", "w1")
 	require.Eventually(t, func() bool { return r.c.Leader() == "app-0" }, 5*time.Second, 20*time.Millisecond, "the candidate sees the leader")
 	got := requests()
 	require.GreaterOrEqual(t, len(got), 2)
@@ -267,7 +268,7 @@ func TestDefaultElectsOneAndFailsOver(t *testing.T) {
 			rs := map[string]running{}
 			for i, node := range []string{"w1", "w2", "w3"} {
 				id := fmt.Sprint("app-", i)
-				rs[id] = campaign(t, l, Default, lock, ns, "app", id, node)
+				rs[id] = campaign(t, l, balance.Default, lock, ns, "app", id, node)
 			}
 			first := waitLeader(t, l, "app", 10*time.Second)
 			rs[first].stop() // releases the lease on the way out
@@ -288,12 +289,12 @@ func TestBLDPrefersTheEmptyNode(t *testing.T) {
 	rec := &Record{Client: cs.CoreV1(), Namespace: ns}
 	ctx := context.Background()
 	for app, node := range map[string]string{"a": "w1", "b": "w2"} {
-		ok, err := rec.Reserve(ctx, nil, app, app+"-0", node, "", 0, func(Placement) (bool, error) { return true, nil })
+		ok, err := rec.Reserve(ctx, nil, app, app+"-0", node, "", 0, func(balance.Placement) (bool, error) { return true, nil })
 		require.NoError(t, err)
 		require.True(t, ok)
 	}
 	for i, node := range []string{"w1", "w2", "w3"} {
-		campaign(t, l, BLD, LockLease, ns, "c", fmt.Sprint("c-", i), node)
+		campaign(t, l, balance.BLD, LockLease, ns, "c", fmt.Sprint("c-", i), node)
 	}
 	assert.Equal(t, "c-2", waitLeader(t, l, "c", 10*time.Second), "only w3 satisfies N·c ≤ L")
 	p, err := rec.Placement(ctx)
@@ -305,10 +306,10 @@ func TestLiteralBLDAllowsACrowdedNode(t *testing.T) {
 	ns, l := namespace(t), newLeaders()
 	rec := &Record{Client: cs.CoreV1(), Namespace: ns}
 	for app, node := range map[string]string{"a": "w1", "b": "w2"} {
-		_, err := rec.Reserve(context.Background(), nil, app, app+"-0", node, "", 0, func(Placement) (bool, error) { return true, nil })
+		_, err := rec.Reserve(context.Background(), nil, app, app+"-0", node, "", 0, func(balance.Placement) (bool, error) { return true, nil })
 		require.NoError(t, err)
 	}
-	campaign(t, l, BLDLiteral, LockLease, ns, "c", "c-0", "w1")
+	campaign(t, l, balance.BLDLiteral, LockLease, ns, "c", "c-0", "w1")
 	assert.Equal(t, "c-0", waitLeader(t, l, "c", 10*time.Second), "c ≤ (L+1)/N = 1 holds on w1")
 }
 
@@ -318,7 +319,7 @@ func TestConstrainedPlacement(t *testing.T) {
 		ns, l := namespace(t), newLeaders()
 		rec := &Record{Client: cs.CoreV1(), Namespace: ns}
 		for app, node := range map[string]string{"a": "w1", "b": "w2", "x": "w1", "y": "w2"} {
-			_, err := rec.Reserve(context.Background(), nil, app, app+"-0", node, "", 0, func(Placement) (bool, error) { return true, nil })
+			_, err := rec.Reserve(context.Background(), nil, app, app+"-0", node, "", 0, func(balance.Placement) (bool, error) { return true, nil })
 			require.NoError(t, err)
 		}
 		for i, node := range []string{"w1", "w2"} {
@@ -327,12 +328,12 @@ func TestConstrainedPlacement(t *testing.T) {
 		return l
 	}
 	t.Run("bld starves", func(t *testing.T) {
-		l := setup(t, BLD)
+		l := setup(t, balance.BLD)
 		time.Sleep(2 * time.Second)
 		assert.Empty(t, l.of("c"), "BLD's failure mode: no candidate qualifies")
 	})
 	t.Run("bld-plus elects", func(t *testing.T) {
-		l := setup(t, BLDPlus)
+		l := setup(t, balance.BLDPlus)
 		waitLeader(t, l, "c", 10*time.Second)
 	})
 }
@@ -344,7 +345,7 @@ func TestConcurrentApplicationsCannotCrowdOneNode(t *testing.T) {
 		for _, app := range []string{"a", "b", "c"} {
 			for i, node := range []string{"w1", "w2", "w3"} {
 				id := fmt.Sprintf("%s-%d", app, i)
-				rs = append(rs, campaign(t, l, BLD, LockLease, ns, app, id, node))
+				rs = append(rs, campaign(t, l, balance.BLD, LockLease, ns, app, id, node))
 			}
 		}
 		nodes := map[string]bool{}
@@ -365,7 +366,7 @@ func TestRankedHandsOverWithoutWaitingOutTheLease(t *testing.T) {
 	rs := map[string]running{}
 	for i, node := range []string{"w1", "w2", "w3"} {
 		id := fmt.Sprint("r-", i)
-		rs[id] = campaign(t, l, Ranked, LockLease, ns, "r", id, node)
+		rs[id] = campaign(t, l, balance.Ranked, LockLease, ns, "r", id, node)
 	}
 	leader := waitLeader(t, l, "r", 10*time.Second)
 	// The ranking appears on the lock object.
@@ -386,7 +387,7 @@ func TestRankedHandsOverWithoutWaitingOutTheLease(t *testing.T) {
 func TestOneReservationPerApplication(t *testing.T) {
 	rec := &Record{Client: cs.CoreV1(), Namespace: namespace(t)}
 	ctx := context.Background()
-	any := func(Placement) (bool, error) { return true, nil }
+	any := func(balance.Placement) (bool, error) { return true, nil }
 	ok, err := rec.Reserve(ctx, nil, "x", "x-0", "w1", "", time.Minute, any)
 	require.NoError(t, err)
 	require.True(t, ok)
@@ -398,21 +399,21 @@ func TestOneReservationPerApplication(t *testing.T) {
 	ok, err = rec.Reserve(ctx, nil, "x", "x-2", "w3", "", 0, any)
 	require.NoError(t, err)
 	assert.True(t, ok, "or it is no longer fresh")
-	_, err = rec.Reserve(ctx, nil, "y", "y-0", "w1", "", time.Minute, func(Placement) (bool, error) { return false, io.ErrUnexpectedEOF })
+	_, err = rec.Reserve(ctx, nil, "y", "y-0", "w1", "", time.Minute, func(balance.Placement) (bool, error) { return false, io.ErrUnexpectedEOF })
 	require.ErrorIs(t, err, io.ErrUnexpectedEOF, "the balance condition's own error comes through")
 	p, err := rec.Placement(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, Placement{"x": "w3"}, p)
+	assert.Equal(t, balance.Placement{"x": "w3"}, p)
 }
 
 func TestLeaderRestoresItsRecordEntry(t *testing.T) {
 	ns, l := namespace(t), newLeaders()
 	rec := &Record{Client: cs.CoreV1(), Namespace: ns}
-	campaign(t, l, BLD, LockLease, ns, "a", "a-0", "w2")
+	campaign(t, l, balance.BLD, LockLease, ns, "a", "a-0", "w2")
 	leader := waitLeader(t, l, "a", 10*time.Second)
 	// A candidate that reserved for an expired lease and then lost it
 	// to the leader's renewal drops the application's entry.
-	_, err := rec.Reserve(context.Background(), nil, "a", "a-9", "w1", leader, time.Minute, func(Placement) (bool, error) { return true, nil })
+	_, err := rec.Reserve(context.Background(), nil, "a", "a-9", "w1", leader, time.Minute, func(balance.Placement) (bool, error) { return true, nil })
 	require.NoError(t, err)
 	require.NoError(t, rec.Release(context.Background(), "a", "a-9"))
 	require.Eventually(t, func() bool {
@@ -442,10 +443,10 @@ func TestRecordHealsBadAndExpiredEntries(t *testing.T) {
 	rec := &Record{Client: cs.CoreV1(), Namespace: ns}
 	p, err := rec.Placement(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, Placement{"a": "w1"}, p)
+	assert.Equal(t, balance.Placement{"a": "w1"}, p)
 
-	campaign(t, l, BLD, LockLease, ns, "c", "c-0", "w1")
-	campaign(t, l, BLD, LockLease, ns, "c", "c-1", "w2")
+	campaign(t, l, balance.BLD, LockLease, ns, "c", "c-0", "w1")
+	campaign(t, l, balance.BLD, LockLease, ns, "c", "c-1", "w2")
 	assert.Equal(t, "c-1", waitLeader(t, l, "c", 10*time.Second), "w2 is free: its entry expired")
 	cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, RecordName, metav1.GetOptions{})
 	require.NoError(t, err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ringside/ringside/bld/balance"
 	"log/slog"
 	"time"
 
@@ -73,7 +74,7 @@ func decodeEntries(cm *v1.ConfigMap, log *slog.Logger, now time.Time) map[string
 }
 
 // Placement reads the record as application → leader node.
-func (r *Record) Placement(ctx context.Context) (Placement, error) {
+func (r *Record) Placement(ctx context.Context) (balance.Placement, error) {
 	return r.read(ctx, "").Placement()
 }
 
@@ -100,8 +101,8 @@ func (r *Record) read(ctx context.Context, rv string) Snapshot {
 
 // Placement reads a snapshot as application → leader node; no record
 // yet is an empty placement.
-func (s Snapshot) Placement() (Placement, error) {
-	p := Placement{}
+func (s Snapshot) Placement() (balance.Placement, error) {
+	p := balance.Placement{}
 	if apierrors.IsNotFound(s.err) {
 		return p, nil
 	}
@@ -168,7 +169,7 @@ func (r *Record) modify(ctx context.Context, first *Snapshot, f func(map[string]
 // the winner's node looking empty to the other applications.
 //
 // It returns ErrReserved when another candidate's reservation stands.
-func (r *Record) Reserve(ctx context.Context, first *Snapshot, app, holder, node, previous string, fresh time.Duration, qualifies func(Placement) (bool, error)) (bool, error) {
+func (r *Record) Reserve(ctx context.Context, first *Snapshot, app, holder, node, previous string, fresh time.Duration, qualifies func(balance.Placement) (bool, error)) (bool, error) {
 	taken := false
 	var qerr error
 	ok, err := r.modify(ctx, first, func(m map[string]Entry) bool {
@@ -177,7 +178,7 @@ func (r *Record) Reserve(ctx context.Context, first *Snapshot, app, holder, node
 		if taken {
 			return false
 		}
-		p := Placement{}
+		p := balance.Placement{}
 		for a, e := range m {
 			p[a] = e.Node
 		}

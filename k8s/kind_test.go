@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ringside/ringside/bld"
+	"github.com/ringside/ringside/bld/balance"
 	"github.com/ringside/ringside/k8s/kindrun"
 )
 
@@ -62,7 +63,7 @@ func TestKindClusterBalancesLeaders(t *testing.T) {
 	}
 
 	apps := []string{"app-1", "app-2", "app-3"}
-	objs, err := Applications(render(t, bld.BLD), apps...)
+	objs, err := Applications(render(t, balance.BLD), apps...)
 	require.NoError(t, err)
 	apply(ctx, t, rc, objs)
 

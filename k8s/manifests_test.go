@@ -32,10 +32,11 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/ringside/ringside/bld"
+	"github.com/ringside/ringside/bld/balance"
 	"github.com/ringside/ringside/experiments/backend/kube/controlplane"
 )
 
-var overlays = []string{bld.Default, "default-endpoints", bld.BLD, bld.BLDPlus, bld.Ranked}
+var overlays = []string{balance.Default, "default-endpoints", balance.BLD, balance.BLDPlus, balance.Ranked}
 
 func render(t *testing.T, overlay string) []*unstructured.Unstructured {
 	t.Helper()
@@ -82,8 +83,8 @@ func TestOverlaysRender(t *testing.T) {
 			assert.Equal(t, []string{"app"}, grants["coordination.k8s.io/leases/update"])
 			assert.Equal(t, []string{"ringside-leaders"}, grants["/configmaps/update"])
 			_, patch := grants["/pods/patch"]
-			assert.Equal(t, overlay == bld.Ranked, patch, "pods patch")
-			assert.Equal(t, overlay == bld.Ranked, find(objs, "ValidatingAdmissionPolicy") != nil, "own-pod policy")
+			assert.Equal(t, overlay == balance.Ranked, patch, "pods patch")
+			assert.Equal(t, overlay == balance.Ranked, find(objs, "ValidatingAdmissionPolicy") != nil, "own-pod policy")
 			eps, endpoints := grants["/endpoints/update"]
 			assert.Equal(t, overlay == "default-endpoints", endpoints, "endpoints rule")
 			if endpoints {
@@ -123,7 +124,7 @@ func roleGrants(t *testing.T, role *unstructured.Unstructured) map[string][]stri
 func asSlice(v any) []any { s, _ := v.([]any); return s }
 
 func TestApplicationsHaveTheirOwnRights(t *testing.T) {
-	objs, err := Applications(render(t, bld.Ranked), "alpha", "beta")
+	objs, err := Applications(render(t, balance.Ranked), "alpha", "beta")
 	require.NoError(t, err)
 	var deps, roles int
 	for _, o := range objs {
@@ -176,11 +177,11 @@ func TestElectorsRunWithTheManifestsRights(t *testing.T) {
 	// overlay → the algorithm and lock its Deployment runs.
 	type run struct{ alg, lock string }
 	runs := map[string]run{
-		bld.Default:         {bld.Default, bld.LockLease},
-		"default-endpoints": {bld.Default, bld.LockEndpoints},
-		bld.BLD:             {bld.BLD, bld.LockLease},
-		bld.BLDPlus:         {bld.BLDPlus, bld.LockLease},
-		bld.Ranked:          {bld.Ranked, bld.LockLease},
+		balance.Default:     {balance.Default, bld.LockLease},
+		"default-endpoints": {balance.Default, bld.LockEndpoints},
+		balance.BLD:         {balance.BLD, bld.LockLease},
+		balance.BLDPlus:     {balance.BLDPlus, bld.LockLease},
+		balance.Ranked:      {balance.Ranked, bld.LockLease},
 	}
 	for _, overlay := range overlays {
 		objs, err := Applications(render(t, overlay), "app-"+overlay)
@@ -223,7 +224,7 @@ func TestElectorsRunWithTheManifestsRights(t *testing.T) {
 	// algorithms need the nodes (bld) and their peers (bld-plus) too.
 	rec := &bld.Record{Client: cs.CoreV1(), Namespace: "ringside"}
 	for i, n := range workers {
-		_, err := rec.Reserve(ctx, nil, fmt.Sprint("other-", i), "x", n, "", 0, func(bld.Placement) (bool, error) { return true, nil })
+		_, err := rec.Reserve(ctx, nil, fmt.Sprint("other-", i), "x", n, "", 0, func(balance.Placement) (bool, error) { return true, nil })
 		require.NoError(t, err)
 	}
 

@@ -24,6 +24,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/ringside/ringside/bld"
+	"github.com/ringside/ringside/bld/balance"
 	"github.com/ringside/ringside/experiments/backend/kube/controlplane"
 )
 
@@ -99,7 +100,7 @@ func application(t *testing.T, n, writeWork int) []*replica {
 		name := fmt.Sprintf("app-%d", i)
 		r := &replica{name: name, done: make(chan struct{})}
 		cand, err := bld.NewCandidate(bld.CandidateConfig{
-			Algorithm: bld.Default, Lock: bld.LockLease, Election: "app", Namespace: ns.Name, Identity: name, Node: "w1", Client: cs,
+			Algorithm: balance.Default, Lock: bld.LockLease, Election: "app", Namespace: ns.Name, Identity: name, Node: "w1", Client: cs,
 			LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond,
 			Log: slog.New(slog.DiscardHandler),
 		})

@@ -15,7 +15,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/ringside/ringside/balancer"
+	"github.com/ringside/ringside/balancer/pick"
 	"github.com/ringside/ringside/internal/loadreport"
 )
 
@@ -35,7 +35,7 @@ type Config struct {
 	Noisy       int
 	NoisyFactor float64
 	ProbeRTT    time.Duration // prequal's probe round trip
-	Tuning      balancer.Tuning
+	Tuning      pick.Tuning
 }
 
 // Result is what one run measured.
@@ -113,10 +113,10 @@ type sim struct {
 	seq     uint64
 	heap    []event
 	servers []server
-	loads   []*balancer.Load
-	picker  balancer.Picker
-	obs     balancer.Observer
-	prober  balancer.Prober
+	loads   []*pick.Load
+	picker  pick.Picker
+	obs     pick.Observer
+	prober  pick.Prober
 	reports bool
 	rng     *rand.Rand // service times and arrivals
 	pickRng *rand.Rand // the picker's random bits
@@ -131,19 +131,19 @@ func Run(c Config, seed uint64) (Result, error) {
 		return Result{}, err
 	}
 	c.Tuning = c.Tuning.WithDefaults()
-	s := &sim{c: c, servers: make([]server, len(c.Capacities)), loads: balancer.NewLoads(len(c.Capacities)),
+	s := &sim{c: c, servers: make([]server, len(c.Capacities)), loads: pick.NewLoads(len(c.Capacities)),
 		rng: rand.New(rand.NewPCG(seed, 0x5e41)), pickRng: rand.New(rand.NewPCG(seed, 0x91c4)),
-		reports: c.Picker == balancer.LoadReportWRR}
+		reports: c.Picker == pick.LoadReportWRR}
 	for i, x := range c.Capacities {
 		s.servers[i] = server{capacity: x, queue: make([]queued, c.QueueLimit)}
 	}
-	p, err := balancer.NewPicker(c.Picker, c.Capacities, balancer.Inputs{Loads: s.loads, Now: func() time.Duration { return s.now }, Tuning: c.Tuning})
+	p, err := pick.NewPicker(c.Picker, c.Capacities, pick.Inputs{Loads: s.loads, Now: func() time.Duration { return s.now }, Tuning: c.Tuning})
 	if err != nil {
 		return Result{}, err
 	}
 	s.picker = p
-	s.obs, _ = p.(balancer.Observer)
-	s.prober, _ = p.(balancer.Prober)
+	s.obs, _ = p.(pick.Observer)
+	s.prober, _ = p.(pick.Prober)
 	s.res.PerServer = make([]int, len(c.Capacities))
 
 	nominal := 0.0
@@ -237,7 +237,7 @@ func (s *sim) complete(i int, start time.Duration, rif int) {
 	}
 	if s.reports {
 		// Per-response load report (ORCA): the last complete second.
-		s.loads[i].Reported(s.now, balancer.Report{QPS: float64(sv.lastDone), Utilization: sv.lastBusyNS / float64(time.Second) / float64(s.c.Slots)},
+		s.loads[i].Reported(s.now, pick.Report{QPS: float64(sv.lastDone), Utilization: sv.lastBusyNS / float64(time.Second) / float64(s.c.Slots)},
 			s.c.Tuning.ErrorPenalty, s.c.Tuning.Expiry)
 	}
 	if start >= s.c.WarmUp {

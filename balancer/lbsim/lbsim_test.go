@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ringside/ringside/balancer"
+	"github.com/ringside/ringside/balancer/pick"
 )
 
 func config(picker string, n int, util float64) Config {
@@ -21,7 +21,7 @@ func config(picker string, n int, util float64) Config {
 }
 
 func TestSameSeedSameResult(t *testing.T) {
-	for _, p := range balancer.Algorithms {
+	for _, p := range pick.Algorithms {
 		a, err := Run(config(p, 8, 0.8), 42)
 		require.NoError(t, err, p)
 		b, err := Run(config(p, 8, 0.8), 42)
@@ -37,7 +37,7 @@ func TestSameSeedSameResult(t *testing.T) {
 // servers nothing is dropped, the arrivals match the rate, and the mean
 // latency is the service time plus a little queueing.
 func TestLoadModel(t *testing.T) {
-	c := config(balancer.RoundRobin, 4, 0.5)
+	c := config(pick.RoundRobin, 4, 0.5)
 	c.Capacities = []float64{1, 1, 1, 1}
 	c.Noisy = -1
 	r, err := Run(c, 1)
@@ -56,7 +56,7 @@ func TestLoadModel(t *testing.T) {
 
 // Overload drops: at 3× the capacity most requests find full queues.
 func TestOverloadDrops(t *testing.T) {
-	r, err := Run(config(balancer.WeightedRandom, 4, 3), 1)
+	r, err := Run(config(pick.WeightedRandom, 4, 3), 1)
 	require.NoError(t, err)
 	assert.Greater(t, r.Dropped, r.Requests/2)
 }
@@ -71,7 +71,7 @@ func TestCheck(t *testing.T) {
 		func(c *Config) { c.Noisy = 99 },
 		func(c *Config) { c.NoisyFactor = 2 },
 	} {
-		c := config(balancer.P2C, 4, 0.5)
+		c := config(pick.P2C, 4, 0.5)
 		mut(&c)
 		_, err := Run(c, 1)
 		assert.ErrorContains(t, err, "lbsim")
@@ -83,7 +83,7 @@ func TestCheck(t *testing.T) {
 
 // BenchmarkRun reports simulated requests per second of wall time.
 func BenchmarkRun(b *testing.B) {
-	for _, p := range []string{balancer.WeightedRandom, balancer.P2CPeakEWMA, balancer.Prequal} {
+	for _, p := range []string{pick.WeightedRandom, pick.P2CPeakEWMA, pick.Prequal} {
 		b.Run(p, func(b *testing.B) {
 			c := config(p, 100, 0.9)
 			reqs := 0

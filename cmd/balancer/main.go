@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ringside/ringside/balancer"
+	"github.com/ringside/ringside/balancer/pick"
 	"github.com/ringside/ringside/internal/envflag"
 	"github.com/ringside/ringside/internal/serve"
 	"github.com/ringside/ringside/internal/weightfeed"
@@ -30,8 +31,8 @@ func run(ctx context.Context, args []string) error {
 	fs := envflag.New(flag.NewFlagSet("balancer", flag.ContinueOnError))
 	addr := fs.String("addr", "BALANCER_ADDR", ":8080", "proxy address")
 	admin := fs.String("admin", "BALANCER_ADMIN", ":9090", "/metrics and /healthz address")
-	picker := fs.String("picker", "BALANCER_PICKER", balancer.WeightedRandom, strings.Join(balancer.Algorithms, ", "))
-	var tuning balancer.Tuning
+	picker := fs.String("picker", "BALANCER_PICKER", pick.WeightedRandom, strings.Join(pick.Algorithms, ", "))
+	var tuning pick.Tuning
 	fs.Env("BALANCER", tuning.Define(fs.FlagSet, "")...)
 	feed := fs.String("feed", "AGENT_FEED", "", "agent weight feed URL, e.g. ws://agent:8081/feed")
 	token := fs.String("token", "AGENT_TOKEN", "", "the agent's feed token")

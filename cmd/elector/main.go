@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ringside/ringside/bld"
+	"github.com/ringside/ringside/bld/balance"
 	"github.com/ringside/ringside/internal/envflag"
 	"github.com/ringside/ringside/internal/kubeconfig"
 	"github.com/ringside/ringside/internal/serve"
@@ -32,7 +33,7 @@ func run(ctx context.Context, args []string) error {
 	var cfg bld.CandidateConfig
 	var httpAddr, advertise, kubeconfigPath, level string
 	var events bool
-	fs.StringVar(&cfg.Algorithm, "algorithm", "ELECTOR_ALGORITHM", bld.Default, "default, bld, bld-literal, bld-plus or ranked")
+	fs.StringVar(&cfg.Algorithm, "algorithm", "ELECTOR_ALGORITHM", balance.Default, "default, bld, bld-literal, bld-plus or ranked")
 	fs.StringVar(&cfg.Lock, "lock", "ELECTOR_LOCK", bld.LockLease, "lease or endpoints")
 	fs.StringVar(&cfg.Election, "election", "ELECTOR_ELECTION", "", "election (lock object) name; the application's name")
 	fs.StringVar(&cfg.Namespace, "namespace", "POD_NAMESPACE", "default", "namespace of the lock")

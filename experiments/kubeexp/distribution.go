@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ringside/ringside/bld"
+	"github.com/ringside/ringside/bld/balance"
 	"github.com/ringside/ringside/experiments"
 	"github.com/ringside/ringside/experiments/backend/kube"
 )
@@ -46,7 +46,7 @@ type elections struct {
 }
 
 func (e *elections) define(fs *flag.FlagSet, algs ...string) {
-	e.algs = experiments.ChoiceList{Vals: algs, Allowed: bld.Algorithms}
+	e.algs = experiments.ChoiceList{Vals: algs, Allowed: balance.Algorithms}
 	e.apps = experiments.IntList{3, 5, 7}
 	fs.Var(&e.algs, "algorithms", "algorithms to compare")
 	fs.Var(&e.apps, "apps", "application counts")
@@ -56,7 +56,7 @@ func (e *elections) define(fs *flag.FlagSet, algs ...string) {
 }
 
 func (d *Distribution) Flags(fs *flag.FlagSet) {
-	d.elections.define(fs, bld.Default, bld.BLD, bld.BLDLiteral, bld.BLDPlus)
+	d.elections.define(fs, balance.Default, balance.BLD, balance.BLDLiteral, balance.BLDPlus)
 	d.k.define(fs, true)
 }
 
@@ -125,8 +125,8 @@ func (d *Distribution) Run(ctx context.Context, env *experiments.Env) error {
 // The paper's text for seven applications under BLD is garbled
 // ("3:2:0.4:1.96"); 3.04 : 2 : 1.96 is the reading that sums to seven.
 var paperDist = map[string]map[int][6]float64{
-	bld.Default: {3: {2.2, 0.68, 0.12, 1.01, 0, 3}, 5: {2.94, 1.44, 0.62, 1.2, 0, 5}, 7: {4.42, 1.88, 0.7, 1.79, 0, 6}},
-	bld.BLD:     {3: {1, 1, 1, 0, 1, 1}, 5: {2, 2, 1, 0.47, 1, 2}, 7: {3.04, 2, 1.96, 0.5, 2, 3}},
+	balance.Default: {3: {2.2, 0.68, 0.12, 1.01, 0, 3}, 5: {2.94, 1.44, 0.62, 1.2, 0, 5}, 7: {4.42, 1.88, 0.7, 1.79, 0, 6}},
+	balance.BLD:     {3: {1, 1, 1, 0, 1, 1}, 5: {2, 2, 1, 0.47, 1, 2}, 7: {3.04, 2, 1.96, 0.5, 2, 3}},
 }
 
 func (d *Distribution) Report(in *experiments.ReportInput) (string, error) {
@@ -206,7 +206,7 @@ func (d *Distribution) Report(in *experiments.ReportInput) (string, error) {
 		"std", "min", "max", "paper (Fig. 10 h/m/l; Table 1)", "max − min (worst rep)", "all elected", "overlaps"}, rows)
 	out += "\n" + fig + "\n\n"
 	var verdicts []string
-	for _, alg := range []string{bld.BLD, bld.BLDPlus} {
+	for _, alg := range []string{balance.BLD, balance.BLDPlus} {
 		if w, ok := worst[alg]; ok {
 			v := fmt.Sprintf("%s worst max − min = %d over the repetitions in which every application elected", alg, w)
 			if k := incomplete[alg]; k > 0 {

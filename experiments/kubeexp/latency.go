@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/ringside/ringside/bld"
+	"github.com/ringside/ringside/bld/balance"
 	"github.com/ringside/ringside/experiments"
 )
 
@@ -26,7 +26,7 @@ func (*Latency) Spec() experiments.Spec {
 }
 
 func (l *Latency) Flags(fs *flag.FlagSet) {
-	l.elections.define(fs, bld.Default, bld.BLD, bld.BLDPlus, bld.Ranked)
+	l.elections.define(fs, balance.Default, balance.BLD, balance.BLDPlus, balance.Ranked)
 	l.k.define(fs, false)
 }
 
@@ -81,8 +81,8 @@ func (l *Latency) Run(ctx context.Context, env *experiments.Env) error {
 
 // paperLatency is the BLD paper's Table 2 (mean, std, min, max in ms).
 var paperLatency = map[string]map[int][4]float64{
-	bld.Default: {3: {11.91, 4.65, 5, 30}, 5: {12.44, 5.71, 5, 37}, 7: {11.92, 5, 5, 52}},
-	bld.BLD:     {3: {34.46, 10.51, 13, 64}, 5: {33.41, 10.32, 13, 67}, 7: {33.77, 10.93, 12, 87}},
+	balance.Default: {3: {11.91, 4.65, 5, 30}, 5: {12.44, 5.71, 5, 37}, 7: {11.92, 5, 5, 52}},
+	balance.BLD:     {3: {34.46, 10.51, 13, 64}, 5: {33.41, 10.32, 13, 67}, 7: {33.77, 10.93, 12, 87}},
 }
 
 func (l *Latency) Report(in *experiments.ReportInput) (string, error) {
@@ -130,8 +130,8 @@ func (l *Latency) Report(in *experiments.ReportInput) (string, error) {
 		overall[g.Key[0]] = [2]float64{experiments.Summarize(t.Floats(g.Rows, "latency_ms")).Mean,
 			experiments.Summarize(t.Floats(g.Rows, "campaign_latency_ms")).Mean}
 	}
-	if d, ok := overall[bld.Default]; ok {
-		if b, ok := overall[bld.BLD]; ok {
+	if d, ok := overall[balance.Default]; ok {
+		if b, ok := overall[balance.BLD]; ok {
 			out += fmt.Sprintf("BLD / default mean latency: %s (from process start, the DESIGN's definition; target ≤ 1.3 with every application elected: %s); %s from campaign start. The paper's ratio is 2.8 (34 / 12 ms).\n\n",
 				experiments.Num(b[0]/d[0], 2), experiments.Verdict(b[0] <= 1.3*d[0] && neverElected == 0), experiments.Num(b[1]/d[1], 2))
 		}

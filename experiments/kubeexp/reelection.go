@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ringside/ringside/bld"
+	"github.com/ringside/ringside/bld/balance"
 	"github.com/ringside/ringside/experiments"
 	"github.com/ringside/ringside/experiments/backend/kube"
 )
@@ -38,7 +38,7 @@ func (*Reelection) Spec() experiments.Spec {
 }
 
 func (r *Reelection) Flags(fs *flag.FlagSet) {
-	r.algs = experiments.ChoiceList{Vals: []string{bld.Default, bld.Ranked}, Allowed: bld.Algorithms}
+	r.algs = experiments.ChoiceList{Vals: []string{balance.Default, balance.Ranked}, Allowed: balance.Algorithms}
 	r.kills = experiments.ChoiceList{Vals: []string{"SIGKILL", "SIGTERM"}, Allowed: []string{"SIGKILL", "SIGTERM"}}
 	r.profiles = experiments.ChoiceList{Vals: []string{"10s", "short"}, Allowed: []string{"10s", "short"}}
 	fs.Var(&r.algs, "algorithms", "algorithms to compare")
@@ -85,7 +85,7 @@ func (r *Reelection) once(ctx context.Context, c *kube.Cluster, alg, kill string
 	if len(first) != 1 {
 		return reelected{}, fmt.Errorf("no first leader")
 	}
-	if alg == bld.Ranked {
+	if alg == balance.Ranked {
 		// Let the leader measure its followers and store the ranking.
 		time.Sleep(1500 * time.Millisecond)
 	}
@@ -144,14 +144,14 @@ func (r *Reelection) Report(in *experiments.ReportInput) (string, error) {
 		ref, refS := "–", math.NaN()
 		if lease == "10" {
 			switch alg {
-			case bld.Default:
+			case balance.Default:
 				ref, refS = "10.10 s", 10.10
-			case bld.Ranked:
+			case balance.Ranked:
 				ref, refS = "10.04 s", 10.04
 			}
 		}
 		target := ""
-		if alg == bld.Ranked && kill == "SIGTERM" {
+		if alg == balance.Ranked && kill == "SIGTERM" {
 			target = "p50 ≤ 100 ms: " + experiments.Verdict(s.P50 <= 100)
 		}
 		rows = append(rows, []string{lease + " s", kill, alg, strconv.Itoa(s.N), experiments.Num(s.P50, 1), experiments.Num(s.Mean, 1),

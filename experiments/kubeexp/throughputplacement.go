@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ringside/ringside/bld"
+	"github.com/ringside/ringside/bld/balance"
 	"github.com/ringside/ringside/experiments"
 	"github.com/ringside/ringside/experiments/backend/kube"
 )
@@ -47,7 +47,7 @@ func (t *ThroughputPlacement) Flags(fs *flag.FlagSet) {
 	t.f.define(fs)
 	fs.IntVar(&t.apps, "apps", 5, "applications")
 	fs.IntVar(&t.replicas, "replicas", 5, "replicas per application")
-	t.placements = experiments.ChoiceList{Vals: []string{concentrated, balanced, bld.Default, bld.BLD}, Allowed: []string{concentrated, balanced, bld.Default, bld.BLD, bld.BLDPlus}}
+	t.placements = experiments.ChoiceList{Vals: []string{concentrated, balanced, balance.Default, balance.BLD}, Allowed: []string{concentrated, balanced, balance.Default, balance.BLD, balance.BLDPlus}}
 	fs.Var(&t.placements, "placements", "leader placements: concentrated, balanced (forced), default, bld, bld-plus (elected)")
 }
 
@@ -129,7 +129,7 @@ func (t *ThroughputPlacement) once(ctx context.Context, env *experiments.Env, c 
 	forced := t.target(pl, c.Workers)
 	alg := pl
 	if forced != nil {
-		alg = bld.Default
+		alg = balance.Default
 	}
 	apps := make([]*tpApp, t.apps)
 	errs := make([]error, t.apps)
@@ -312,14 +312,14 @@ func (t *ThroughputPlacement) gains(mean map[[3]string]float64) string {
 	}
 	out := "Balanced over concentrated:\n\n" + experiments.MarkdownTable([]string{"operation", "clients", "ratio", "gain", "seed 000", "target"}, rows)
 	rows = nil
-	for _, pl := range []string{bld.BLD, bld.BLDPlus, bld.Default} {
+	for _, pl := range []string{balance.BLD, balance.BLDPlus, balance.Default} {
 		for _, n := range []string{"16"} {
 			e, b := mean[[3]string{pl, "write", n}], mean[[3]string{balanced, "write", n}]
 			if e == 0 || b == 0 {
 				continue
 			}
 			target := "–"
-			if pl != bld.Default {
+			if pl != balance.Default {
 				target = "≥ 0.95: " + experiments.Verdict(e/b >= 0.95)
 			}
 			rows = append(rows, []string{pl, n, experiments.Num(e/b, 2), target})

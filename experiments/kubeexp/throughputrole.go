@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/ringside/ringside/bld"
+	"github.com/ringside/ringside/bld/balance"
 	"github.com/ringside/ringside/experiments"
 	"github.com/ringside/ringside/experiments/backend/kube"
 )
@@ -70,7 +70,7 @@ func (t *ThroughputRole) rep(ctx context.Context, env *experiments.Env, c *kube.
 		return nil, err
 	}
 	defer run.close()
-	app, err := run.start(ctx, "app", t.replicas, 0, bld.Default, "", t.f.writeWork, t.f.readWork)
+	app, err := run.start(ctx, "app", t.replicas, 0, balance.Default, "", t.f.writeWork, t.f.readWork)
 	if err != nil {
 		return nil, err
 	}

@@ -13,9 +13,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ringside/ringside/balancer"
+	"github.com/ringside/ringside/balancer/pick"
 	"github.com/ringside/ringside/experiments"
-	"github.com/ringside/ringside/internal/weightfeed"
 )
 
 // Efficiency is lb-efficiency: R picks per repetition for each picker and
@@ -38,7 +37,7 @@ func (*Efficiency) Spec() experiments.Spec {
 }
 
 func (e *Efficiency) Flags(fs *flag.FlagSet) {
-	e.pickers = experiments.ChoiceList{Vals: balancer.WeightFollowing, Allowed: balancer.Algorithms}
+	e.pickers = experiments.ChoiceList{Vals: pick.WeightFollowing, Allowed: pick.Algorithms}
 	e.sets = PaperSets
 	fs.Var(&e.pickers, "pickers", "pickers, comma-separated")
 	fs.Var(&e.sets, "weights", "weight sets: numbers separated by / , sets by commas")
@@ -100,8 +99,8 @@ func (e *Efficiency) Run(ctx context.Context, env *experiments.Env) error {
 // the count per worker (see Run for the load model).
 func Simulate(algo string, weights []float64, requests int, seed uint64) ([]int, error) {
 	backlog := make([]float64, len(weights))
-	loads := balancer.NewLoads(len(weights))
-	p, err := balancer.NewPicker(algo, weights, balancer.Inputs{Loads: loads})
+	loads := pick.NewLoads(len(weights))
+	p, err := pick.NewPicker(algo, weights, pick.Inputs{Loads: loads})
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +150,7 @@ func (e *Efficiency) Report(in *experiments.ReportInput) (string, error) {
 		picker, set, etas := k.picker, k.set, etaOf[k]
 		s := experiments.Summarize(etas)
 		paper, ref := "–", math.NaN()
-		if v, ok := paperEta[set]; ok && picker == balancer.WeightedRandom {
+		if v, ok := paperEta[set]; ok && picker == pick.WeightedRandom {
 			paper, ref = experiments.Num(v, 3)+" (one run)", v
 		}
 		rows = append(rows, []string{picker, set, strconv.Itoa(s.N), experiments.Num(s.Mean, 4), experiments.Num(s.Std, 4),
@@ -214,7 +213,7 @@ func (s *weightSets) Set(v string) error {
 			}
 			ws = append(ws, w)
 		}
-		if err := weightfeed.CheckWeights(ws, false); err != nil {
+		if err := pick.CheckWeights(ws, false); err != nil {
 			return fmt.Errorf("set %q: %w", set, err)
 		}
 		out = append(out, ws)

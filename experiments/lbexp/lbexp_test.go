@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ringside/ringside/balancer"
+	"github.com/ringside/ringside/balancer/pick"
 	"github.com/ringside/ringside/experiments"
 	"github.com/ringside/ringside/internal/redistest"
 )
@@ -36,7 +36,7 @@ func TestEfficiencyTargetsAndReport(t *testing.T) {
 	csv := run(t, &Efficiency{}, dir, 1, 50)
 	tab, err := experiments.ReadTable(bytes.NewReader(csv))
 	require.NoError(t, err)
-	require.Len(t, tab.Rows, len(balancer.WeightFollowing)*2*50*4)
+	require.Len(t, tab.Rows, len(pick.WeightFollowing)*2*50*4)
 	etas := map[string][]float64{}
 	for _, g := range tab.GroupBy("picker", "weight_set", "rep") {
 		var r []int
@@ -173,7 +173,7 @@ func TestSimDeterministicAndReported(t *testing.T) {
 	assert.NotEqual(t, a, c)
 	tab, err := experiments.ReadTable(bytes.NewReader(a))
 	require.NoError(t, err)
-	require.Len(t, tab.Rows, len(balancer.Algorithms)*2*2)
+	require.Len(t, tab.Rows, len(pick.Algorithms)*2*2)
 
 	md, err := experiments.WriteReport(dir, registry(&Sim{}))
 	require.NoError(t, err)

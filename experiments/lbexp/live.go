@@ -25,6 +25,7 @@ import (
 	"github.com/ringside/ringside/agent/lifecycle"
 	"github.com/ringside/ringside/agent/runtime"
 	"github.com/ringside/ringside/balancer"
+	"github.com/ringside/ringside/balancer/pick"
 	"github.com/ringside/ringside/experiments"
 	"github.com/ringside/ringside/internal/dockerapi"
 	"github.com/ringside/ringside/internal/imagebuild"
@@ -71,7 +72,7 @@ func (*Live) Spec() experiments.Spec {
 }
 
 func (l *Live) Flags(fs *flag.FlagSet) {
-	l.pickers = experiments.ChoiceList{Vals: balancer.Algorithms, Allowed: balancer.Algorithms}
+	l.pickers = experiments.ChoiceList{Vals: pick.Algorithms, Allowed: pick.Algorithms}
 	l.clients = experiments.IntList{4, 16}
 	l.baselines = experiments.ChoiceList{Vals: []string{TargetDirect, TargetNginx}, Allowed: []string{TargetDirect, TargetNginx}}
 	fs.StringVar(&l.workers, "workers", "1:default,0.5:default,0.25:default", "workers: CPU limit[:default], comma-separated")
@@ -344,7 +345,7 @@ func (l *Live) Run(ctx context.Context, env *experiments.Env) error {
 			}
 		}
 	}
-	proxyTargets := []string{balancer.WeightedRandom}
+	proxyTargets := []string{pick.WeightedRandom}
 	for _, b := range l.baselines.Vals {
 		if b == TargetNginx && nginxBinary() == "" {
 			env.Log.Warn("nginx is not installed; lb-live runs without its nginx baseline (apt-get install nginx)")
@@ -460,7 +461,7 @@ func (l *Live) cell(ctx context.Context, env *experiments.Env, a *agent.Agent, f
 	case TargetDirect:
 		// The same weighted-random choice made in the client: the only
 		// difference from the balancer is the proxy hop.
-		p, err := balancer.NewPicker(balancer.WeightedRandom, weights, balancer.Inputs{})
+		p, err := pick.NewPicker(pick.WeightedRandom, weights, pick.Inputs{})
 		if err != nil {
 			return nil, err
 		}

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ringside/ringside/balancer"
+	"github.com/ringside/ringside/balancer/pick"
 	"github.com/ringside/ringside/experiments"
 )
 
@@ -77,7 +77,7 @@ func (l *Live) Report(in *experiments.ReportInput) (string, error) {
 	out := experiments.MarkdownTable([]string{"workload", "target", "clients", "requests", "failed", "req/s", "p50 ms", "p99 ms",
 		"share % (" + strings.Join(workers, " / ") + ")"}, rows)
 
-	if wr, ok := proxy[balancer.WeightedRandom]; ok {
+	if wr, ok := proxy[pick.WeightedRandom]; ok {
 		out += "\n**Proxy overhead** (proxy workload, near-free requests, " + strconv.Itoa(wr.clients) + " clients):"
 		if ng, ok := proxy[TargetNginx]; ok && ng.rps > 0 {
 			out += fmt.Sprintf(" balancer throughput = **%s × nginx's** (%s vs %s req/s; target ≥ 0.7);",
@@ -155,7 +155,7 @@ func throttledReport(stats []cellStats) string {
 		}
 		rows = append(rows, []string{c.target, strconv.Itoa(c.clients), strconv.Itoa(c.n), strconv.Itoa(c.n - c.ok),
 			experiments.Num(c.rps, 0), experiments.Num(c.lat.P50, 2), experiments.Num(c.lat.P99, 2), experiments.Num(c.lat.P999, 2)})
-		if c.target == balancer.WeightedRandom {
+		if c.target == pick.WeightedRandom {
 			wr[c.clients] = c
 		}
 	}
@@ -164,7 +164,7 @@ func throttledReport(stats []cellStats) string {
 	}
 	for _, c := range stats {
 		base, ok := wr[c.clients]
-		if c.workload != WorkloadThrottled || !ok || !slices.Contains(balancer.LatencyAware, c.target) {
+		if c.workload != WorkloadThrottled || !ok || !slices.Contains(pick.LatencyAware, c.target) {
 			continue
 		}
 		mark := "≤"

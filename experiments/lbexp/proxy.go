@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/ringside/ringside/agent/runtime"
-	"github.com/ringside/ringside/balancer"
+	"github.com/ringside/ringside/balancer/pick"
 	"github.com/ringside/ringside/experiments"
 	"github.com/ringside/ringside/internal/imagebuild"
 	"github.com/ringside/ringside/internal/proc"
@@ -51,7 +51,7 @@ func (p *Proxy) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&p.threads, "threads", 2, "wrk threads")
 	fs.IntVar(&p.cost, "cost", 0, "hash rounds per request (0: near-free, the proxies' cost shows)")
 	fs.DurationVar(&p.duration, "duration", 3*time.Second, "wrk run per target and repetition")
-	fs.StringVar(&p.picker, "picker", balancer.WeightedRandom, "the balancer's picker")
+	fs.StringVar(&p.picker, "picker", pick.WeightedRandom, "the balancer's picker")
 	fs.BoolVar(&p.profile, "profile-balancer", true, "keep a CPU profile of the balancer's first run beside the CSV ("+proxyProfile+")")
 }
 

@@ -11,8 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ringside/ringside/balancer"
 	"github.com/ringside/ringside/balancer/lbsim"
+	"github.com/ringside/ringside/balancer/pick"
 	"github.com/ringside/ringside/experiments"
 )
 
@@ -26,20 +26,20 @@ type Sim struct {
 	service, dur     time.Duration
 	warmUp, probeRTT time.Duration
 	noisy            float64
-	tuning           balancer.Tuning
+	tuning           pick.Tuning
 }
 
 // Sources names where each picker comes from, for the report.
 var Sources = map[string]string{
-	balancer.WeightedRandom: "seed 004 (alias method)",
-	balancer.SmoothWRR:      "nginx smooth weighted round robin",
-	balancer.RoundRobin:     "round robin",
-	balancer.LeastConn:      "least connections (nginx, HAProxy)",
-	balancer.P2C:            "power of two choices on requests in flight (Mitzenmacher)",
-	balancer.P2CPeakEWMA:    "Finagle / linkerd: P2C on peak-EWMA latency × (in flight + 1)",
-	balancer.LeastRequest:   "Envoy least_request (active_request_bias, choice_count)",
-	balancer.LoadReportWRR:  "gRPC A58 weighted_round_robin on ORCA load reports",
-	balancer.Prequal:        "Prequal (Wydrowski et al., NSDI 2024): probes, hot-cold rule",
+	pick.WeightedRandom: "seed 004 (alias method)",
+	pick.SmoothWRR:      "nginx smooth weighted round robin",
+	pick.RoundRobin:     "round robin",
+	pick.LeastConn:      "least connections (nginx, HAProxy)",
+	pick.P2C:            "power of two choices on requests in flight (Mitzenmacher)",
+	pick.P2CPeakEWMA:    "Finagle / linkerd: P2C on peak-EWMA latency × (in flight + 1)",
+	pick.LeastRequest:   "Envoy least_request (active_request_bias, choice_count)",
+	pick.LoadReportWRR:  "gRPC A58 weighted_round_robin on ORCA load reports",
+	pick.Prequal:        "Prequal (Wydrowski et al., NSDI 2024): probes, hot-cold rule",
 }
 
 func (*Sim) Spec() experiments.Spec {
@@ -48,7 +48,7 @@ func (*Sim) Spec() experiments.Spec {
 }
 
 func (s *Sim) Flags(fs *flag.FlagSet) {
-	s.pickers = experiments.ChoiceList{Vals: balancer.Algorithms, Allowed: balancer.Algorithms}
+	s.pickers = experiments.ChoiceList{Vals: pick.Algorithms, Allowed: pick.Algorithms}
 	s.ns = experiments.IntList{4, 16, 100, 1000}
 	s.utils = experiments.FloatList{0.5, 0.8, 0.95}
 	s.caps = experiments.FloatList{1, 2, 4}
@@ -186,10 +186,10 @@ func (s *Sim) Report(in *experiments.ReportInput) (string, error) {
 		}
 		rows = append(rows, row)
 		u, _ := strconv.ParseFloat(c[1], 64)
-		wr, okWR := mean[key{c[0], c[1], balancer.WeightedRandom}]
+		wr, okWR := mean[key{c[0], c[1], pick.WeightedRandom}]
 		if u >= 0.8 && okWR {
 			best, bestP := 0.0, ""
-			for _, p := range balancer.LatencyAware {
+			for _, p := range pick.LatencyAware {
 				if v, ok := mean[key{c[0], c[1], p}]; ok && (bestP == "" || v[1] < best) {
 					best, bestP = v[1], p
 				}
@@ -204,8 +204,8 @@ func (s *Sim) Report(in *experiments.ReportInput) (string, error) {
 					c[0], c[1], bestP, experiments.Num(best, 1), experiments.Num(wr[1], 1), ratio, mark))
 			}
 		}
-		pq, ok1 := mean[key{c[0], c[1], balancer.Prequal}]
-		ew, ok2 := mean[key{c[0], c[1], balancer.P2CPeakEWMA}]
+		pq, ok1 := mean[key{c[0], c[1], pick.Prequal}]
+		ew, ok2 := mean[key{c[0], c[1], pick.P2CPeakEWMA}]
 		if ok1 && ok2 && ew[1] > 0 {
 			word := "wins"
 			if pq[1] > ew[1] {

@@ -27,6 +27,8 @@ var cores = []string{
 	"github.com/ringside/ringside/agent/lifecycle",
 	"github.com/ringside/ringside/agent/score",
 	"github.com/ringside/ringside/k8s/podnet",
+	"github.com/ringside/ringside/balancer/pick",
+	"github.com/ringside/ringside/bld/balance",
 }
 
 // forbidden are the packages no core may reach, even through another

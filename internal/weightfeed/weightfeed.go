@@ -15,6 +15,8 @@ import (
 	"math"
 	"net"
 	"slices"
+
+	"github.com/ringside/ringside/balancer/pick"
 )
 
 // Message types.
@@ -126,7 +128,7 @@ func (m Weights) Validate() error {
 		if w.State != StateActive && w.State != StateSundown {
 			return fmt.Errorf("%s.state %q: want active or sundown", at, w.State)
 		}
-		if bad(w.Score) || w.Score > 100 {
+		if math.IsNaN(w.Score) || w.Score < 0 || w.Score > 100 {
 			return fmt.Errorf("%s.score %v: must be in [0, 100]", at, w.Score)
 		}
 		if w.State == StateSundown && w.Weight != 0 {
@@ -134,35 +136,11 @@ func (m Weights) Validate() error {
 		}
 		weights = append(weights, w.Weight)
 	}
-	if err := CheckWeights(weights, false); err != nil {
+	if err := pick.CheckWeights(weights, false); err != nil {
 		return fmt.Errorf("workers: %w", err)
 	}
 	return nil
 }
-
-// CheckWeights is the one check of balancing weights, wherever they come
-// from (a feed message, a static list, an experiment's weight set): finite
-// and non-negative, and not all zero unless allowZero (every backend
-// drained).
-func CheckWeights(weights []float64, allowZero bool) error {
-	sum := 0.0
-	for i, w := range weights {
-		if bad(w) {
-			return fmt.Errorf("weight[%d] = %v: must be a finite number ≥ 0", i, w)
-		}
-		sum += w
-	}
-	switch {
-	case allowZero || sum > 0:
-	case len(weights) == 0:
-		return errors.New("no weights: no worker could take a request")
-	default:
-		return fmt.Errorf("all %d weights are zero: no worker could take a request", len(weights))
-	}
-	return nil
-}
-
-func bad(x float64) bool { return math.IsNaN(x) || math.IsInf(x, 0) || x < 0 }
 
 // DecodeReport parses and validates a balancer's report.
 func DecodeReport(b []byte) (Report, error) {

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/ringside/ringside/bld"
+	"github.com/ringside/ringside/bld/balance"
 )
 
 func TestParseEvent(t *testing.T) {
@@ -49,16 +50,16 @@ func FuzzParseEvent(f *testing.F) {
 
 func TestKindOverlayAndElection(t *testing.T) {
 	for _, c := range []struct{ alg, lock, overlay string }{
-		{bld.Default, bld.LockLease, "default"},
-		{bld.Default, bld.LockEndpoints, "default-endpoints"},
-		{bld.BLDLiteral, bld.LockLease, "bld"},
-		{bld.Ranked, bld.LockLease, "ranked"},
+		{balance.Default, bld.LockLease, "default"},
+		{balance.Default, bld.LockEndpoints, "default-endpoints"},
+		{balance.BLDLiteral, bld.LockLease, "bld"},
+		{balance.Ranked, bld.LockLease, "ranked"},
 	} {
 		got, err := overlay(c.alg, c.lock)
 		assert.NoError(t, err)
 		assert.Equal(t, c.overlay, got)
 	}
-	_, err := overlay(bld.BLD, bld.LockEndpoints)
+	_, err := overlay(balance.BLD, bld.LockEndpoints)
 	assert.ErrorContains(t, err, "default-endpoints")
 	assert.Equal(t, "two-nodes", electionOf("two-nodes-5d8f7c9b6-x2x9k"))
 	assert.Equal(t, "app", electionOf("app-5d8f7c9b6-x2x9k"))

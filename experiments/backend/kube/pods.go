@@ -29,6 +29,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/ringside/ringside/bld"
+	"github.com/ringside/ringside/bld/balance"
 	"github.com/ringside/ringside/k8s"
 )
 
@@ -74,12 +75,12 @@ const nsLabel = "ringside.io/namespace"
 // overlay is the k8s/overlays entry that runs alg on lock.
 func overlay(alg, lock string) (string, error) {
 	switch {
-	case lock == bld.LockEndpoints && alg == bld.Default:
+	case lock == bld.LockEndpoints && alg == balance.Default:
 		return "default-endpoints", nil
 	case lock == bld.LockEndpoints:
 		return "", fmt.Errorf("kind backend: the endpoints lock has an overlay for the default algorithm only (k8s/overlays/default-endpoints)")
-	case alg == bld.BLDLiteral:
-		return bld.BLD, nil // the same rights; the algorithm is set below
+	case alg == balance.BLDLiteral:
+		return balance.BLD, nil // the same rights; the algorithm is set below
 	}
 	return alg, nil
 }

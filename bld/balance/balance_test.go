@@ -1,4 +1,4 @@
-package bld
+package balance
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package balancer
+package pick
 
 import (
 	"container/heap"

@@ -1,4 +1,8 @@
-package bld
+// Package balance is the Balanced Leader Distribution rule of seeds 000
+// and 001 and the names of the elections bld runs: a pure function of the
+// leader-management record, the nodes and the candidates, shared by the
+// elector and the experiments that check its placements.
+package balance
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package balancer
+package pick
 
 import (
 	"sync"
@@ -31,6 +31,8 @@ func newReportWRR(weights []float64, live []int, in Inputs) *reportWRR {
 	r.update(in.Now())
 	return r
 }
+
+func (*reportWRR) ReadsReports() {}
 
 func (r *reportWRR) Pick(uint64) int {
 	if len(r.live) == 0 {

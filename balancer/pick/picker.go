@@ -1,4 +1,4 @@
-package balancer
+package pick
 
 import (
 	"fmt"
@@ -9,8 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/ringside/ringside/internal/weightfeed"
 )
 
 // Picker chooses one backend of a fixed set. rnd is 64 fresh random bits
@@ -34,6 +32,13 @@ type Observer interface {
 type Prober interface {
 	TakeProbes(dst []int, rnd uint64) []int
 	Probed(i int, rif int64, latency time.Duration)
+}
+
+// ReportReader is a picker that weighs the load reports workers attach
+// to their responses (wrr-reports): the caller passes each one to the
+// backend's Load.Reported.
+type ReportReader interface {
+	ReadsReports()
 }
 
 // Algorithms the balancer offers; weighted-random is seed 004's, the others
@@ -79,15 +84,9 @@ type Inputs struct {
 // and non-negative; all-zero is allowed here (every backend drained) and
 // makes Pick return −1.
 func NewPicker(algo string, weights []float64, in Inputs) (Picker, error) {
-	if err := weightfeed.CheckWeights(weights, true); err != nil {
+	if err := CheckWeights(weights, true); err != nil {
 		return nil, err
 	}
-	return newPicker(algo, weights, in)
-}
-
-// newPicker is NewPicker for weights already checked (a validated feed
-// message): the balancer validates weights once, where they arrive.
-func newPicker(algo string, weights []float64, in Inputs) (Picker, error) {
 	live := make([]int, 0, len(weights))
 	for i, w := range weights {
 		if w > 0 {

@@ -1,0 +1,31 @@
+package pick
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// CheckWeights is the one check of balancing weights, wherever they come
+// from (a feed message, a static list, an experiment's weight set): finite
+// and non-negative, and not all zero unless allowZero (every backend
+// drained).
+func CheckWeights(weights []float64, allowZero bool) error {
+	sum := 0.0
+	for i, w := range weights {
+		if bad(w) {
+			return fmt.Errorf("weight[%d] = %v: must be a finite number ≥ 0", i, w)
+		}
+		sum += w
+	}
+	switch {
+	case allowZero || sum > 0:
+	case len(weights) == 0:
+		return errors.New("no weights: no worker could take a request")
+	default:
+		return fmt.Errorf("all %d weights are zero: no worker could take a request", len(weights))
+	}
+	return nil
+}
+
+func bad(x float64) bool { return math.IsNaN(x) || math.IsInf(x, 0) || x < 0 }
