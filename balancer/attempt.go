@@ -3,12 +3,12 @@ package balancer
 import (
 	"errors"
 	"fmt"
-	"github.com/ringside/ringside/balancer/pick"
 	"math/rand/v2"
 	"net/http"
 	"slices"
 	"time"
 
+	"github.com/ringside/ringside/balancer/pick"
 	"github.com/ringside/ringside/internal/loadreport"
 )
 

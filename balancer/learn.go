@@ -3,12 +3,12 @@ package balancer
 import (
 	"context"
 	"fmt"
-	"github.com/ringside/ringside/balancer/pick"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"time"
 
+	"github.com/ringside/ringside/balancer/pick"
 	"github.com/ringside/ringside/internal/loadreport"
 )
 

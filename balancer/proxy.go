@@ -3,7 +3,6 @@ package balancer
 import (
 	"errors"
 	"fmt"
-	"github.com/ringside/ringside/balancer/pick"
 	"io"
 	"log/slog"
 	"net"
@@ -15,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ringside/ringside/balancer/pick"
 	"github.com/ringside/ringside/internal/weightfeed"
 )
 

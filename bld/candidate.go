@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/ringside/ringside/bld/balance"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -16,6 +15,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/utils/clock"
+
+	"github.com/ringside/ringside/bld/balance"
 )
 
 // Labels and annotations the candidates use.
@@ -50,6 +52,10 @@ type CandidateConfig struct {
 
 	OnEvent func(event, leader string) // campaign, started, stopped, leader
 	Log     *slog.Logger
+	// Clock is every decision's time — retries, renewals, the record's
+	// ages, caches, ranking rounds and RTTs (nil: the real one). The
+	// default algorithm is client-go's elector, which keeps its own.
+	Clock clock.WithTicker
 }
 
 // Candidate campaigns in one election with one of the algorithms.
@@ -92,13 +98,16 @@ func NewCandidate(cfg CandidateConfig) (*Candidate, error) {
 	if cfg.RankInterval == 0 {
 		cfg.RankInterval = time.Second
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
 	if cfg.OnEvent == nil {
 		cfg.OnEvent = func(string, string) {}
 	}
 	meta := metav1.ObjectMeta{Name: cfg.Election, Namespace: cfg.Namespace}
 	lc := resourcelock.ResourceLockConfig{Identity: cfg.Identity}
 	c := &Candidate{cfg: cfg, kick: make(chan struct{}, 1), hc: &http.Client{Timeout: 300 * time.Millisecond},
-		record: &Record{Client: cfg.Client.CoreV1(), Namespace: cfg.Namespace, Log: cfg.Log}}
+		record: &Record{Client: cfg.Client.CoreV1(), Namespace: cfg.Namespace, Log: cfg.Log, Clock: cfg.Clock}}
 	switch cfg.Lock {
 	case LockLease, "":
 		c.lock = leaseLock{&resourcelock.LeaseLock{LeaseMeta: meta, Client: cfg.Client.CoordinationV1(), LockConfig: lc}}
@@ -182,7 +191,7 @@ func (c *Candidate) Run(ctx context.Context) error {
 	}
 	cfg := ElectorConfig{
 		Lock: c.lock, LeaseDuration: c.cfg.LeaseDuration, RenewDeadline: c.cfg.RenewDeadline, RetryPeriod: c.cfg.RetryPeriod,
-		OnStartedLeading: started, OnStoppedLeading: stopped, OnNewLeader: c.setLeader, Kick: c.kick, Log: c.cfg.Log,
+		OnStartedLeading: started, OnStoppedLeading: stopped, OnNewLeader: c.setLeader, Kick: c.kick, Log: c.cfg.Log, Clock: c.cfg.Clock,
 	}
 	if balance.Balanced(c.cfg.Algorithm) {
 		cfg.Gate, cfg.AfterAttempt, cfg.Prefetch, cfg.Unclaimed = c.balanceGate, c.afterBalanced, c.readAhead, c.unclaimed

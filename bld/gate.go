@@ -2,13 +2,14 @@ package bld
 
 import (
 	"context"
-	"github.com/ringside/ringside/bld/balance"
 	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/ringside/ringside/bld/balance"
 )
 
 // The BLD family's gate: the balance condition checked on the leader
@@ -35,7 +36,7 @@ func (c *Candidate) workerNodes(ctx context.Context) ([]string, error) {
 	c.mu.Lock()
 	nodes, at := c.nodes, c.nodesAt
 	c.mu.Unlock()
-	if nodes != nil && time.Since(at) < nodesTTL {
+	if nodes != nil && c.cfg.Clock.Since(at) < nodesTTL {
 		return nodes, nil
 	}
 	// ResourceVersion "0" lets the API server answer from its watch cache.
@@ -49,7 +50,7 @@ func (c *Candidate) workerNodes(ctx context.Context) ([]string, error) {
 	}
 	out := Workers(list.Items)
 	c.mu.Lock()
-	c.nodes, c.nodesAt = out, time.Now()
+	c.nodes, c.nodesAt = out, c.cfg.Clock.Now()
 	c.mu.Unlock()
 	return out, nil
 }
@@ -65,7 +66,7 @@ func (c *Candidate) workerNodes(ctx context.Context) ([]string, error) {
 func (c *Candidate) readAhead(ctx context.Context) {
 	snap := c.record.Read(ctx)
 	c.mu.Lock()
-	c.ahead, c.aheadAt = &snap, time.Now()
+	c.ahead, c.aheadAt = &snap, c.cfg.Clock.Now()
 	c.mu.Unlock()
 	if p, err := snap.Placement(); err == nil && c.crowded(p) {
 		c.balanceInputs(ctx) // an error shows again, and is reported, in qualifies
@@ -93,7 +94,7 @@ func (c *Candidate) peers(ctx context.Context) ([]v1.Pod, error) {
 	c.mu.Lock()
 	pods, at := c.pods, c.podsAt
 	c.mu.Unlock()
-	if pods != nil && time.Since(at) < c.cfg.RetryPeriod {
+	if pods != nil && c.cfg.Clock.Since(at) < c.cfg.RetryPeriod {
 		return pods, nil
 	}
 	// A consistent list, unlike the nodes': candidates start moments after
@@ -105,7 +106,7 @@ func (c *Candidate) peers(ctx context.Context) ([]v1.Pod, error) {
 	}
 	pods = slices.DeleteFunc(list.Items, func(p v1.Pod) bool { return p.DeletionTimestamp != nil })
 	c.mu.Lock()
-	c.pods, c.podsAt = pods, time.Now()
+	c.pods, c.podsAt = pods, c.cfg.Clock.Now()
 	c.mu.Unlock()
 	return pods, nil
 }
@@ -117,7 +118,7 @@ func (c *Candidate) balanceGate(ctx context.Context, observed *resourcelock.Lead
 	}
 	c.mu.Lock()
 	ahead := c.ahead
-	if time.Since(c.aheadAt) > time.Second {
+	if c.cfg.Clock.Since(c.aheadAt) > time.Second {
 		ahead = nil // read for an earlier try: a wasted compare-and-swap
 	}
 	c.ahead = nil // one use: a retry must read afresh
@@ -186,7 +187,7 @@ func (c *Candidate) confirmLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(c.cfg.RetryPeriod):
+		case <-c.cfg.Clock.After(c.cfg.RetryPeriod):
 		}
 		if err := c.record.Confirm(ctx, c.cfg.Election, c.cfg.Identity, c.cfg.Node, c.cfg.LeaseDuration); err != nil && ctx.Err() == nil {
 			c.cfg.Log.Warn("confirming the leader record failed", "err", err)

@@ -76,7 +76,7 @@ func (c *Candidate) rankLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(c.cfg.RankInterval):
+		case <-c.cfg.Clock.After(c.cfg.RankInterval):
 		}
 	}
 }
@@ -111,11 +111,11 @@ func (c *Candidate) measure(ctx context.Context) []Follower {
 }
 
 func (c *Candidate) probe(ctx context.Context, addr string) (time.Duration, error) {
-	t0 := time.Now()
+	t0 := c.cfg.Clock.Now()
 	if err := c.call(ctx, http.MethodGet, addr, "/rtt"); err != nil {
 		return 0, err
 	}
-	return time.Since(t0), nil
+	return c.cfg.Clock.Since(t0), nil
 }
 
 // call sends a bodiless request to a peer's sidecar. The address comes

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/ringside/ringside/bld/balance"
 	"log/slog"
 	"time"
 
@@ -13,6 +12,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/ringside/ringside/bld/balance"
 )
 
 // RecordName is the ConfigMap that holds the leader-management record.
@@ -46,6 +48,17 @@ type Record struct {
 	Client    corev1client.ConfigMapsGetter
 	Namespace string
 	Log       *slog.Logger // warnings about entries left out (nil: discarded)
+	// Clock dates reservations and ages entries (nil: the real one).
+	// Entries are compared across candidates, so a fake one must be
+	// shared by every candidate of a test.
+	Clock clock.PassiveClock
+}
+
+func (r *Record) clock() clock.PassiveClock {
+	if r.Clock == nil {
+		return clock.RealClock{}
+	}
+	return r.Clock
 }
 
 // decodeEntries returns the record's live entries. An entry that does not
@@ -81,9 +94,10 @@ func (r *Record) Placement(ctx context.Context) (balance.Placement, error) {
 // Snapshot is the record's ConfigMap as read at some moment (Err holds
 // the read's error; NotFound means there is no record yet).
 type Snapshot struct {
-	cm  *v1.ConfigMap
-	err error
-	log *slog.Logger
+	cm    *v1.ConfigMap
+	err   error
+	log   *slog.Logger
+	clock clock.PassiveClock
 }
 
 // Read takes a snapshot, for a caller that reads the record ahead of
@@ -96,7 +110,7 @@ func (r *Record) Read(ctx context.Context) Snapshot {
 
 func (r *Record) read(ctx context.Context, rv string) Snapshot {
 	cm, err := r.Client.ConfigMaps(r.Namespace).Get(ctx, RecordName, metav1.GetOptions{ResourceVersion: rv})
-	return Snapshot{cm: cm, err: err, log: r.Log}
+	return Snapshot{cm: cm, err: err, log: r.Log, clock: r.clock()}
 }
 
 // Placement reads a snapshot as application → leader node; no record
@@ -109,7 +123,7 @@ func (s Snapshot) Placement() (balance.Placement, error) {
 	if s.err != nil {
 		return nil, s.err
 	}
-	for app, e := range decodeEntries(s.cm, s.log, time.Now()) {
+	for app, e := range decodeEntries(s.cm, s.log, s.clock.Now()) {
 		p[app] = e.Node
 	}
 	return p, nil
@@ -134,7 +148,7 @@ func (r *Record) modify(ctx context.Context, first *Snapshot, f func(map[string]
 		} else if err != nil {
 			return false, err
 		}
-		entries := decodeEntries(cm, r.Log, time.Now())
+		entries := decodeEntries(cm, r.Log, r.clock().Now())
 		if !f(entries) {
 			return false, nil
 		}
@@ -174,7 +188,7 @@ func (r *Record) Reserve(ctx context.Context, first *Snapshot, app, holder, node
 	var qerr error
 	ok, err := r.modify(ctx, first, func(m map[string]Entry) bool {
 		e, ok := m[app]
-		taken = ok && e.Holder != holder && e.Holder != previous && time.Since(e.Time) < fresh
+		taken = ok && e.Holder != holder && e.Holder != previous && r.clock().Since(e.Time) < fresh
 		if taken {
 			return false
 		}
@@ -186,7 +200,7 @@ func (r *Record) Reserve(ctx context.Context, first *Snapshot, app, holder, node
 		if q, qerr = qualifies(p); !q {
 			return false
 		}
-		m[app] = newEntry(node, holder, fresh)
+		m[app] = r.newEntry(node, holder, fresh)
 		return true
 	})
 	switch {
@@ -220,10 +234,10 @@ func (r *Record) Release(ctx context.Context, app, holder string) error {
 // another holder or node, or is due for a refresh (older than lease).
 func (r *Record) Confirm(ctx context.Context, app, holder, node string, lease time.Duration) error {
 	_, err := r.modify(ctx, nil, func(m map[string]Entry) bool {
-		if e, ok := m[app]; ok && e.Holder == holder && e.Node == node && time.Since(e.Time) < lease {
+		if e, ok := m[app]; ok && e.Holder == holder && e.Node == node && r.clock().Since(e.Time) < lease {
 			return false
 		}
-		m[app] = newEntry(node, holder, lease)
+		m[app] = r.newEntry(node, holder, lease)
 		return true
 	})
 	return err
@@ -231,8 +245,8 @@ func (r *Record) Confirm(ctx context.Context, app, holder, node string, lease ti
 
 // newEntry is a claim that lasts entryLife leases (forever without a
 // lease duration).
-func newEntry(node, holder string, lease time.Duration) Entry {
-	e := Entry{Node: node, Holder: holder, Time: time.Now().UTC()}
+func (r *Record) newEntry(node, holder string, lease time.Duration) Entry {
+	e := Entry{Node: node, Holder: holder, Time: r.clock().Now().UTC()}
 	if lease > 0 {
 		e.Expires = e.Time.Add(entryLife * lease)
 	}

@@ -68,9 +68,14 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("leaderapp: the replicas' shared secret must be at least 16 characters")
 	case cfg.WriteWork < 0 || cfg.ReadWork < 0:
 		return nil, errors.New("leaderapp: work rounds must not be negative")
+	case cfg.Poll < 0 || cfg.Stale < 0:
+		return nil, fmt.Errorf("leaderapp: poll %s and stale %s must not be negative", cfg.Poll, cfg.Stale)
 	}
 	cfg.Poll = cmp.Or(cfg.Poll, 100*time.Millisecond)
 	cfg.Stale = cmp.Or(cfg.Stale, 5*cfg.Poll)
+	if cfg.Stale < cfg.Poll {
+		return nil, fmt.Errorf("leaderapp: stale %s is shorter than the poll %s: the replica would forget every leader between two answers", cfg.Stale, cfg.Poll)
+	}
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Timeout: 2 * time.Second}
 	}

@@ -35,6 +35,7 @@ func run(ctx context.Context, args []string) error {
 	writeWork := fs.Int("write-work", "APP_WRITE_WORK", 3000, "SHA-256 rounds a write costs; a read costs --read-work")
 	readWork := fs.Int("read-work", "APP_READ_WORK", 300, "SHA-256 rounds a read costs")
 	poll := fs.Duration("poll", "APP_POLL", 100*time.Millisecond, "how often the sidecar is asked who leads")
+	stale := fs.Duration("stale", "APP_STALE", 0, "forget the leader when the sidecar has not answered for this long (0: 5 × --poll)")
 	level := fs.String("log-level", "APP_LOG", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -48,7 +49,7 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	app, err := leaderapp.New(leaderapp.Config{Name: *name, Sidecar: strings.TrimSuffix(*sidecar, "/"), Peers: pm, Secret: *secret,
-		WriteWork: *writeWork, ReadWork: *readWork, Poll: *poll, Log: log})
+		WriteWork: *writeWork, ReadWork: *readWork, Poll: *poll, Stale: *stale, Log: log})
 	if err != nil {
 		return err
 	}

@@ -27,6 +27,8 @@ func TestFlagsAreChecked(t *testing.T) {
 		{[]string{"--name", "a", "--peers", "a=http://x", "--secret", "short"}, "at least 16"},
 		{[]string{"--name", "a", "--peers", "a=http://x", "--secret", "0123456789abcdef", "--write-work", "-1"}, "must not be negative"},
 		{[]string{"--peers", "a=http://x", "--secret", "0123456789abcdef"}, "needs a name"},
+		{[]string{"--name", "a", "--peers", "a=http://x", "--secret", "0123456789abcdef", "--stale", "-1s"}, "must not be negative"},
+		{[]string{"--name", "a", "--peers", "a=http://x", "--secret", "0123456789abcdef", "--poll", "1s", "--stale", "100ms"}, "shorter than the poll"},
 	} {
 		err := run(context.Background(), tc.args)
 		require.Error(t, err, "%v", tc.args)

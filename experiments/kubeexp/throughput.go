@@ -210,9 +210,17 @@ func (r *tpRun) app(a *tpApp, pod, sidecar string, writeWork, readWork int) erro
 	for _, p := range a.pods {
 		peers = append(peers, p+"="+a.url[p])
 	}
+	// --stale: a replica on a saturated node (the concentrated
+	// placement's, by design) can wait on its sidecar's answer for several
+	// CFS periods, and the default 5 × poll (250 ms) would then make it
+	// leaderless and fail writes for the machine's load, not the
+	// placement's (a loaded CI run counted 2 failed writes in a 300 ms
+	// point). Writes stay safe with a longer one: every follower checks
+	// the sender of an apply.
 	cmd := exec.Command(r.bin, "--name", pod, "--listen-fd", "3", "--sidecar", sidecar, "--peers", strings.Join(peers, ","),
-		"--secret", r.secret, "--write-work", fmt.Sprint(writeWork), "--read-work", fmt.Sprint(readWork),
-		"--poll", "50ms", "--log-level", "warn")
+		"--write-work", fmt.Sprint(writeWork), "--read-work", fmt.Sprint(readWork),
+		"--poll", "50ms", "--stale", (2 * tpTiming.Retry).String(), "--log-level", "warn")
+	cmd.Env = append(os.Environ(), "APP_SECRET="+r.secret) // never on a command line
 	cmd.ExtraFiles = []*os.File{a.ln[pod]}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", pod, err)
