@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/ringside/ringside/agent/lifecycle"
 	"github.com/ringside/ringside/agent/runtime"
 	"github.com/ringside/ringside/agent/score"
@@ -45,6 +47,9 @@ type Config struct {
 	Token        string   // weight feed token
 	Origins      []string // extra allowed Origins of the feed
 	Log          *slog.Logger
+	// Clock is the time of every decision — lifecycle steps, report
+	// ages, events, probe times — and of Run's ticks (nil: the real one).
+	Clock clock.WithTicker
 }
 
 // Event is something the agent did or saw, for the dashboard and
@@ -105,6 +110,9 @@ func New(cfg Config) (*Agent, error) {
 	if err := cfg.Weights.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = time.Second
 	}
@@ -132,7 +140,7 @@ func (a *Agent) Feed() *Feed { return a.feed }
 
 func (a *Agent) report(r weightfeed.Report) {
 	a.mu.Lock()
-	a.reports[r.Balancer] = timedReport{at: time.Now(), r: r}
+	a.reports[r.Balancer] = timedReport{at: a.cfg.Clock.Now(), r: r}
 	a.mu.Unlock()
 }
 
@@ -167,7 +175,7 @@ func (a *Agent) Resume(ctx context.Context) error {
 // Run steps every interval until ctx ends. A failed step is logged and
 // the next one tries again; the last published queue stays in force.
 func (a *Agent) Run(ctx context.Context) error {
-	t := time.NewTicker(a.cfg.Interval)
+	t := a.cfg.Clock.NewTicker(a.cfg.Interval)
 	defer t.Stop()
 	for {
 		if err := a.Step(ctx); err != nil && ctx.Err() == nil {
@@ -176,7 +184,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }
@@ -194,7 +202,7 @@ func (a *Agent) Step(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	now := time.Now()
+	now := a.cfg.Clock.Now()
 	reads := a.observe(ctx, insts)
 
 	a.mu.Lock()
@@ -274,7 +282,7 @@ func (a *Agent) observe(ctx context.Context, insts []runtime.Instance) []reading
 }
 
 func (a *Agent) probe(ctx context.Context, addr string) time.Duration {
-	start := time.Now()
+	start := a.cfg.Clock.Now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/healthz", nil)
 	if err != nil {
 		return a.cfg.ProbeTimeout
@@ -287,7 +295,7 @@ func (a *Agent) probe(ctx context.Context, addr string) time.Duration {
 	if resp.StatusCode != http.StatusOK {
 		return a.cfg.ProbeTimeout
 	}
-	return time.Since(start)
+	return a.cfg.Clock.Since(start)
 }
 
 func (a *Agent) scoreLocked(rd reading) WorkerState {

@@ -140,7 +140,9 @@ func TestSundownDrainsThenShutsDownButNeverADefault(t *testing.T) {
 	for _, w := range s.b.Report("x").Workers {
 		assert.Zero(t, w.Failures, "worker %s", w.ID)
 	}
-	time.Sleep(time.Second)
+	// Five more steps (1 s) outlast sundown and drain (0.5 s).
+	seq := s.a.View().Seq
+	require.Eventually(t, func() bool { return s.a.View().Seq >= seq+5 }, 10*time.Second, 20*time.Millisecond, "the agent keeps stepping")
 	insts, _ := s.rt.List(context.Background())
 	assert.Len(t, insts, 1, "the default worker stays")
 }

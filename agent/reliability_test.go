@@ -62,6 +62,13 @@ func startLoad(url string, n int) *load {
 
 func (l *load) end() { close(l.stop); l.wg.Wait() }
 
+// served waits until n more requests have been answered.
+func (l *load) served(t *testing.T, n int64, what string) {
+	t.Helper()
+	want := l.ok.Load() + n
+	require.Eventually(t, func() bool { return l.ok.Load() >= want }, 20*time.Second, 10*time.Millisecond, what)
+}
+
 // A worker container is SIGKILLed under load: the balancer retries the
 // idempotent requests that hit it on another worker, counts its failures,
 // and the agent notices the loss and refills the pool to its minimum.
@@ -89,7 +96,7 @@ func TestDockerWorkerKilledUnderLoad(t *testing.T) {
 	require.Eventually(t, func() bool { return len(b.Workers()) == 2 }, 10*time.Second, 20*time.Millisecond)
 
 	l := startLoad(lb.URL+"/work?cost=2000", 8)
-	time.Sleep(500 * time.Millisecond)
+	l.served(t, 50, "the load runs before the kill")
 	_, err = d.Client().ContainerKill(ctx, victims[0].ID, client.ContainerKillOptions{Signal: "KILL"})
 	require.NoError(t, err)
 	// The agent replaces it: two workers serve again, one of them new.
@@ -105,7 +112,7 @@ func TestDockerWorkerKilledUnderLoad(t *testing.T) {
 		ws := b.Workers()
 		return len(ws) == 2 && ws[0].ID != victims[0].ID && ws[1].ID != victims[0].ID
 	}, 20*time.Second, 50*time.Millisecond)
-	time.Sleep(300 * time.Millisecond)
+	l.served(t, 50, "the refilled pool serves")
 	l.end()
 
 	assert.Zero(t, l.failed.Load(), "every GET was answered: the ones that hit the dead worker were retried")
@@ -153,20 +160,17 @@ func TestAgentKilledWhileBalancerServes(t *testing.T) {
 	require.Eventually(t, func() bool { return len(b.Workers()) == 2 }, 10*time.Second, 20*time.Millisecond)
 
 	l := startLoad(lb.URL+"/work?cost=1000", 4)
-	time.Sleep(200 * time.Millisecond)
+	l.served(t, 20, "the load runs before the agent dies")
+	require.Eventually(t, func() bool { return b.Seq() > 2 }, 10*time.Second, 20*time.Millisecond, "a few queues before the agent dies")
 	stop1()
 	srv.CloseClientConnections()
 	srv.Close()
-	atDeath := l.ok.Load()
-	time.Sleep(time.Second)
+	l.served(t, 100, "requests are served while the agent is away")
 	assert.Len(t, b.Workers(), 2, "the last table stays")
-	served := l.ok.Load()
-	assert.Greater(t, served, atDeath, "requests were served while the agent was away")
 
 	// A new agent on the same address resumes from Redis. It is stepped by
 	// hand, so its queue numbers stay far below the old agent's.
 	seqBefore := b.Seq()
-	require.Greater(t, seqBefore, uint64(2))
 	a2, srv2 := newAgent()
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
 	require.NoError(t, err)
