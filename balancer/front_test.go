@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -182,11 +183,14 @@ func TestFrontRefusesMalformedRequests(t *testing.T) {
 // refuses new connections.
 func TestFrontShutdown(t *testing.T) {
 	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		<-release
 		io.WriteString(w, "done")
 	}))
 	defer slow.Close()
+	defer free() // before Close, which waits for the request, if the test fails early
 	b, err := New(Options{Log: quiet})
 	require.NoError(t, err)
 	require.NoError(t, b.Update(Static([]string{addr(slow)}, []float64{1})))
@@ -199,10 +203,21 @@ func TestFrontShutdown(t *testing.T) {
 	require.Eventually(t, func() bool { return b.Report("").Workers[0].Active == 1 }, 5*time.Second, 5*time.Millisecond)
 	stopped := make(chan error, 1)
 	go func() { stopped <- f.Shutdown(context.Background()) }()
-	time.Sleep(50 * time.Millisecond)
-	close(release)
+	// Draining has begun once the listener refuses; the request is still
+	// in flight, so Shutdown must still be waiting.
+	require.Eventually(t, func() bool {
+		c, err := net.DialTimeout("tcp", strings.TrimPrefix(url, "http://"), time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	}, 5*time.Second, 5*time.Millisecond, "no longer accepting")
+	select {
+	case err := <-stopped:
+		t.Fatalf("Shutdown returned (%v) with a request in flight", err)
+	default:
+	}
+	free()
 	assert.Equal(t, "done", <-got, "the request in flight finished")
 	require.NoError(t, <-stopped)
-	_, err = net.DialTimeout("tcp", strings.TrimPrefix(url, "http://"), time.Second)
-	assert.Error(t, err, "no longer accepting")
 }

@@ -123,9 +123,18 @@ func TestKillCoordinatorDuringContinuousWrites(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(500 * time.Millisecond)
+	more := func(n int64, what string) {
+		t.Helper()
+		want := nAcked.Load() + n
+		require.Eventually(t, func() bool { return nAcked.Load() >= want }, 30*time.Second, 10*time.Millisecond, what)
+	}
+	more(50, "writes are acknowledged before the kill")
 	require.NoError(t, l.Kill(ctx, coord))
-	time.Sleep(2 * time.Second)
+	// Writes go on until the ring has a new coordinator and acknowledges
+	// writes under it.
+	_, err = WaitSettled(ctx, without(l.Addrs(), coord), 15*time.Second)
+	require.NoError(t, err)
+	more(50, "writes are acknowledged under the new coordinator")
 	close(stop)
 	wg.Wait()
 
