@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"bufio"
 	"os/exec"
 	"syscall"
 	"testing"
@@ -14,9 +15,7 @@ func TestExitIsReportedOnceAndRaceFree(t *testing.T) {
 	p, err := Start(exec.Command("sh", "-c", "exit 3"), func() { closed = true })
 	require.NoError(t, err)
 	// Polled from this goroutine while the waiter writes: -race checks it.
-	for !p.Exited() {
-		time.Sleep(time.Millisecond)
-	}
+	require.Eventually(t, p.Exited, 10*time.Second, time.Millisecond)
 	require.True(t, closed, "onExit runs before Done closes")
 	var ee *exec.ExitError
 	require.ErrorAs(t, p.Err(), &ee)
@@ -25,11 +24,16 @@ func TestExitIsReportedOnceAndRaceFree(t *testing.T) {
 
 func TestStopEscalatesToKill(t *testing.T) {
 	// The shell ignores TERM, so Stop must fall back to SIGKILL.
-	p, err := Start(exec.Command("sh", "-c", "trap '' TERM; sleep 30"), nil)
+	cmd := exec.Command("sh", "-c", "trap '' TERM; echo trapped; exec sleep 30")
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	p, err := Start(cmd, nil)
 	require.NoError(t, err)
 	require.False(t, p.Exited())
 	require.NoError(t, p.Err(), "no error while running")
-	time.Sleep(100 * time.Millisecond) // let the trap be installed
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "trapped\n", line, "the trap is installed")
 	p.Stop(syscall.SIGTERM, 200*time.Millisecond)
 	require.True(t, p.Exited())
 	require.Error(t, p.Err())

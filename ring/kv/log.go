@@ -106,7 +106,7 @@ func (s *Store) cut(off, size int64, reason string) error {
 	if err := s.f.Truncate(off); err != nil {
 		return fmt.Errorf("cut the log at %d: %w", off, err)
 	}
-	if err := s.f.Sync(); err != nil {
+	if err := s.fsync(s.f); err != nil {
 		return fmt.Errorf("cut the log at %d: %w", off, err)
 	}
 	s.log.Warn("cut the store's log after its last valid record", "log", s.path, "at", off, "bytes_cut", size-off, "found", reason, "saved_to", side)
@@ -128,7 +128,7 @@ func (s *Store) append(flags byte, version uint64, key string, value []byte) (in
 	}
 	switch s.opts.Fsync {
 	case FsyncAlways:
-		if err := s.f.Sync(); err != nil {
+		if err := s.fsync(s.f); err != nil {
 			return 0, fmt.Errorf("fsync: %w", err)
 		}
 	case FsyncInterval:
@@ -165,7 +165,7 @@ func (s *Store) syncLoop() {
 		}
 		s.mu.Lock()
 		if s.dirty && s.f != nil {
-			if err := s.f.Sync(); err != nil {
+			if err := s.fsync(s.f); err != nil {
 				s.log.Error("fsync of the store's log failed", "log", s.path, "err", err)
 			} else {
 				s.dirty = false

@@ -59,7 +59,8 @@ type Store struct {
 	index   map[string]loc
 	cache   *lru.Cache[string, []byte]
 	buf     []byte
-	dirty   bool // written since the last fsync (interval policy)
+	dirty   bool                 // written since the last fsync (interval policy)
+	fsync   func(*os.File) error // (*os.File).Sync; tests count the calls
 	stop    chan struct{}
 	done    chan struct{}
 }
@@ -111,7 +112,7 @@ func Open(path string, o Options, log *slog.Logger) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	s := &Store{path: path, log: log, opts: o, f: f, index: map[string]loc{}}
+	s := &Store{path: path, log: log, opts: o, f: f, index: map[string]loc{}, fsync: (*os.File).Sync}
 	if o.CacheEntries > 0 {
 		s.cache, _ = lru.New[string, []byte](o.CacheEntries)
 	}
@@ -260,7 +261,7 @@ func (s *Store) Close() error {
 	}
 	var err error
 	if s.dirty {
-		err = s.f.Sync()
+		err = s.fsync(s.f)
 	}
 	if cerr := s.f.Close(); err == nil {
 		err = cerr

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -205,10 +206,24 @@ func TestFsyncPolicies(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "log")
 		s, err := Open(path, Options{Fsync: p, FsyncEvery: time.Millisecond}, slog.New(slog.DiscardHandler))
 		require.NoError(t, err, p)
+		var syncs atomic.Int32
+		s.mu.Lock()
+		s.fsync = func(f *os.File) error { syncs.Add(1); return f.Sync() }
+		s.mu.Unlock()
 		_, err = s.Apply("a", Entry{Value: []byte("x"), Version: 1})
 		require.NoError(t, err, p)
-		time.Sleep(5 * time.Millisecond) // let the interval policy's fsync run
+		switch p {
+		case FsyncAlways:
+			assert.EqualValues(t, 1, syncs.Load(), "fsync before the write returns")
+		case FsyncInterval:
+			require.Eventually(t, func() bool { return syncs.Load() >= 1 }, 10*time.Second, time.Millisecond, "the background fsync runs")
+		case FsyncNever:
+			assert.Zero(t, syncs.Load())
+		}
 		require.NoError(t, s.Close(), p)
+		if p == FsyncNever {
+			assert.Zero(t, syncs.Load(), "not even on close")
+		}
 		s = open(t, path, 0)
 		assert.Equal(t, []string{"a"}, s.Keys(), p)
 		s.Close()

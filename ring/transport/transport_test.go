@@ -81,7 +81,21 @@ func TestSendDeliverAndDeadPeer(t *testing.T) {
 	assert.Equal(t, ghost, recv(t, sa.lost).To, "unknown peer is unreachable")
 
 	require.NoError(t, b.Close())
-	time.Sleep(50 * time.Millisecond) // let the hang-up reach a
+	// A message written in the instant before the hang-up reaches a lands
+	// in the socket buffer and is lost (the detector's job); this one is
+	// sent once a has seen it.
+	pb := a.peer(ub)
+	require.Eventually(t, func() bool {
+		pb.mu.Lock()
+		gone := pb.gone
+		pb.mu.Unlock()
+		select {
+		case <-gone:
+			return true
+		default:
+			return false
+		}
+	}, 5*time.Second, time.Millisecond, "a sees b hang up")
 	a.Send(ring.Message{Type: ring.MsgElection, From: ua, To: ub, Round: 99})
 	assert.Equal(t, uint64(99), recv(t, sa.lost).Round, "a dead peer's message comes back, not lost in a buffer")
 }
