@@ -83,7 +83,7 @@ func TestKubeExperimentsWriteCSVAndReport(t *testing.T) {
 	r.Register(&Reelection{})
 	require.Len(t, re.Rows, 1)
 	assert.NotEqual(t, re.Str(0, "old_leader"), re.Str(0, "new_leader"))
-	assert.Less(t, re.Float(0, "reelection_ms"), 5000.0, "graceful hand-over beats the 10 s lease")
+	assert.Less(t, re.Float(0, "reelection_ms"), 8000.0, "a hand-over: the 10 s lease, renewed at most 2 s before the kill, runs out ≥ 8 s after it")
 
 	_, err := experiments.WriteReport(dir, r)
 	require.NoError(t, err)
@@ -138,12 +138,12 @@ func TestExternalClusterWorkers(t *testing.T) {
 }
 
 // A SIGTERMed default leader releases its lease (client-go's
-// ReleaseOnCancel), so a follower takes it at its next retry: within one
-// jittered retry period (client-go waits up to 2.2 × 2 s with seed 003's
-// profile) plus a second for a loaded machine, never after waiting out
-// the lease (at least 8 s after the death: renewed at most 2 s before,
-// 10 s long). The 10 s profile keeps the two apart under load; with the
-// 2 s one a loaded CI run's hand-overs (1.2–1.9 s) met early expiries.
+// ReleaseOnCancel), so a follower takes it at its next retry (client-go
+// waits up to 2.2 × 2 s with seed 003's profile), never after waiting out
+// the lease: that cannot end before 8 s after the death (renewed at most
+// 2 s before, 10 s long), the bound asserted — not a speed, but the line
+// between the two causes. With the 2 s profile a loaded CI run's
+// hand-overs (1.2–1.9 s) met early expiries.
 // Before freshLock, a release racing the renewal that follows an
 // acquisition was refused as a conflict and 4 of 10 re-elections waited
 // out the lease.
@@ -152,7 +152,7 @@ func TestDefaultLeaderReleasesOnSIGTERM(t *testing.T) {
 	require.Len(t, re.Rows, 8)
 	for i := range re.Rows {
 		assert.NotEqual(t, re.Str(i, "old_leader"), re.Str(i, "new_leader"))
-		assert.LessOrEqual(t, re.Float(i, "reelection_ms"), 2.2*2000+1000, "rep %d", i)
+		assert.Less(t, re.Float(i, "reelection_ms"), 8000.0, "rep %d: released, not expired", i)
 		assert.Equal(t, "0", re.Str(i, "overlaps"))
 	}
 }
