@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -23,7 +22,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -39,38 +37,15 @@ var (
 
 // TestMain runs every test of the package against one real control plane.
 func TestMain(m *testing.M) {
-	klog.SetOutput(io.Discard)
-	klog.LogToStderr(false)
-	os.Exit(func() int {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		dir, err := os.MkdirTemp("", "bld-kube-")
-		if err != nil {
-			panic(err)
-		}
-		defer os.RemoveAll(dir)
-		cp, err := controlplane.Start(ctx, dir)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "control plane:", err)
-			return 1
-		}
-		defer cp.Stop()
+	controlplane.TestMain(m, func(ctx context.Context, cp *controlplane.ControlPlane) (err error) {
 		if rc, err = cp.RestConfig(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
+			return err
 		}
 		if cs, err = cp.Clientset(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
+			return err
 		}
-		for _, n := range []string{"w1", "w2", "w3"} {
-			if _, err := cs.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
-				fmt.Fprintln(os.Stderr, err)
-				return 1
-			}
-		}
-		return m.Run()
-	}())
+		return cp.CreateNodes(ctx, "w1", "w2", "w3")
+	})
 }
 
 // namespace returns a fresh namespace: they never finish deleting here.

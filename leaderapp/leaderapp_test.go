@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,7 +21,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/klog/v2"
 
 	"github.com/ringside/ringside/bld"
 	"github.com/ringside/ringside/bld/balance"
@@ -34,28 +32,10 @@ var cs *kubernetes.Clientset
 // The role handling runs against a real API server: the electors are the
 // real sidecar code, only in this process.
 func TestMain(m *testing.M) {
-	klog.SetOutput(io.Discard)
-	klog.LogToStderr(false)
-	os.Exit(func() int {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		dir, err := os.MkdirTemp("", "leaderapp-kube-")
-		if err != nil {
-			panic(err)
-		}
-		defer os.RemoveAll(dir)
-		cp, err := controlplane.Start(ctx, dir)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "control plane:", err)
-			return 1
-		}
-		defer cp.Stop()
-		if cs, err = cp.Clientset(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		return m.Run()
-	}())
+	controlplane.TestMain(m, func(_ context.Context, cp *controlplane.ControlPlane) (err error) {
+		cs, err = cp.Clientset()
+		return err
+	})
 }
 
 const secret = "0123456789abcdef-test"

@@ -71,6 +71,7 @@ var tpTiming = kube.Timing{Lease: 4 * time.Second, Renew: 3 * time.Second, Retry
 // tpRun is one namespace of applications on the CPU-limited nodes.
 type tpRun struct {
 	c      *kube.Cluster
+	el     *kube.Processes
 	ns     string
 	lock   string
 	bin    string
@@ -81,6 +82,10 @@ type tpRun struct {
 }
 
 func newTPRun(ctx context.Context, c *kube.Cluster, prefix, lock string, nodeCPUs float64) (*tpRun, error) {
+	el, err := c.Processes()
+	if err != nil {
+		return nil, err
+	}
 	bin, err := imagebuild.Static(ctx, "github.com/ringside/ringside/cmd/leaderapp")
 	if err != nil {
 		return nil, err
@@ -91,7 +96,7 @@ func newTPRun(ctx context.Context, c *kube.Cluster, prefix, lock string, nodeCPU
 	}
 	sec := make([]byte, 16)
 	crand.Read(sec)
-	r := &tpRun{c: c, ns: ns, lock: lock, bin: bin, secret: hex.EncodeToString(sec), nodes: map[string]*cgroup.Group{}}
+	r := &tpRun{c: c, el: el, ns: ns, lock: lock, bin: bin, secret: hex.EncodeToString(sec), nodes: map[string]*cgroup.Group{}}
 	for _, w := range c.Workers {
 		g, err := cgroup.New("ringside/"+ns+"/"+w, nodeCPUs)
 		if err != nil {
@@ -169,10 +174,10 @@ func (r *tpRun) start(ctx context.Context, name string, replicas, offset int, al
 		a.url[pn[0]] = "http://" + ln.Addr().String()
 	}
 	elect := func(pod string) error {
-		if err := r.c.Elect(r.ns, name, pod, a.node[pod], alg, r.lock, tpTiming); err != nil {
+		if err := r.el.Elect(r.ns, name, pod, a.node[pod], alg, r.lock, tpTiming); err != nil {
 			return err
 		}
-		sidecar, pid, err := r.c.Sidecar(ctx, r.ns, pod)
+		sidecar, pid, err := r.el.Sidecar(ctx, r.ns, pod)
 		if err != nil {
 			return err
 		}

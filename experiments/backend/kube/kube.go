@@ -4,22 +4,19 @@
 // collects their leadership events. Pods are created as API objects bound
 // to nodes, spread the way the default scheduler spreads replicas; without
 // a kubelet they stay Pending, and the electors run as local processes so
-// that SIGKILL and SIGTERM are real. The kind backend (pods.go) runs the
-// electors as the sidecars of real Pods on a cluster with kubelets.
+// that SIGKILL and SIGTERM are real (procs.go). The kind backend (pods.go)
+// runs the electors as the sidecars of real Pods on a cluster with
+// kubelets. Both are electors behind one Cluster.
 package kube
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -61,27 +58,28 @@ type Cluster struct {
 	// LocalWorkers, or those of the cluster behind the kubeconfig (kind's
 	// are named after the cluster).
 	Workers []string
-	bin     string
-	pods    *podRunner // the kind backend; nil for processes
+	el      electors // processes, or the kind backend's Pods
 	// Version and Nodes describe the cluster, for meta.json.
 	Version string
 	Nodes   int
 
-	mu      sync.Mutex
-	procs   map[string]*proc // by elector id (namespace/pod)
-	events  []Event
-	crashed []crash
+	mu     sync.Mutex
+	events []Event
 }
 
-type proc struct {
-	cmd       *exec.Cmd
-	done      chan struct{}
-	serving   chan string // the sidecar's address, once
-	addr      string
-	ns        string
-	app       string
-	stderr    tail
-	signalled atomic.Bool // exits after this are ours, not crashes
+// electors is what a backend does with the candidates: run them, lose a
+// leader, report the ones that died on their own, and stop them.
+type electors interface {
+	// deploy starts the candidates of apps in ns and returns "ns/pod" →
+	// node; offset is the first node of the round-robin, where the
+	// backend places replicas itself.
+	deploy(ctx context.Context, ns string, apps []App, offset int, alg, lock string, t Timing) (map[string]string, error)
+	// signal loses the elector of pod with sig and returns when it was
+	// sent; it waits until the elector is gone.
+	signal(ctx context.Context, ns, pod string, sig syscall.Signal) (time.Time, error)
+	crashed(ns string) error
+	stop(ns string)
+	close()
 }
 
 // Backends: electors as local processes, or as real Pods on kind.
@@ -95,14 +93,14 @@ const (
 // kubeconfig of a cluster with kubelets and ringside/elector:dev loaded
 // (make kind-up kind-deploy).
 func Start(ctx context.Context, kubeconfig, backend string) (*Cluster, error) {
-	c := &Cluster{procs: map[string]*proc{}, kubeconfig: kubeconfig}
+	c := &Cluster{kubeconfig: kubeconfig}
 	switch backend {
 	case BackendProcesses:
 		bin, err := imagebuild.Static(ctx, "github.com/ringside/ringside/cmd/elector")
 		if err != nil {
 			return nil, err
 		}
-		c.bin = bin
+		c.el = &Processes{c: c, bin: bin, procs: map[string]*proc{}}
 	case BackendKind:
 		if kubeconfig == "" {
 			return nil, errors.New("the kind backend needs --kubeconfig (make kind-up writes .kube/kind.kubeconfig)")
@@ -133,7 +131,7 @@ func Start(ctx context.Context, kubeconfig, backend string) (*Cluster, error) {
 		return nil, err
 	}
 	if backend == BackendKind {
-		if c.pods, err = newPodRunner(c, rc); err != nil {
+		if c.el, err = newPodRunner(c, rc); err != nil {
 			return nil, err
 		}
 	}
@@ -207,49 +205,6 @@ func (c *Cluster) Pods(ctx context.Context, ns string, app App, offset int) ([][
 	return out, nil
 }
 
-// Elect starts one elector process for a replica.
-func (c *Cluster) Elect(ns, app, pod, node, alg, lock string, t Timing) error {
-	// Port 0: the elector binds a free port itself (it advertises what it
-	// bound), where picking one here could race other processes for it.
-	cmd := exec.Command(c.bin, "--kubeconfig", c.kubeconfig, "--algorithm", alg, "--lock", lock,
-		"--election", app, "--namespace", ns, "--id", pod, "--node", node, "--http", "127.0.0.1:0", "--events",
-		"--lease-duration", t.Lease.String(), "--renew-deadline", t.Renew.String(), "--retry-period", t.Retry.String(),
-		"--log-level", "error")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	p := &proc{cmd: cmd, done: make(chan struct{}), serving: make(chan string, 1), ns: ns, app: app}
-	cmd.Stderr = &p.stderr // kept for Crashed; electors log errors only
-	launched := time.Now()
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start elector %s/%s: %w", ns, pod, err)
-	}
-	c.record(Event{TS: launched, Event: "launched", ID: ns + "/" + pod, Election: ns + "/" + app})
-	c.mu.Lock()
-	c.procs[ns+"/"+pod] = p
-	c.mu.Unlock()
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if addr, ok := servingAt(sc.Bytes()); ok {
-				p.serving <- addr
-				continue
-			}
-			if e, ok := parseEvent(sc.Bytes(), ns); ok {
-				c.record(e)
-			}
-		}
-		if err := cmd.Wait(); err != nil && !p.signalled.Load() {
-			c.mu.Lock()
-			c.crashed = append(c.crashed, crash{ns: ns, err: fmt.Errorf("elector %s/%s exited: %w: %s", ns, pod, err, p.stderr.String())})
-			c.mu.Unlock()
-		}
-		close(p.done)
-	}()
-	return nil
-}
-
 // eventLine is a line the elector prints with --events.
 type eventLine struct {
 	TS                                int64 `json:"ts_ns"`
@@ -273,77 +228,6 @@ func servingAt(line []byte) (string, bool) {
 		return "", false
 	}
 	return raw.Addr, true
-}
-
-// Sidecar returns the base URL of pod's elector sidecar API, once the
-// elector has said where it serves it, and its process ID (the process
-// backend only: the throughput experiments measure the process).
-func (c *Cluster) Sidecar(ctx context.Context, ns, pod string) (url string, pid int, err error) {
-	if c.pods != nil {
-		return "", 0, errors.New("the kind backend has no elector process to measure: use the kube backend")
-	}
-	c.mu.Lock()
-	p := c.procs[ns+"/"+pod]
-	c.mu.Unlock()
-	if p == nil {
-		return "", 0, fmt.Errorf("no elector %s/%s", ns, pod)
-	}
-	if p.addr == "" {
-		select {
-		case p.addr = <-p.serving:
-		case <-p.done:
-			return "", 0, fmt.Errorf("elector %s/%s exited: %s", ns, pod, p.stderr.String())
-		case <-ctx.Done():
-			return "", 0, ctx.Err()
-		}
-	}
-	return "http://" + p.addr, p.cmd.Process.Pid, nil
-}
-
-// Crashed returns an error naming every elector of ns that exited
-// without being signalled, with the end of what it wrote on stderr.
-func (c *Cluster) Crashed(ns string) error {
-	if c.pods != nil {
-		return c.pods.crashed(ns)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var errs []error
-	for _, cr := range c.crashed {
-		if cr.ns == ns {
-			errs = append(errs, cr.err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-type crash struct {
-	ns  string
-	err error
-}
-
-// tail keeps the last tailMax bytes written to it.
-type tail struct {
-	mu sync.Mutex
-	b  []byte
-}
-
-const tailMax = 2048
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > tailMax {
-		t.b = t.b[len(t.b)-tailMax:]
-	}
-	return len(p), nil
-}
-
-func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return strings.TrimSpace(string(t.b))
 }
 
 func (c *Cluster) record(e Event) {
@@ -388,78 +272,46 @@ func (c *Cluster) Leader(ns, app string) (id string, since time.Time) {
 	return id, since
 }
 
-// Signal sends sig to the elector of pod and waits for it to exit; a
-// SIGKILL is recorded as a "killed" event, since the process cannot say.
-// On kind the Pod is deleted: with no grace period for SIGKILL, with the
-// manifest's (the kubelet sends SIGTERM) for SIGTERM.
+// Processes is the process backend's electors, for the experiments that
+// measure the elector processes themselves (their CPU, their sidecar).
+func (c *Cluster) Processes() (*Processes, error) {
+	p, ok := c.el.(*Processes)
+	if !ok {
+		return nil, errors.New("the kind backend has no elector process to measure: use the kube backend")
+	}
+	return p, nil
+}
+
+// Deploy starts the candidates of apps in ns, each replica an elector
+// campaigning with alg on lock, and returns "ns/pod" → node. The process
+// backend creates the Pods bound to nodes round-robin from offset and
+// starts one elector process per replica, side by side as a Deployment's
+// replicas start; the kind backend creates a Deployment per application
+// (the overlay's, with the sidecar) and lets the scheduler spread it.
+func (c *Cluster) Deploy(ctx context.Context, ns string, apps []App, offset int, alg, lock string, t Timing) (map[string]string, error) {
+	return c.el.deploy(ctx, ns, apps, offset, alg, lock, t)
+}
+
+// Crashed returns an error naming every elector of ns that died without
+// being signalled (a process that exited, a Pod's container that
+// restarted), with its last words where known.
+func (c *Cluster) Crashed(ns string) error { return c.el.crashed(ns) }
+
+// Signal loses the elector of pod: a process gets sig; on kind the Pod is
+// deleted, with no grace period for SIGKILL and the manifest's (the
+// kubelet sends SIGTERM) for SIGTERM. A SIGKILL is recorded as a "killed"
+// event, since the elector cannot say. It returns when sig was sent.
 func (c *Cluster) Signal(ctx context.Context, ns, pod string, sig syscall.Signal) (time.Time, error) {
-	if c.pods != nil {
-		return c.pods.signal(ctx, ns, pod, sig == syscall.SIGKILL)
-	}
-	c.mu.Lock()
-	p := c.procs[ns+"/"+pod]
-	c.mu.Unlock()
-	if p == nil {
-		return time.Time{}, fmt.Errorf("no elector %s/%s", ns, pod)
-	}
-	at := time.Now()
-	p.signalled.Store(true)
-	p.cmd.Process.Signal(sig)
-	if sig == syscall.SIGKILL {
-		c.record(Event{TS: at, Event: "killed", ID: ns + "/" + pod, Election: ns + "/" + p.app})
-	}
-	select {
-	case <-p.done:
-	case <-ctx.Done():
-		return at, ctx.Err()
-	}
-	return at, nil
+	return c.el.signal(ctx, ns, pod, sig)
 }
 
-// StopNamespace kills every elector in ns (on kind: deletes ns).
-func (c *Cluster) StopNamespace(ns string) {
-	if c.pods != nil {
-		c.pods.stop(ns)
-		return
-	}
-	c.mu.Lock()
-	var ps []*proc
-	for k, p := range c.procs {
-		if p.ns == ns {
-			ps = append(ps, p)
-			delete(c.procs, k)
-		}
-	}
-	c.mu.Unlock()
-	for _, p := range ps {
-		p.signalled.Store(true)
-		p.cmd.Process.Signal(syscall.SIGKILL)
-		<-p.done
-	}
-}
+// StopNamespace stops every elector in ns (on kind: deletes ns).
+func (c *Cluster) StopNamespace(ns string) { c.el.stop(ns) }
 
-// Close kills every elector and stops a local control plane.
+// Close stops every elector and a local control plane.
 func (c *Cluster) Close() {
-	if c.pods != nil {
-		c.pods.mu.Lock()
-		var nss []string
-		for ns := range c.pods.cancel {
-			nss = append(nss, ns)
-		}
-		c.pods.mu.Unlock()
-		for _, ns := range nss {
-			c.pods.stop(ns)
-		}
-		return
-	}
-	c.mu.Lock()
-	var nss []string
-	for _, p := range c.procs {
-		nss = append(nss, p.ns)
-	}
-	c.mu.Unlock()
-	for _, ns := range nss {
-		c.StopNamespace(ns)
+	if c.el != nil {
+		c.el.close()
 	}
 	if c.cp != nil {
 		c.cp.Stop()

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -85,7 +86,7 @@ func overlay(alg, lock string) (string, error) {
 	return alg, nil
 }
 
-func (r *podRunner) deploy(ctx context.Context, ns string, apps []App, alg, lock string, t Timing) (map[string]string, error) {
+func (r *podRunner) deploy(ctx context.Context, ns string, apps []App, _ int, alg, lock string, t Timing) (map[string]string, error) {
 	ov, err := overlay(alg, lock)
 	if err != nil {
 		return nil, err
@@ -305,7 +306,8 @@ func (r *podRunner) stream(ctx context.Context, ns, pod string) {
 // its Pod with no grace period; the kubelet's SIGTERM stays pending and
 // its SIGKILL ends the process. It waits until the elector's log has
 // ended.
-func (r *podRunner) signal(ctx context.Context, ns, pod string, kill bool) (time.Time, error) {
+func (r *podRunner) signal(ctx context.Context, ns, pod string, sig syscall.Signal) (time.Time, error) {
+	kill := sig == syscall.SIGKILL
 	key := ns + "/" + pod
 	r.mu.Lock()
 	r.signalled[key] = true
@@ -422,4 +424,16 @@ func (r *podRunner) stop(ns string) {
 	zero := int64(0)
 	r.c.CS.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 	r.c.CS.RbacV1().ClusterRoleBindings().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: nsLabel + "=" + ns})
+}
+
+func (r *podRunner) close() {
+	r.mu.Lock()
+	var nss []string
+	for ns := range r.cancel {
+		nss = append(nss, ns)
+	}
+	r.mu.Unlock()
+	for _, ns := range nss {
+		r.stop(ns)
+	}
 }

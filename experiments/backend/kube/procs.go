@@ -1,0 +1,220 @@
+package kube
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Processes is the process backend: one elector process per replica,
+// against the cluster's API server, so that SIGKILL and SIGTERM are real.
+type Processes struct {
+	c   *Cluster
+	bin string
+
+	mu      sync.Mutex
+	procs   map[string]*proc // by elector id (namespace/pod)
+	crashes []crash
+}
+
+type proc struct {
+	cmd       *exec.Cmd
+	done      chan struct{}
+	serving   chan string // the sidecar's address, once
+	addr      string
+	ns        string
+	app       string
+	stderr    tail
+	signalled atomic.Bool // exits after this are ours, not crashes
+}
+
+type crash struct {
+	ns  string
+	err error
+}
+
+// deploy creates the Pods bound to nodes round-robin from offset and
+// starts one elector process per replica, side by side as a Deployment's
+// replicas start.
+func (p *Processes) deploy(ctx context.Context, ns string, apps []App, offset int, alg, lock string, t Timing) (map[string]string, error) {
+	podNode := map[string]string{}
+	for _, app := range apps {
+		pods, err := p.c.Pods(ctx, ns, app, offset)
+		if err != nil {
+			return nil, err
+		}
+		offset += app.Replicas
+		for _, pn := range pods {
+			podNode[ns+"/"+pn[0]] = pn[1]
+		}
+		errs := make([]error, len(pods))
+		var wg sync.WaitGroup
+		for i, pn := range pods {
+			wg.Go(func() { errs[i] = p.Elect(ns, app.Name, pn[0], pn[1], alg, lock, t) })
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return nil, err
+		}
+	}
+	return podNode, nil
+}
+
+// Elect starts one elector process for a replica.
+func (ps *Processes) Elect(ns, app, pod, node, alg, lock string, t Timing) error {
+	// Port 0: the elector binds a free port itself (it advertises what it
+	// bound), where picking one here could race other processes for it.
+	cmd := exec.Command(ps.bin, "--kubeconfig", ps.c.kubeconfig, "--algorithm", alg, "--lock", lock,
+		"--election", app, "--namespace", ns, "--id", pod, "--node", node, "--http", "127.0.0.1:0", "--events",
+		"--lease-duration", t.Lease.String(), "--renew-deadline", t.Renew.String(), "--retry-period", t.Retry.String(),
+		"--log-level", "error")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	p := &proc{cmd: cmd, done: make(chan struct{}), serving: make(chan string, 1), ns: ns, app: app}
+	cmd.Stderr = &p.stderr // kept for Crashed; electors log errors only
+	launched := time.Now()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start elector %s/%s: %w", ns, pod, err)
+	}
+	ps.c.record(Event{TS: launched, Event: "launched", ID: ns + "/" + pod, Election: ns + "/" + app})
+	ps.mu.Lock()
+	ps.procs[ns+"/"+pod] = p
+	ps.mu.Unlock()
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if addr, ok := servingAt(sc.Bytes()); ok {
+				p.serving <- addr
+				continue
+			}
+			if e, ok := parseEvent(sc.Bytes(), ns); ok {
+				ps.c.record(e)
+			}
+		}
+		if err := cmd.Wait(); err != nil && !p.signalled.Load() {
+			ps.mu.Lock()
+			ps.crashes = append(ps.crashes, crash{ns: ns, err: fmt.Errorf("elector %s/%s exited: %w: %s", ns, pod, err, p.stderr.String())})
+			ps.mu.Unlock()
+		}
+		close(p.done)
+	}()
+	return nil
+}
+
+// Sidecar returns the base URL of pod's elector sidecar API, once the
+// elector has said where it serves it, and its process ID (the
+// throughput experiments measure the process).
+func (ps *Processes) Sidecar(ctx context.Context, ns, pod string) (url string, pid int, err error) {
+	ps.mu.Lock()
+	p := ps.procs[ns+"/"+pod]
+	ps.mu.Unlock()
+	if p == nil {
+		return "", 0, fmt.Errorf("no elector %s/%s", ns, pod)
+	}
+	if p.addr == "" {
+		select {
+		case p.addr = <-p.serving:
+		case <-p.done:
+			return "", 0, fmt.Errorf("elector %s/%s exited: %s", ns, pod, p.stderr.String())
+		case <-ctx.Done():
+			return "", 0, ctx.Err()
+		}
+	}
+	return "http://" + p.addr, p.cmd.Process.Pid, nil
+}
+
+func (ps *Processes) crashed(ns string) error {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	var errs []error
+	for _, cr := range ps.crashes {
+		if cr.ns == ns {
+			errs = append(errs, cr.err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (ps *Processes) signal(ctx context.Context, ns, pod string, sig syscall.Signal) (time.Time, error) {
+	ps.mu.Lock()
+	p := ps.procs[ns+"/"+pod]
+	ps.mu.Unlock()
+	if p == nil {
+		return time.Time{}, fmt.Errorf("no elector %s/%s", ns, pod)
+	}
+	at := time.Now()
+	p.signalled.Store(true)
+	p.cmd.Process.Signal(sig)
+	if sig == syscall.SIGKILL {
+		ps.c.record(Event{TS: at, Event: "killed", ID: ns + "/" + pod, Election: ns + "/" + p.app})
+	}
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		return at, ctx.Err()
+	}
+	return at, nil
+}
+
+// stop kills every elector in ns.
+func (ps *Processes) stop(ns string) {
+	ps.mu.Lock()
+	var stopping []*proc
+	for k, p := range ps.procs {
+		if p.ns == ns {
+			stopping = append(stopping, p)
+			delete(ps.procs, k)
+		}
+	}
+	ps.mu.Unlock()
+	for _, p := range stopping {
+		p.signalled.Store(true)
+		p.cmd.Process.Signal(syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+func (ps *Processes) close() {
+	ps.mu.Lock()
+	var nss []string
+	for _, p := range ps.procs {
+		nss = append(nss, p.ns)
+	}
+	ps.mu.Unlock()
+	for _, ns := range nss {
+		ps.stop(ns)
+	}
+}
+
+// tail keeps the last tailMax bytes written to it.
+type tail struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+const tailMax = 2048
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > tailMax {
+		t.b = t.b[len(t.b)-tailMax:]
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.b))
+}
