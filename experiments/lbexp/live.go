@@ -17,7 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/moby/moby/client"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
@@ -27,10 +26,8 @@ import (
 	"github.com/ringside/ringside/balancer"
 	"github.com/ringside/ringside/balancer/pick"
 	"github.com/ringside/ringside/experiments"
-	"github.com/ringside/ringside/internal/dockerapi"
-	"github.com/ringside/ringside/internal/imagebuild"
+	"github.com/ringside/ringside/experiments/backend/lbstack"
 )
-
 // Live is lb-live: the agent scores real heterogeneous workers and feeds
 // the balancer, a built-in load generator drives it at several
 // concurrency levels, per picker; beside it the same load goes straight
@@ -147,70 +144,6 @@ type eventRow struct {
 	Seed   uint64        `csv:"seed"`
 }
 
-// liveRuntime is what lb-live needs of a runtime beyond the agent's.
-type liveRuntime interface {
-	agent.Runtime
-	RemoveAll(ctx context.Context) error
-}
-
-func (l *Live) runtime(ctx context.Context, env *experiments.Env) (liveRuntime, string, func(), error) {
-	if env.Backend == "docker" {
-		d, cleanup, err := dockerRuntime(ctx)
-		if err == nil {
-			return d, "docker", cleanup, nil
-		}
-		env.Log.Warn("Docker is not usable; falling back to the process backend", "err", err)
-		env.Backend = "process"
-	}
-	bin, err := imagebuild.Static(ctx, "github.com/ringside/ringside/cmd/worker")
-	if err != nil {
-		return nil, "", nil, err
-	}
-	p := runtime.NewProcess(bin)
-	return p, "process", func() { p.RemoveAll(context.Background()) }, nil
-}
-
-func dockerRuntime(ctx context.Context) (*runtime.Docker, func(), error) {
-	probe, err := runtime.NewDocker(ctx, runtime.DockerOptions{})
-	if err != nil {
-		return nil, nil, err
-	}
-	const image = "ringside/worker:dev"
-	if err := imagebuild.Build(ctx, image, "github.com/ringside/ringside/cmd/worker"); err != nil {
-		probe.Close()
-		return nil, nil, err
-	}
-	pool := fmt.Sprintf("lb%d", time.Now().UnixNano()%1e6) // short: spawned workers are named after it
-	cli := probe.Client()
-	if _, err := cli.NetworkCreate(ctx, pool, client.NetworkCreateOptions{Driver: "bridge", Labels: dockerapi.StackLabels()}); err != nil {
-		probe.Close()
-		return nil, nil, fmt.Errorf("create network %s: %w", pool, err)
-	}
-	removeNet := func() {
-		cli.NetworkRemove(context.Background(), pool, client.NetworkRemoveOptions{})
-		probe.Close()
-	}
-	// From a container (the experiments stack) the workers are reached by
-	// address only on their network.
-	leave, err := dockerapi.Join(ctx, cli, pool)
-	if err != nil {
-		removeNet()
-		return nil, nil, err
-	}
-	d, err := runtime.NewDocker(ctx, runtime.DockerOptions{Image: image, Network: pool, Pool: pool, Labels: dockerapi.StackLabels()})
-	if err != nil {
-		leave()
-		removeNet()
-		return nil, nil, err
-	}
-	return d, func() {
-		d.RemoveAll(context.Background())
-		d.Close()
-		leave()
-		removeNet()
-	}, nil
-}
-
 // phase labels samples with the cell that was running.
 type phase struct {
 	mu               sync.Mutex
@@ -263,11 +196,12 @@ func (l *Live) Run(ctx context.Context, env *experiments.Env) error {
 	if d < 500*time.Millisecond || l.cost < 0 || l.proxyCost < 0 || l.proxyClient < 1 {
 		return fmt.Errorf("want --duration ≥ 500ms, --cost and --proxy-cost ≥ 0, --proxy-clients ≥ 1")
 	}
-	rt, backend, cleanup, err := l.runtime(ctx, env)
+	rt, backend, cleanup, err := lbstack.Workers(ctx, env.Backend, env.Log)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
+	env.Backend = backend // Docker may have fallen back to processes
 	for i, sp := range specs {
 		sp.Name = fmt.Sprintf("w%d-%gcpu", i+1, sp.CPULimit)
 		if _, err := rt.Start(ctx, sp); err != nil {
@@ -337,7 +271,7 @@ func (l *Live) Run(ctx context.Context, env *experiments.Env) error {
 	}
 	if l.throttle > 0 {
 		for _, p := range append(slices.Clone(l.pickers.Vals), l.baselines.Vals...) {
-			if p == TargetNginx && nginxBinary() == "" {
+			if p == TargetNginx && lbstack.NginxBinary() == "" {
 				continue
 			}
 			for _, c := range l.clients {
@@ -347,7 +281,7 @@ func (l *Live) Run(ctx context.Context, env *experiments.Env) error {
 	}
 	proxyTargets := []string{pick.WeightedRandom}
 	for _, b := range l.baselines.Vals {
-		if b == TargetNginx && nginxBinary() == "" {
+		if b == TargetNginx && lbstack.NginxBinary() == "" {
 			env.Log.Warn("nginx is not installed; lb-live runs without its nginx baseline (apt-get install nginx)")
 			continue
 		}
@@ -409,7 +343,7 @@ type cpuSetter interface {
 // throttler returns what a cpu-throttled cell runs beside its load: the
 // first worker drops to --throttle CPUs after, and gets its own limit
 // back when the returned stop is called.
-func (l *Live) throttler(rt liveRuntime, a *agent.Agent, own float64, after time.Duration, log *slog.Logger) func(context.Context) func() {
+func (l *Live) throttler(rt lbstack.Runtime, a *agent.Agent, own float64, after time.Duration, log *slog.Logger) func(context.Context) func() {
 	return func(ctx context.Context) func() {
 		set, ok := rt.(cpuSetter)
 		id := ""
@@ -469,13 +403,13 @@ func (l *Live) cell(ctx context.Context, env *experiments.Env, a *agent.Agent, f
 			return "http://" + workers[p.Pick(rand.Uint64())] + path
 		}), nil
 	case TargetNginx:
-		n, err := startNginx(ctx, filepath.Join(env.Dir, ".nginx"), workers, weights)
+		n, err := lbstack.StartNginx(ctx, filepath.Join(env.Dir, ".nginx"), workers, weights)
 		if err != nil {
 			return nil, err
 		}
-		defer n.stop()
+		defer n.Shutdown()
 		defer os.RemoveAll(filepath.Join(env.Dir, ".nginx"))
-		return load(func(int, int) string { return "http://" + n.addr + path }), nil
+		return load(func(int, int) string { return "http://" + n.Addr + path }), nil
 	}
 	b, err := balancer.New(balancer.Options{Algorithm: target, Log: slog.New(warnOnly{env.Log.Handler()}).With("component", "balancer")})
 	if err != nil {

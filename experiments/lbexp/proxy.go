@@ -1,27 +1,20 @@
 package lbexp
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ringside/ringside/agent/runtime"
 	"github.com/ringside/ringside/balancer/pick"
 	"github.com/ringside/ringside/experiments"
+	"github.com/ringside/ringside/experiments/backend/lbstack"
 	"github.com/ringside/ringside/internal/imagebuild"
-	"github.com/ringside/ringside/internal/proc"
 )
 
 // Proxy is lb-proxy: the balancer's own cost against nginx's. Both run as
@@ -76,7 +69,7 @@ func (p *Proxy) Run(ctx context.Context, env *experiments.Env) error {
 	if err != nil {
 		return fmt.Errorf("%w: wrk not found (apt-get install wrk): lb-proxy needs an external load generator", experiments.ErrUnavailable)
 	}
-	if nginxBinary() == "" {
+	if lbstack.NginxBinary() == "" {
 		return fmt.Errorf("%w: nginx not found (apt-get install nginx): lb-proxy measures the balancer against it", experiments.ErrUnavailable)
 	}
 	workerBin, err := imagebuild.Static(ctx, "github.com/ringside/ringside/cmd/worker")
@@ -98,21 +91,21 @@ func (p *Proxy) Run(ctx context.Context, env *experiments.Env) error {
 		}
 		addrs, weights = append(addrs, w.Addr), append(weights, 1)
 	}
-	b, err := startBalancer(ctx, balancerBin, p.picker, addrs)
+	b, err := lbstack.StartBalancer(ctx, balancerBin, p.picker, addrs)
 	if err != nil {
 		return err
 	}
 	defer b.Stop(os.Interrupt, 3*time.Second)
 	dir := filepath.Join(env.Dir, ".nginx-proxy")
 	defer os.RemoveAll(dir)
-	n, err := startNginx(ctx, dir, addrs, weights)
+	n, err := lbstack.StartNginx(ctx, dir, addrs, weights)
 	if err != nil {
 		return err
 	}
-	defer n.stop()
+	defer n.Shutdown()
 
 	path := "/work?cost=" + strconv.Itoa(p.cost)
-	targets := map[string]string{TargetBalancer: "http://" + b.addr + path, TargetNginx: "http://" + n.addr + path}
+	targets := map[string]string{TargetBalancer: "http://" + b.Addr + path, TargetNginx: "http://" + n.Addr + path}
 	// The two targets alternate which goes first, so neither always
 	// meets the machine as the other left it.
 	return experiments.RunGrid(ctx, env, experiments.Grid{Cells: 1}, func(ctx context.Context, t experiments.Task) ([]proxyRow, error) {
@@ -126,14 +119,14 @@ func (p *Proxy) Run(ctx context.Context, env *experiments.Env) error {
 			if p.profile && t.Rep == 0 && target == TargetBalancer {
 				profiled = make(chan error, 1)
 				go func() {
-					profiled <- b.profile(ctx, p.duration-500*time.Millisecond, filepath.Join(env.Dir, proxyProfile))
+					profiled <- b.Profile(ctx, p.duration-500*time.Millisecond, filepath.Join(env.Dir, proxyProfile))
 				}()
 			}
-			out, err := runCmd(ctx, wrk, "-t", strconv.Itoa(p.threads), "-c", strconv.Itoa(p.conns), "-d", p.duration.String(), "--latency", targets[target])
+			out, err := lbstack.Wrk(ctx, wrk, "-t", strconv.Itoa(p.threads), "-c", strconv.Itoa(p.conns), "-d", p.duration.String(), "--latency", targets[target])
 			if err != nil {
 				return nil, fmt.Errorf("wrk against %s: %w", target, err)
 			}
-			r, err := ParseWrk(out)
+			r, err := lbstack.ParseWrk(out)
 			if err != nil {
 				return nil, fmt.Errorf("wrk against %s: %w", target, err)
 			}
@@ -147,135 +140,6 @@ func (p *Proxy) Run(ctx context.Context, env *experiments.Env) error {
 		}
 		return rows, nil
 	})
-}
-
-func runCmd(ctx context.Context, bin string, args ...string) (string, error) {
-	var out, errb bytes.Buffer
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("%v: %s", err, strings.TrimSpace(errb.String()))
-	}
-	return out.String(), nil
-}
-
-// balancerProc is cmd/balancer as a process, as nginx is one.
-type balancerProc struct {
-	*proc.Proc
-	addr, admin string
-}
-
-func startBalancer(ctx context.Context, bin, picker string, addrs []string) (*balancerProc, error) {
-	ports := make([]string, 2)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ports[i] = l.Addr().String()
-		l.Close()
-	}
-	var ws []string
-	for _, a := range addrs {
-		ws = append(ws, a+"=1")
-	}
-	var errb bytes.Buffer
-	cmd := exec.Command(bin, "--addr", ports[0], "--admin", ports[1], "--picker", picker, "--workers", strings.Join(ws, ","), "--log-level", "warn")
-	cmd.Stderr = &errb
-	pr, err := proc.Start(cmd, nil)
-	if err != nil {
-		return nil, err
-	}
-	b := &balancerProc{Proc: pr, addr: ports[0], admin: ports[1]}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if resp, err := http.Get("http://" + b.admin + "/healthz"); err == nil {
-			resp.Body.Close()
-			return b, nil
-		}
-		if pr.Exited() || time.Now().After(deadline) || ctx.Err() != nil {
-			pr.Kill()
-			return nil, fmt.Errorf("balancer did not come up: %s", strings.TrimSpace(errb.String()))
-		}
-	}
-}
-
-// profile saves a CPU profile of the balancer over d.
-func (b *balancerProc) profile(ctx context.Context, d time.Duration, path string) error {
-	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", b.admin, max(1, int(d.Seconds())))
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, body, 0o644)
-}
-
-// WrkResult is what one wrk run reports.
-type WrkResult struct {
-	Requests, Errors int
-	RPS              float64
-	P50, P99         time.Duration
-}
-
-var (
-	wrkRequests = regexp.MustCompile(`(?m)^\s*(\d+) requests in `)
-	wrkRPS      = regexp.MustCompile(`(?m)^Requests/sec:\s+([0-9.]+)\s*$`)
-	wrkLatency  = regexp.MustCompile(`(?m)^\s+(50|99)%\s+([0-9.]+)(us|ms|s|m)\s*$`)
-	wrkNon2xx   = regexp.MustCompile(`(?m)^\s*Non-2xx or 3xx responses:\s+(\d+)\s*$`)
-	wrkSocket   = regexp.MustCompile(`(?m)^\s*Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)\s*$`)
-)
-
-// ParseWrk reads wrk --latency output; missing totals or quantiles are an
-// error naming what is missing.
-func ParseWrk(out string) (WrkResult, error) {
-	var r WrkResult
-	m := wrkRequests.FindStringSubmatch(out)
-	if m == nil {
-		return r, errors.New("wrk output: no \"N requests in\" line")
-	}
-	r.Requests, _ = strconv.Atoi(m[1])
-	if m = wrkRPS.FindStringSubmatch(out); m == nil {
-		return r, errors.New("wrk output: no Requests/sec line")
-	}
-	r.RPS, _ = strconv.ParseFloat(m[1], 64)
-	for _, l := range wrkLatency.FindAllStringSubmatch(out, -1) {
-		v, err := strconv.ParseFloat(l[2], 64)
-		if err != nil {
-			return r, fmt.Errorf("wrk output: latency %q", l[2])
-		}
-		unit := map[string]time.Duration{"us": time.Microsecond, "ms": time.Millisecond, "s": time.Second, "m": time.Minute}[l[3]]
-		d := time.Duration(v * float64(unit))
-		if l[1] == "50" {
-			r.P50 = d
-		} else {
-			r.P99 = d
-		}
-	}
-	if r.P50 == 0 || r.P99 == 0 {
-		return r, errors.New("wrk output: no 50% and 99% latency (run with --latency)")
-	}
-	if m = wrkNon2xx.FindStringSubmatch(out); m != nil {
-		n, _ := strconv.Atoi(m[1])
-		r.Errors += n
-	}
-	if m = wrkSocket.FindStringSubmatch(out); m != nil {
-		for _, s := range m[1:] {
-			n, _ := strconv.Atoi(s)
-			r.Errors += n
-		}
-	}
-	return r, nil
 }
 
 func (p *Proxy) Report(in *experiments.ReportInput) (string, error) {

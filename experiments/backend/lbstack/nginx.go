@@ -1,4 +1,4 @@
-package lbexp
+package lbstack
 
 import (
 	"bytes"
@@ -16,19 +16,19 @@ import (
 	"github.com/ringside/ringside/internal/proc"
 )
 
-// nginx is Debian's nginx as a reverse proxy in front of the same workers,
+// Nginx is Debian's nginx as a reverse proxy in front of the same workers,
 // the baseline the balancer's throughput is measured against.
-type nginx struct {
+type Nginx struct {
 	*proc.Proc
-	addr string
+	Addr string // where it listens
 	errb bytes.Buffer
 }
 
-// startNginx runs nginx with weighted round robin over addrs (weights are
+// StartNginx runs nginx with weighted round robin over addrs (weights are
 // rounded to integers ≥ 1, nginx's form) and upstream keep-alive, so both
 // proxies reuse connections to the workers.
-func startNginx(ctx context.Context, dir string, addrs []string, weights []float64) (*nginx, error) {
-	bin := nginxBinary()
+func StartNginx(ctx context.Context, dir string, addrs []string, weights []float64) (*Nginx, error) {
+	bin := NginxBinary()
 	if bin == "" {
 		return nil, errors.New("nginx not found (apt-get install nginx, or leave it out of --baselines)")
 	}
@@ -76,7 +76,7 @@ http {
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 		return nil, err
 	}
-	n := &nginx{addr: addr}
+	n := &Nginx{Addr: addr}
 	cmd := exec.Command(bin, "-p", dir, "-c", path)
 	cmd.Stderr = &n.errb
 	if n.Proc, err = proc.Start(cmd, nil); err != nil {
@@ -92,20 +92,20 @@ http {
 		case <-n.Done():
 			return nil, fmt.Errorf("nginx exited: %s", strings.TrimSpace(n.errb.String()))
 		case <-ctx.Done():
-			n.stop()
+			n.Shutdown()
 			return nil, ctx.Err()
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			n.stop()
+			n.Shutdown()
 			return nil, fmt.Errorf("nginx not listening on %s", addr)
 		}
 	}
 }
 
-// nginxBinary finds nginx on PATH or where Debian puts it (/usr/sbin is
+// NginxBinary finds nginx on PATH or where Debian puts it (/usr/sbin is
 // not on every user's PATH).
-func nginxBinary() string {
+func NginxBinary() string {
 	for _, p := range []string{"nginx", "/usr/sbin/nginx"} {
 		if bin, err := exec.LookPath(p); err == nil {
 			return bin
@@ -114,6 +114,7 @@ func nginxBinary() string {
 	return ""
 }
 
-func (n *nginx) stop() {
+// Shutdown stops nginx fast (SIGINT) and waits for it.
+func (n *Nginx) Shutdown() {
 	n.Stop(os.Interrupt, 3*time.Second) // fast shutdown (SIGINT) of master and workers
 }

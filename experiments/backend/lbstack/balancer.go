@@ -1,0 +1,80 @@
+package lbstack
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/ringside/ringside/internal/proc"
+)
+
+// Balancer is cmd/balancer as a process, as nginx is one.
+type Balancer struct {
+	*proc.Proc
+	Addr, Admin string // the proxy's address, the admin API's
+}
+
+// StartBalancer runs bin (cmd/balancer) with picker over addrs, equally
+// weighted, and returns once its admin API answers.
+func StartBalancer(ctx context.Context, bin, picker string, addrs []string) (*Balancer, error) {
+	ports := make([]string, 2)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = l.Addr().String()
+		l.Close()
+	}
+	var ws []string
+	for _, a := range addrs {
+		ws = append(ws, a+"=1")
+	}
+	var errb bytes.Buffer
+	cmd := exec.Command(bin, "--addr", ports[0], "--admin", ports[1], "--picker", picker, "--workers", strings.Join(ws, ","), "--log-level", "warn")
+	cmd.Stderr = &errb
+	pr, err := proc.Start(cmd, nil)
+	if err != nil {
+		return nil, err
+	}
+	b := &Balancer{Proc: pr, Addr: ports[0], Admin: ports[1]}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if resp, err := http.Get("http://" + b.Admin + "/healthz"); err == nil {
+			resp.Body.Close()
+			return b, nil
+		}
+		if pr.Exited() || time.Now().After(deadline) || ctx.Err() != nil {
+			pr.Kill()
+			return nil, fmt.Errorf("balancer did not come up: %s", strings.TrimSpace(errb.String()))
+		}
+	}
+}
+
+// Profile saves a CPU profile of the balancer over d.
+func (b *Balancer) Profile(ctx context.Context, d time.Duration, path string) error {
+	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", b.Admin, max(1, int(d.Seconds())))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, body, 0o644)
+}
