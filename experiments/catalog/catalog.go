@@ -6,17 +6,17 @@ import (
 	"github.com/ringside/ringside/experiments"
 	"github.com/ringside/ringside/experiments/kubeexp"
 	"github.com/ringside/ringside/experiments/lbexp"
-	"github.com/ringside/ringside/experiments/ringexp"
 	"github.com/ringside/ringside/experiments/ringnet"
+	"github.com/ringside/ringside/experiments/ringsim"
 )
 
 // New returns a fresh registry (experiments keep their flag values, so
 // each run gets its own).
 func New() *experiments.Registry {
 	r := &experiments.Registry{}
-	r.Register(&ringexp.Messages{})
-	r.Register(&ringexp.Chaos{})
-	r.Register(&ringexp.FailoverSim{})
+	r.Register(&ringsim.Messages{})
+	r.Register(&ringsim.Chaos{})
+	r.Register(&ringsim.FailoverSim{})
 	r.Register(&ringnet.Failover{})
 	r.Register(&ringnet.Join{})
 	r.Register(&ringnet.KVLoad{})

@@ -112,7 +112,7 @@ func (d *Distribution) Run(ctx context.Context, env *experiments.Env) error {
 			return nil, fmt.Errorf("%s, %s, %d apps: %w", alg, scenario, apps, err)
 		}
 		var rows []distributionRow
-		for _, node := range c.Workers {
+		for _, node := range c.WorkerNodes {
 			rows = append(rows, distributionRow{Backend: env.Backend, Algorithm: alg, Scenario: scenario, Apps: apps, Rep: t.Rep,
 				Node: node, Leaders: r.perNode[node], AppsElected: r.elected, Overlaps: r.overlaps, Seed: t.Seed})
 		}

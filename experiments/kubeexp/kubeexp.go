@@ -18,8 +18,8 @@ import (
 // API server, or real Pods on a kind cluster. The throughput experiments
 // measure elector processes, so they run on the first only.
 var (
-	backends       = []string{kube.BackendProcesses, kube.BackendKind}
-	processBackend = []string{kube.BackendProcesses}
+	backends       = []string{kube.BackendKube, kube.BackendKind}
+	processBackend = []string{kube.BackendKube}
 )
 
 // kubeFlags are the settings every kube experiment takes.
@@ -67,6 +67,6 @@ func start(ctx context.Context, env *experiments.Env, k *kubeFlags) (*kube.Clust
 	if err != nil {
 		return nil, fmt.Errorf("%s backend: %w", env.Backend, err)
 	}
-	env.Cluster = map[string]any{"version": c.Version, "nodes": c.Nodes, "workers": len(c.Workers)}
+	env.Cluster = map[string]any{"version": c.Version, "nodes": c.NodeCount, "workers": len(c.WorkerNodes)}
 	return c, nil
 }

@@ -128,7 +128,7 @@ func TestExternalClusterWorkers(t *testing.T) {
 	assert.Equal(t, map[string]bool{"ringside-worker": true, "ringside-worker2": true, "ringside-worker3": true}, got)
 
 	// An elector that dies on its own is reported, with its last words.
-	c, err := kube.Start(ctx, cp.Kubeconfig, kube.BackendProcesses)
+	c, err := kube.Start(ctx, cp.Kubeconfig, kube.BackendKube)
 	require.NoError(t, err)
 	defer c.Close()
 	el, err := c.Processes()

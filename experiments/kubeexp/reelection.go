@@ -74,7 +74,7 @@ func (r *Reelection) once(ctx context.Context, c *kube.Cluster, alg, kill string
 		return reelected{}, err
 	}
 	defer c.StopNamespace(ns)
-	app := kube.App{Name: "app", Replicas: r.replicas, Nodes: c.Workers}
+	app := kube.App{Name: "app", Replicas: r.replicas, Nodes: c.WorkerNodes}
 	if _, err := c.Deploy(ctx, ns, []kube.App{app}, 0, alg, r.k.lock, t); err != nil {
 		return reelected{}, err
 	}

@@ -31,7 +31,7 @@ func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas 
 	var names []string
 	for i := range n {
 		name := fmt.Sprintf("app-%d", i)
-		apps = append(apps, kube.App{Name: name, Replicas: replicas, Nodes: c.Workers})
+		apps = append(apps, kube.App{Name: name, Replicas: replicas, Nodes: c.WorkerNodes})
 		names = append(names, name)
 	}
 	podNode, err := c.Deploy(ctx, ns, apps, 0, alg, lock, t)
@@ -73,7 +73,7 @@ func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas 
 // whose replicas sit on worker-1 and worker-2 only. BLD has no qualifying
 // candidate for it (N·c = 6 > L = 5); BLD-plus does.
 func constrained(ctx context.Context, c *kube.Cluster, alg, lock string, replicas int, t kube.Timing, settle time.Duration) (spreadResult, error) {
-	w := c.Workers
+	w := c.WorkerNodes
 	if len(w) != 3 {
 		return spreadResult{}, fmt.Errorf("the constrained placement is built for the paper's three worker nodes, the cluster has %d", len(w))
 	}

@@ -97,7 +97,7 @@ func newTPRun(ctx context.Context, c *kube.Cluster, prefix, lock string, nodeCPU
 	sec := make([]byte, 16)
 	crand.Read(sec)
 	r := &tpRun{c: c, el: el, ns: ns, lock: lock, bin: bin, secret: hex.EncodeToString(sec), nodes: map[string]*cgroup.Group{}}
-	for _, w := range c.Workers {
+	for _, w := range c.WorkerNodes {
 		g, err := cgroup.New("ringside/"+ns+"/"+w, nodeCPUs)
 		if err != nil {
 			r.close()
@@ -149,7 +149,7 @@ func (a *tpApp) closeListeners() {
 // leads before the others start; otherwise all start at once and alg
 // decides.
 func (r *tpRun) start(ctx context.Context, name string, replicas, offset int, alg string, first string, writeWork, readWork int) (*tpApp, error) {
-	pods, err := r.c.Pods(ctx, r.ns, kube.App{Name: name, Replicas: replicas, Nodes: r.c.Workers}, offset)
+	pods, err := r.c.Pods(ctx, r.ns, kube.App{Name: name, Replicas: replicas, Nodes: r.c.WorkerNodes}, offset)
 	if err != nil {
 		return nil, err
 	}

@@ -126,7 +126,7 @@ func (t *ThroughputPlacement) once(ctx context.Context, env *experiments.Env, c 
 		return nil, err
 	}
 	defer run.close()
-	forced := t.target(pl, c.Workers)
+	forced := t.target(pl, c.WorkerNodes)
 	alg := pl
 	if forced != nil {
 		alg = balance.Default
@@ -140,7 +140,7 @@ func (t *ThroughputPlacement) once(ctx context.Context, env *experiments.Env, c 
 			if forced != nil {
 				// The application's first replica on the forced node.
 				for j := range t.replicas {
-					if c.Workers[(i*t.replicas+j)%len(c.Workers)] == forced[i] {
+					if c.WorkerNodes[(i*t.replicas+j)%len(c.WorkerNodes)] == forced[i] {
 						first = fmt.Sprintf("app%d-%d", i, j)
 						break
 					}
@@ -162,7 +162,7 @@ func (t *ThroughputPlacement) once(ctx context.Context, env *experiments.Env, c 
 		perNode[a.node[l]]++
 	}
 	var counts []string
-	for _, w := range c.Workers {
+	for _, w := range c.WorkerNodes {
 		counts = append(counts, strconv.Itoa(perNode[w]))
 	}
 	leaders := strings.Join(counts, ":")
@@ -184,7 +184,7 @@ func (t *ThroughputPlacement) once(ctx context.Context, env *experiments.Env, c 
 			if res.firstErr != nil {
 				env.Log.Warn("requests failed", "operation", op, "clients", n, "errors", res.errors, "first", res.firstErr)
 			}
-			rows = append(rows, placementRow{Backend: "kube", Placement: pl, Leaders: leaders, Operation: op, Clients: n,
+			rows = append(rows, placementRow{Backend: kube.BackendKube, Placement: pl, Leaders: leaders, Operation: op, Clients: n,
 				Rep: tk.Rep, tpColumns: res.columns(), Overlaps: kube.Overlaps(c.Events(run.ns)), Seed: tk.Seed})
 		}
 	}

@@ -101,7 +101,7 @@ func (t *ThroughputRole) rep(ctx context.Context, env *experiments.Env, c *kube.
 				if res.firstErr != nil {
 					env.Log.Warn("requests failed", "target", target, "operation", op, "clients", n, "errors", res.errors, "first", res.firstErr)
 				}
-				rows = append(rows, roleRow{Backend: "kube", Target: target, Operation: op, Clients: n, Rep: tk.Rep,
+				rows = append(rows, roleRow{Backend: kube.BackendKube, Target: target, Operation: op, Clients: n, Rep: tk.Rep,
 					LeaderNode: app.node[leader], TargetNode: app.node[pod], tpColumns: res.columns(),
 					Overlaps: kube.Overlaps(c.Events(run.ns)), Seed: tk.Seed})
 			}

@@ -28,6 +28,7 @@ import (
 	"github.com/ringside/ringside/experiments"
 	"github.com/ringside/ringside/experiments/backend/lbstack"
 )
+
 // Live is lb-live: the agent scores real heterogeneous workers and feeds
 // the balancer, a built-in load generator drives it at several
 // concurrency levels, per picker; beside it the same load goes straight

@@ -9,7 +9,7 @@ import (
 
 	"github.com/ringside/ringside/experiments"
 	"github.com/ringside/ringside/experiments/backend/ringnodes"
-	"github.com/ringside/ringside/experiments/ringexp"
+	"github.com/ringside/ringside/experiments/ringsim"
 )
 
 // Failover is ring-failover: SIGKILL the coordinator, time detection,
@@ -20,7 +20,7 @@ type Failover struct {
 }
 
 func (*Failover) Spec() experiments.Spec {
-	return experiments.Spec{Name: "ring-failover", Backends: backends, Quick: 20, Row: ringexp.FailoverRow{},
+	return experiments.Spec{Name: "ring-failover", Backends: backends, Quick: 20, Row: ringsim.FailoverRow{},
 		Summary: "SIGKILL the coordinator of a ringnode ring: detection, election propagation, all servers know the new coordinator"}
 }
 
@@ -38,7 +38,7 @@ func (f *Failover) Run(ctx context.Context, env *experiments.Env) error {
 	}
 	var rings ringPerCell
 	defer rings.Close()
-	return experiments.RunGrid(ctx, env, experiments.Grid{Cells: len(f.ns)}, func(ctx context.Context, t experiments.Task) ([]ringexp.FailoverRow, error) {
+	return experiments.RunGrid(ctx, env, experiments.Grid{Cells: len(f.ns)}, func(ctx context.Context, t experiments.Task) ([]ringsim.FailoverRow, error) {
 		n := f.ns[t.Cell]
 		r, err := rings.get(t.Cell, func() (ringnodes.Ring, error) {
 			// The bare ring first, alone: they must not share the CPU.
@@ -56,7 +56,7 @@ func (f *Failover) Run(ctx context.Context, env *experiments.Env) error {
 		if err != nil {
 			return nil, fmt.Errorf("n=%d: %w", n, err)
 		}
-		row := ringexp.FailoverRow{Backend: env.Backend, N: n, Rep: t.Rep, Killed: res.Killed, NewCoordinator: res.NewCoordinator,
+		row := ringsim.FailoverRow{Backend: env.Backend, N: n, Rep: t.Rep, Killed: res.Killed, NewCoordinator: res.NewCoordinator,
 			NewIsMaxLive: res.NewIsMaxLive, Coordinators: res.Coordinators, Detect: res.Detect, Propagation: res.Propagation,
 			AllKnow: res.AllKnow, Metadata: res.Metadata, ElectionMsgs: int(res.Sent["election"]), ElectedMsgs: int(res.Sent["elected"]),
 			EndMsgs: int(res.Sent["end"]), Suspect: f.srv.suspect, Seed: t.Seed, ElectedRound: res.ElectedRound}
@@ -67,7 +67,7 @@ func (f *Failover) Run(ctx context.Context, env *experiments.Env) error {
 		if err := ringnodes.WaitMembers(ctx, r.Addrs(), n); err != nil {
 			return nil, fmt.Errorf("n=%d: rejoin: %w", n, err)
 		}
-		return []ringexp.FailoverRow{row}, nil
+		return []ringsim.FailoverRow{row}, nil
 	})
 }
 
@@ -104,7 +104,7 @@ func (f *Failover) bare(ctx context.Context, env *experiments.Env, n int) error 
 }
 
 func (f *Failover) Report(in *experiments.ReportInput) (string, error) {
-	out, err := ringexp.FailoverReport(in, targets)
+	out, err := ringsim.FailoverReport(in, targets)
 	if err != nil {
 		return "", err
 	}

@@ -54,14 +54,14 @@ type Cluster struct {
 	dir        string
 	kubeconfig string
 	CS         *kubernetes.Clientset
-	// Workers are the schedulable worker nodes the Pods are spread over:
+	// WorkerNodes are the schedulable nodes the Pods are spread over:
 	// LocalWorkers, or those of the cluster behind the kubeconfig (kind's
 	// are named after the cluster).
-	Workers []string
-	el      electors // processes, or the kind backend's Pods
-	// Version and Nodes describe the cluster, for meta.json.
-	Version string
-	Nodes   int
+	WorkerNodes []string
+	el          electors // processes, or the kind backend's Pods
+	// Version and NodeCount describe the cluster, for meta.json.
+	Version   string
+	NodeCount int
 
 	mu     sync.Mutex
 	events []Event
@@ -82,10 +82,12 @@ type electors interface {
 	close()
 }
 
-// Backends: electors as local processes, or as real Pods on kind.
+// Backends: "kube" runs the electors as local processes against the API
+// server (Processes), "kind" as the sidecars of real Pods on a cluster
+// with kubelets (podRunner).
 const (
-	BackendProcesses = "kube"
-	BackendKind      = "kind"
+	BackendKube = "kube"
+	BackendKind = "kind"
 )
 
 // Start connects to kubeconfig, or starts a local control plane when it
@@ -95,7 +97,7 @@ const (
 func Start(ctx context.Context, kubeconfig, backend string) (*Cluster, error) {
 	c := &Cluster{kubeconfig: kubeconfig}
 	switch backend {
-	case BackendProcesses:
+	case BackendKube:
 		bin, err := imagebuild.Static(ctx, "github.com/ringside/ringside/cmd/elector")
 		if err != nil {
 			return nil, err
@@ -106,7 +108,7 @@ func Start(ctx context.Context, kubeconfig, backend string) (*Cluster, error) {
 			return nil, errors.New("the kind backend needs --kubeconfig (make kind-up writes .kube/kind.kubeconfig)")
 		}
 	default:
-		return nil, fmt.Errorf("backend %q: want %s or %s", backend, BackendProcesses, BackendKind)
+		return nil, fmt.Errorf("backend %q: want %s or %s", backend, BackendKube, BackendKind)
 	}
 	var err error
 	if kubeconfig == "" {
@@ -146,7 +148,7 @@ func Start(ctx context.Context, kubeconfig, backend string) (*Cluster, error) {
 			}
 		}
 	}
-	if c.Workers, c.Nodes, err = workers(ctx, c.CS); err != nil {
+	if c.WorkerNodes, c.NodeCount, err = workers(ctx, c.CS); err != nil {
 		c.Close()
 		return nil, err
 	}

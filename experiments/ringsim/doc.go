@@ -1,4 +1,4 @@
-// Package ringexp holds the ring-election experiments of seed 002 that run
+// Package ringsim holds the ring-election experiments of seed 002 that run
 // on the simulator: message complexity against Chang–Roberts' closed forms,
 // and failover under random faults.
-package ringexp
+package ringsim

@@ -1,4 +1,4 @@
-package ringexp
+package ringsim
 
 import (
 	"context"
