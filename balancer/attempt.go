@@ -22,7 +22,7 @@ import (
 // is counted against the worker and the next one is tried, unless send
 // wrapped it with stop. try returns nil, the last failure, or errNoWorker
 // when no worker could be tried at all.
-func (b *Balancer) try(t *table, attempts int, send func(i int, be backend, start time.Duration, retry bool) error) error {
+func (b *Balancer) try(t *table, attempts int, send func(i int, up upstream, start time.Duration, retry bool) error) error {
 	var tried []int
 	var lastErr error
 	for range attempts {
@@ -31,9 +31,9 @@ func (b *Balancer) try(t *table, attempts int, send func(i int, be backend, star
 			break
 		}
 		tried = append(tried, i)
-		be := t.backends[i]
-		start := b.begin(be)
-		err := send(i, be, start, len(tried) > 1)
+		up := t.upstreams[i]
+		start := b.begin(up)
+		err := send(i, up, start, len(tried) > 1)
 		if err == nil {
 			return nil
 		}
@@ -42,8 +42,8 @@ func (b *Balancer) try(t *table, attempts int, send func(i int, be backend, star
 		if errors.As(err, &s) {
 			return s.err
 		}
-		lastErr = fmt.Errorf("worker %s (%s): %w", be.ID, be.Addr, err)
-		b.log.Debug("worker failed", "worker", be.ID, "err", err)
+		lastErr = fmt.Errorf("worker %s (%s): %w", up.ID, up.Addr, err)
+		b.log.Debug("worker failed", "worker", up.ID, "err", err)
 	}
 	if lastErr == nil {
 		return errNoWorker
@@ -67,7 +67,7 @@ func idempotent(r *http.Request) bool {
 	return r.Header.Get("Idempotency-Key") != "" && (r.Body == nil || r.Body == http.NoBody || r.GetBody != nil)
 }
 
-// choose picks the backend of one attempt, never one already tried, and
+// choose picks the upstream of one attempt, never one already tried, and
 // sends the probes the picker asks for; −1 when none is left.
 func (b *Balancer) choose(t *table, tried []int) int {
 	i := t.picker.Pick(rand.Uint64())
@@ -82,24 +82,24 @@ func (b *Balancer) choose(t *table, tried []int) int {
 	return i
 }
 
-// begin counts a request sent to be and returns its start time.
-func (b *Balancer) begin(be backend) time.Duration {
-	be.c.requests.Add(1)
-	be.c.Active.Add(1)
+// begin counts a request sent to up and returns its start time.
+func (b *Balancer) begin(up upstream) time.Duration {
+	up.c.requests.Add(1)
+	up.c.Active.Add(1)
 	return b.now()
 }
 
 // answered takes what a response's headers tell the picker.
 func (b *Balancer) answered(t *table, i int, h http.Header) {
 	if _, ok := t.picker.(pick.ReportReader); ok {
-		b.reported(t.backends[i], h.Get(loadreport.Header))
+		b.reported(t.upstreams[i], h.Get(loadreport.Header))
 	}
 }
 
-// done ends a request to backend i: one fewer in flight, its latency (or
+// done ends a request to upstream i: one fewer in flight, its latency (or
 // failure) observed.
 func (b *Balancer) done(t *table, i int, start time.Duration, failed bool) {
-	c := t.backends[i].c
+	c := t.upstreams[i].c
 	c.Active.Add(-1)
 	if failed {
 		c.failures.Add(1)
@@ -112,11 +112,11 @@ func (b *Balancer) done(t *table, i int, start time.Duration, failed bool) {
 // now is the pickers' clock.
 func (b *Balancer) now() time.Duration { return time.Since(b.start) }
 
-// fallback is the first live backend not yet tried, so a retry never
+// fallback is the first live upstream not yet tried, so a retry never
 // returns to the worker that just failed.
 func (t *table) fallback(tried []int) int {
-	for i, be := range t.backends {
-		if be.Weight > 0 && !slices.Contains(tried, i) {
+	for i, up := range t.upstreams {
+		if up.Weight > 0 && !slices.Contains(tried, i) {
 			return i
 		}
 	}

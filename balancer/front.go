@@ -259,13 +259,13 @@ func (f *Front) handle(c net.Conn, req *http.Request, bw *bufio.Writer) bool {
 		attempts += b.retries
 	}
 	var keepClient bool
-	err := b.try(t, attempts, func(i int, be backend, start time.Duration, _ bool) error {
-		resp, pc, err := f.exchange(be.Addr, req, replayable)
+	err := b.try(t, attempts, func(i int, up upstream, start time.Duration, _ bool) error {
+		resp, pc, err := f.exchange(up.Addr, req, replayable)
 		if err != nil {
 			return err
 		}
 		b.answered(t, i, resp.Header)
-		backendKeep := !resp.Close
+		upstreamKeep := !resp.Close
 		dropHopHeaders(resp.Header)
 		resp.Close = !keep
 		werr := resp.Write(bw)
@@ -273,8 +273,8 @@ func (f *Front) handle(c net.Conn, req *http.Request, bw *bufio.Writer) bool {
 		// the client failed mid-way: then neither connection is reusable.
 		resp.Body.Close()
 		b.done(t, i, start, werr != nil && !isClientErr(werr))
-		if werr == nil && backendKeep {
-			f.put(be.Addr, pc)
+		if werr == nil && upstreamKeep {
+			f.put(up.Addr, pc)
 		} else {
 			pc.Close()
 		}

@@ -17,16 +17,16 @@ import (
 
 // reported feeds a response's load report to the worker's Load; a
 // malformed one is logged and changes nothing.
-func (b *Balancer) reported(be backend, header string) {
+func (b *Balancer) reported(up upstream, header string) {
 	if header == "" {
 		return
 	}
 	r, err := loadreport.ParseHeader(header)
 	if err != nil {
-		b.log.Debug("load report refused", "worker", be.ID, "err", err)
+		b.log.Debug("load report refused", "worker", up.ID, "err", err)
 		return
 	}
-	be.c.Reported(b.now(), pick.Report{QPS: r.QPS, EPS: r.EPS, Utilization: r.Utilization}, b.tuning.ErrorPenalty, b.tuning.Expiry)
+	up.c.Reported(b.now(), pick.Report{QPS: r.QPS, EPS: r.EPS, Utilization: r.Utilization}, b.tuning.ErrorPenalty, b.tuning.Expiry)
 }
 
 // maxProbes bounds the probes in flight; past it a probe is skipped
@@ -34,7 +34,7 @@ func (b *Balancer) reported(be backend, header string) {
 const maxProbes = 64
 
 // probe sends the probes the picker asks for, asynchronously: GET /load on
-// each backend, the answer reported back with Probed.
+// each upstream, the answer reported back with Probed.
 func (b *Balancer) probe(t *table, pr pick.Prober) {
 	var buf [16]int
 	for _, i := range pr.TakeProbes(buf[:0], rand.Uint64()) {
@@ -45,9 +45,9 @@ func (b *Balancer) probe(t *table, pr pick.Prober) {
 		}
 		go func() {
 			defer func() { <-b.probes }()
-			r, err := b.getLoad(t.backends[i].Addr)
+			r, err := b.getLoad(t.upstreams[i].Addr)
 			if err != nil {
-				b.log.Debug("probe failed", "worker", t.backends[i].ID, "err", err)
+				b.log.Debug("probe failed", "worker", t.upstreams[i].ID, "err", err)
 				return
 			}
 			pr.Probed(i, r.RIF, r.Latency())

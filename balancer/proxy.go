@@ -39,14 +39,14 @@ type Balancer struct {
 	feedAccepted, feedRejected atomic.Uint64
 }
 
-type backend struct {
+type upstream struct {
 	weightfeed.Worker
 	c *counters
 }
 
 type table struct {
 	seq      uint64
-	backends []backend
+	upstreams []upstream
 	picker   pick.Picker
 }
 
@@ -151,7 +151,7 @@ func (b *Balancer) install(m weightfeed.Weights, checkSeq bool) error {
 	if cur := b.table.Load(); checkSeq && cur != nil && m.Seq != 0 && m.Seq < cur.seq {
 		return fmt.Errorf("weights seq %d is older than the table's %d", m.Seq, cur.seq)
 	}
-	t := &table{seq: m.Seq, backends: make([]backend, len(m.Workers))}
+	t := &table{seq: m.Seq, upstreams: make([]upstream, len(m.Workers))}
 	weights := make([]float64, len(m.Workers))
 	b.mu.Lock()
 	in := make(map[string]bool, len(m.Workers))
@@ -161,7 +161,7 @@ func (b *Balancer) install(m weightfeed.Weights, checkSeq bool) error {
 			c = &counters{}
 			b.counters[w.ID] = c
 		}
-		t.backends[i] = backend{Worker: w, c: c}
+		t.upstreams[i] = upstream{Worker: w, c: c}
 		weights[i] = w.Weight
 		in[w.ID] = true
 	}
@@ -174,9 +174,9 @@ func (b *Balancer) install(m weightfeed.Weights, checkSeq bool) error {
 		}
 	}
 	b.mu.Unlock()
-	loads := make([]*pick.Load, len(t.backends))
-	for i, be := range t.backends {
-		loads[i] = &be.c.Load
+	loads := make([]*pick.Load, len(t.upstreams))
+	for i, up := range t.upstreams {
+		loads[i] = &up.c.Load
 	}
 	p, err := pick.NewPicker(b.algo, weights, pick.Inputs{Loads: loads, Now: b.now, Tuning: b.tuning})
 	if err != nil {
@@ -193,9 +193,9 @@ func (b *Balancer) Workers() []weightfeed.Worker {
 	if t == nil {
 		return nil
 	}
-	out := make([]weightfeed.Worker, len(t.backends))
-	for i, be := range t.backends {
-		out[i] = be.Worker
+	out := make([]weightfeed.Worker, len(t.upstreams))
+	for i, up := range t.upstreams {
+		out[i] = up.Worker
 	}
 	return out
 }
@@ -235,7 +235,7 @@ func (p *pickingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		attempts += b.retries
 	}
 	var resp *http.Response
-	err := b.try(t, attempts, func(i int, be backend, start time.Duration, retry bool) error {
+	err := b.try(t, attempts, func(i int, up upstream, start time.Duration, retry bool) error {
 		out := r
 		if retry {
 			out = r.Clone(r.Context())
@@ -247,7 +247,7 @@ func (p *pickingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 				out.Body = body
 			}
 		}
-		out.URL.Host, out.Host = be.Addr, ""
+		out.URL.Host, out.Host = up.Addr, ""
 		res, err := p.next.RoundTrip(out)
 		if err != nil {
 			if r.Context().Err() != nil {

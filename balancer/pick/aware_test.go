@@ -40,7 +40,7 @@ func TestP2CPeakEWMA(t *testing.T) {
 	o.Observe(0, 100*time.Millisecond, false)
 	o.Observe(1, time.Millisecond, false)
 	for _, rnd := range []uint64{0, 1 << 63, 0xffffffffffffffff} {
-		assert.Equal(t, 1, p.Pick(rnd), "the faster backend wins every pair")
+		assert.Equal(t, 1, p.Pick(rnd), "the faster upstream wins every pair")
 	}
 	// Peak: one slow answer counts at once.
 	c.now += time.Millisecond
@@ -52,7 +52,7 @@ func TestP2CPeakEWMA(t *testing.T) {
 	c.now += 10 * time.Second
 	o.Observe(1, 0, false)
 	assert.InDelta(t, 300e6*0.36788, float64(loads[1].Latency(c.now, 10*time.Second)), 1e4)
-	// Decay: a backend slow long ago is tried again instead of starving.
+	// Decay: a upstream slow long ago is tried again instead of starving.
 	c2 := &clock{}
 	q, _ := aware(t, P2CPeakEWMA, []float64{1, 1}, c2, Tuning{})
 	q.(Observer).Observe(0, 100*time.Millisecond, false)
@@ -123,8 +123,8 @@ func TestReportWRR(t *testing.T) {
 	c.now += time.Second
 	assert.InDeltaSlice(t, []float64{150, 150, 0}, floats(counts(t, p, 3, 300, 1)), 2)
 
-	// Backend 0 stops reporting: past the expiry it is unreported and gets
-	// the mean of the others (here backend 1's 100).
+	// Upstream 0 stops reporting: past the expiry it is unreported and gets
+	// the mean of the others (here upstream 1's 100).
 	for range 70 {
 		c.now += time.Second
 		report(1, Report{QPS: 100, Utilization: 0.25}) // weight 400
@@ -142,7 +142,7 @@ func TestPrequal(t *testing.T) {
 	c := &clock{}
 	p, _ := aware(t, Prequal, []float64{1, 1, 1, 0}, c, Tuning{HotQuantile: 0.5, Reuse: 2, RProbe: 1.5, MaxProbeAge: time.Second})
 	pq := p.(Prober)
-	// Empty pool: uniform over the live backends.
+	// Empty pool: uniform over the live upstreams.
 	assert.Equal(t, 0, p.Pick(0))
 	assert.Equal(t, 2, p.Pick(0xffffffffffffffff))
 	assert.Len(t, pq.TakeProbes(nil, 7), 3, "1.5 probes per pick, two picks")
@@ -154,7 +154,7 @@ func TestPrequal(t *testing.T) {
 	pq.Probed(1, 2, time.Millisecond)
 	pq.Probed(2, 50, 100*time.Microsecond) // hot: above the median RIF 2
 	assert.Equal(t, 1, p.Pick(0), "the cold probe of lowest latency")
-	assert.Equal(t, 0, p.Pick(0), "the pick counted backend 1's RIF up past the threshold: hot now")
+	assert.Equal(t, 0, p.Pick(0), "the pick counted upstream 1's RIF up past the threshold: hot now")
 	assert.Equal(t, 0, p.Pick(0), "reused once")
 	assert.Equal(t, 1, p.Pick(0), "0's probe used up, the rest hot: the lowest RIF")
 	assert.Equal(t, 2, p.Pick(0), "the last probe")
@@ -169,7 +169,7 @@ func TestPrequal(t *testing.T) {
 	qp.Probed(0, 0, time.Microsecond)
 	qp.Probed(1, 0, time.Millisecond)
 	qp.Probed(1, 0, 2*time.Millisecond)
-	assert.Equal(t, 1, q.Pick(0), "backend 0's probe was the oldest")
+	assert.Equal(t, 1, q.Pick(0), "upstream 0's probe was the oldest")
 }
 
 func TestTuningIsChecked(t *testing.T) {

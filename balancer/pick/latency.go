@@ -9,11 +9,11 @@ import (
 )
 
 // p2cPeakEWMA is power of two choices with peak-EWMA latency, as Finagle's
-// and linkerd's balancers do: of two random backends, take the one of
+// and linkerd's balancers do: of two random upstreams, take the one of
 // lower cost = latency EWMA × (requests in flight + 1). The EWMA jumps up
 // to a slower response at once and decays towards faster ones with time
-// constant Tuning.Decay (Load.Observe). A backend never observed costs 0
-// while idle, so new backends are tried, and a penalty once it has
+// constant Tuning.Decay (Load.Observe). A upstream never observed costs 0
+// while idle, so new upstreams are tried, and a penalty once it has
 // requests in flight, so one is not flooded before its first answer.
 type p2cPeakEWMA struct {
 	live []int
@@ -53,11 +53,11 @@ func (p *p2cPeakEWMA) Observe(i int, latency time.Duration, failed bool) {
 }
 
 // leastRequest is Envoy's least_request. With equal weights it takes the
-// backend with the fewest requests in flight of Tuning.Choices random ones
+// upstream with the fewest requests in flight of Tuning.Choices random ones
 // (drawn with replacement, as Envoy does). With unequal weights it is
 // earliest-deadline-first weighted round robin whose weights are
-// weight / (in flight + 1)^bias, read when a backend is scheduled again —
-// so a backend's weight follows its load one pick behind, as in Envoy.
+// weight / (in flight + 1)^bias, read when a upstream is scheduled again —
+// so a upstream's weight follows its load one pick behind, as in Envoy.
 type leastRequest struct {
 	live    []int
 	loads   []*Load
@@ -77,7 +77,7 @@ func newLeastRequest(weights []float64, live []int, in Inputs) *leastRequest {
 	}
 	if !l.equal {
 		for k, i := range live {
-			l.edf = append(l.edf, edfEntry{deadline: 1 / weights[i], seq: uint64(k), backend: i})
+			l.edf = append(l.edf, edfEntry{deadline: 1 / weights[i], seq: uint64(k), upstream: i})
 		}
 		heap.Init(&l.edf)
 	}
@@ -108,7 +108,7 @@ func (l *leastRequest) Pick(rnd uint64) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e := &l.edf[0]
-	i := e.backend
+	i := e.upstream
 	w := l.weights[i]
 	if a := float64(l.loads[i].Active.Load()); a > 0 {
 		if l.bias == 1 {
@@ -134,7 +134,7 @@ func splitmix(x uint64) uint64 {
 type edfEntry struct {
 	deadline float64
 	seq      uint64
-	backend  int
+	upstream  int
 }
 
 type edfHeap []edfEntry

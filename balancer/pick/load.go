@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Load is what a balancer has learned of one backend: requests in flight,
+// Load is what a balancer has learned of one upstream: requests in flight,
 // the peak-EWMA of its latency, and its last load report. The balancer
 // keeps it by worker ID across table swaps, so what a picker learned
 // survives the agent's next weights; lb-sim keeps one per server. Safe for
@@ -22,7 +22,7 @@ type Load struct {
 }
 
 // Observe records that a request finished after latency at now. A failure
-// counts as a latency of penalty (a backend that fails fast must not look
+// counts as a latency of penalty (a upstream that fails fast must not look
 // fast and draw the traffic in); decay is the EWMA's time constant.
 func (l *Load) Observe(now, latency time.Duration, failed bool, decay, penalty time.Duration) {
 	rtt := float64(latency)
@@ -44,7 +44,7 @@ func (l *Load) Observe(now, latency time.Duration, failed bool, decay, penalty t
 }
 
 // decayed is the EWMA at now with no observation since: it decays towards
-// 0 with time constant decay, so a backend that was slow once is tried
+// 0 with time constant decay, so a upstream that was slow once is tried
 // again after a while instead of starving (Finagle reads its cost this
 // way).
 func (l *Load) decayed(now, decay time.Duration) float64 {
@@ -64,14 +64,14 @@ func (l *Load) Latency(now, decay time.Duration) time.Duration {
 	return time.Duration(l.decayed(now, decay))
 }
 
-// Report is one backend's load report (gRPC A58's ORCA fields): queries
+// Report is one upstream's load report (gRPC A58's ORCA fields): queries
 // and errors per second it served, and its utilisation in [0, 1] (CPU, or
 // the application's own measure of being busy).
 type Report struct {
 	QPS, EPS, Utilization float64
 }
 
-// loadReport is the WRR state of a backend (gRPC A58): the weight of its
+// loadReport is the WRR state of a upstream (gRPC A58): the weight of its
 // last valid report and since when its reports have been valid without a
 // gap longer than the expiry period.
 type loadReport struct {
@@ -96,9 +96,9 @@ func (l *Load) Reported(now time.Duration, r Report, penalty float64, expiry tim
 	l.report = loadReport{weight: w, nonEmptySince: l.report.nonEmptySince, last: now, valid: true}
 }
 
-// reportWeight is the weight to use at now: 0 while the backend is in its
+// reportWeight is the weight to use at now: 0 while the upstream is in its
 // blackout period (its first valid report is younger than blackout, so a
-// backend that just started or came back does not get its weight on one
+// upstream that just started or came back does not get its weight on one
 // sample) or when its last report is older than expiry.
 func (l *Load) reportWeight(now, blackout, expiry time.Duration) float64 {
 	l.mu.Lock()

@@ -11,23 +11,23 @@ import (
 	"time"
 )
 
-// Picker chooses one backend of a fixed set. rnd is 64 fresh random bits
+// Picker chooses one upstream of a fixed set. rnd is 64 fresh random bits
 // from the caller, so a seeded caller gets a reproducible sequence and the
 // proxy can use the runtime's per-thread generator. A picker never returns
-// a backend of weight 0 (drained), and returns −1 only when every weight is 0.
+// a upstream of weight 0 (drained), and returns −1 only when every weight is 0.
 type Picker interface {
 	Pick(rnd uint64) int
 }
 
 // Observer is a picker that learns from how its picks went: the caller
-// reports every finished request to backend i (p2c-ewma).
+// reports every finished request to upstream i (p2c-ewma).
 type Observer interface {
 	Observe(i int, latency time.Duration, failed bool)
 }
 
 // Prober is a picker that learns by probing (prequal): after each pick
-// the caller asks which backends to probe, probes them asynchronously and
-// reports each answer — the backend's requests in flight and recent
+// the caller asks which upstreams to probe, probes them asynchronously and
+// reports each answer — the upstream's requests in flight and recent
 // latency — with Probed.
 type Prober interface {
 	TakeProbes(dst []int, rnd uint64) []int
@@ -36,7 +36,7 @@ type Prober interface {
 
 // ReportReader is a picker that weighs the load reports workers attach
 // to their responses (wrr-reports): the caller passes each one to the
-// backend's Load.Reported.
+// upstream's Load.Reported.
 type ReportReader interface {
 	ReadsReports()
 }
@@ -68,7 +68,7 @@ var LatencyAware = Algorithms[5:]
 
 // Inputs are what a picker reads besides the weights.
 type Inputs struct {
-	// Loads holds one Load per backend, aligned with the weights: requests
+	// Loads holds one Load per upstream, aligned with the weights: requests
 	// in flight (least-conn, p2c, p2c-ewma, least-request), observed
 	// latency (p2c-ewma) and load reports (wrr-reports). A caller that
 	// leaves it nil gets fresh ones.
@@ -81,7 +81,7 @@ type Inputs struct {
 }
 
 // NewPicker builds the named picker over weights. Weights must be finite
-// and non-negative; all-zero is allowed here (every backend drained) and
+// and non-negative; all-zero is allowed here (every upstream drained) and
 // makes Pick return −1.
 func NewPicker(algo string, weights []float64, in Inputs) (Picker, error) {
 	if err := CheckWeights(weights, true); err != nil {
@@ -97,7 +97,7 @@ func NewPicker(algo string, weights []float64, in Inputs) (Picker, error) {
 		in.Loads = NewLoads(len(weights))
 	}
 	if len(in.Loads) != len(weights) {
-		return nil, fmt.Errorf("picker %s: %d loads for %d backends", algo, len(in.Loads), len(weights))
+		return nil, fmt.Errorf("picker %s: %d loads for %d upstreams", algo, len(in.Loads), len(weights))
 	}
 	if in.Now == nil {
 		in.Now = func() time.Duration { return 0 }
@@ -130,7 +130,7 @@ func NewPicker(algo string, weights []float64, in Inputs) (Picker, error) {
 }
 
 // alias is Vose's alias method: one uniform column and one comparison per
-// pick, whatever the number of backends. Probabilities are stored as
+// pick, whatever the number of upstreams. Probabilities are stored as
 // 64-bit thresholds so a pick needs no floating point.
 type alias struct {
 	threshold []uint64 // pick column i when the low bits are below threshold[i]
@@ -169,7 +169,7 @@ func newAlias(weights []float64) Picker {
 		}
 	}
 	// Whatever remains has probability 1 up to rounding — except a drained
-	// backend that rounding left over, which must still never be picked.
+	// upstream that rounding left over, which must still never be picked.
 	heaviest := int32(slices.Index(weights, slices.Max(weights)))
 	for _, i := range append(small, large...) {
 		if weights[i] == 0 {
@@ -206,7 +206,7 @@ type none struct{}
 func (none) Pick(uint64) int { return -1 }
 
 // smoothWRR is nginx's smooth weighted round robin: deterministic, and
-// spreads a heavy backend's turns between the others.
+// spreads a heavy upstream's turns between the others.
 type smoothWRR struct {
 	mu      sync.Mutex
 	weights []float64
@@ -245,8 +245,8 @@ func (r *roundRobin) Pick(uint64) int {
 	return r.live[(r.next.Add(1)-1)%uint64(len(r.live))]
 }
 
-// leastConn picks the live backend with the fewest requests in flight,
-// breaking ties from a random start so equal backends share the load.
+// leastConn picks the live upstream with the fewest requests in flight,
+// breaking ties from a random start so equal upstreams share the load.
 type leastConn struct {
 	live  []int
 	loads []*Load
@@ -268,7 +268,7 @@ func (l *leastConn) Pick(rnd uint64) int {
 	return best
 }
 
-// p2c samples two distinct live backends and takes the less loaded one.
+// p2c samples two distinct live upstreams and takes the less loaded one.
 type p2c struct {
 	live  []int
 	loads []*Load

@@ -35,9 +35,9 @@ func TestWeightedRandomFollowsWeights(t *testing.T) {
 			want := picks * x / sum
 			// 5 standard deviations of a binomial count.
 			tol := 5*math.Sqrt(want*(1-x/sum)) + 1
-			assert.InDelta(t, want, float64(c[i]), tol, "weights %v backend %d", w, i)
+			assert.InDelta(t, want, float64(c[i]), tol, "weights %v upstream %d", w, i)
 			if x == 0 {
-				assert.Zero(t, c[i], "a drained backend was picked")
+				assert.Zero(t, c[i], "a drained upstream was picked")
 			}
 		}
 	}
@@ -80,7 +80,7 @@ func TestLoadAwarePickers(t *testing.T) {
 	lc, err := NewPicker(LeastConn, []float64{1, 1, 1, 1}, load)
 	require.NoError(t, err)
 	assert.Equal(t, 1, lc.Pick(12345))
-	// Drained backend 1 is never chosen even when idle.
+	// Drained upstream 1 is never chosen even when idle.
 	lc, err = NewPicker(LeastConn, []float64{1, 0, 1, 1}, load)
 	require.NoError(t, err)
 	assert.Equal(t, 2, lc.Pick(99))
@@ -90,10 +90,10 @@ func TestLoadAwarePickers(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	for range 1000 {
 		i := p.Pick(rng.Uint64())
-		assert.NotEqual(t, 3, i, "p2c chose the most loaded backend, which loses every pair")
+		assert.NotEqual(t, 3, i, "p2c chose the most loaded upstream, which loses every pair")
 	}
 	_, err = NewPicker(P2C, []float64{1}, Inputs{Loads: NewLoads(2)})
-	assert.ErrorContains(t, err, "2 loads for 1 backends")
+	assert.ErrorContains(t, err, "2 loads for 1 upstreams")
 }
 
 func TestPickerRejectsBadWeights(t *testing.T) {

@@ -10,9 +10,9 @@ import (
 
 // prequal is Prequal (Wydrowski, Kleinberg, Rumble, Archer: "Load is not
 // what you should balance", NSDI 2024). The balancer probes random
-// backends asynchronously — Tuning.RProbe probes per pick — for their
+// upstreams asynchronously — Tuning.RProbe probes per pick — for their
 // requests in flight (RIF) and recent latency, and keeps the answers in a
-// small pool. A pick uses the pool by the hot-cold rule: a backend whose
+// small pool. A pick uses the pool by the hot-cold rule: a upstream whose
 // RIF is above the pool's Tuning.HotQuantile is hot; the cold probe of
 // lowest latency wins, and if every probe is hot, the one of lowest RIF.
 // The quantile is over the RIFs of the last pool-size answers as they
@@ -26,7 +26,7 @@ type prequal struct {
 
 	mu     sync.Mutex
 	pool   []probe // oldest first
-	hot    int64   // RIF threshold: above it a backend is hot
+	hot    int64   // RIF threshold: above it a upstream is hot
 	credit float64 // probes owed
 	// The RIFs of the last PoolSize answers, in arrival order (a ring)
 	// and sorted: the distribution the hot threshold is its quantile of.
@@ -36,7 +36,7 @@ type prequal struct {
 }
 
 type probe struct {
-	backend int
+	upstream int
 	rif     int64
 	latency time.Duration
 	at      time.Duration
@@ -77,7 +77,7 @@ func (p *prequal) Pick(rnd uint64) int {
 		}
 	}
 	c := &p.pool[best]
-	i := c.backend
+	i := c.upstream
 	c.uses++
 	c.rif++ // this pick is one more request in flight there
 	if c.uses >= p.in.Tuning.Reuse {
@@ -98,8 +98,8 @@ func (p *prequal) expire(now time.Duration) {
 	}
 }
 
-// TakeProbes appends to dst the backends to probe now: the whole probes
-// owed by the picks so far, each a uniform random live backend.
+// TakeProbes appends to dst the upstreams to probe now: the whole probes
+// owed by the picks so far, each a uniform random live upstream.
 func (p *prequal) TakeProbes(dst []int, rnd uint64) []int {
 	if len(p.live) == 0 {
 		return dst
@@ -125,7 +125,7 @@ func (p *prequal) Probed(i int, rif int64, latency time.Duration) {
 	if len(p.pool) == p.in.Tuning.PoolSize {
 		p.pool = append(p.pool[:0], p.pool[1:]...)
 	}
-	p.pool = append(p.pool, probe{backend: i, rif: rif, latency: latency, at: now})
+	p.pool = append(p.pool, probe{upstream: i, rif: rif, latency: latency, at: now})
 	p.hot = p.record(rif)
 }
 

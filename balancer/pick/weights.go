@@ -8,7 +8,7 @@ import (
 
 // CheckWeights is the one check of balancing weights, wherever they come
 // from (a feed message, a static list, an experiment's weight set): finite
-// and non-negative, and not all zero unless allowZero (every backend
+// and non-negative, and not all zero unless allowZero (every upstream
 // drained).
 func CheckWeights(weights []float64, allowZero bool) error {
 	sum := 0.0

@@ -6,14 +6,14 @@ import (
 	"time"
 )
 
-// reportWRR is gRPC's weighted_round_robin (proposal A58): each backend's
+// reportWRR is gRPC's weighted_round_robin (proposal A58): each upstream's
 // weight is qps / (utilisation + error penalty × eps / qps) from its load
 // reports (Load.Reported) — a weight takes effect only after a blackout
 // period of valid reports and lapses when reports stop for the expiry
-// period; backends without a weight get the mean of the others. Weights
+// period; upstreams without a weight get the mean of the others. Weights
 // are recomputed every update period and served by gRPC's static stride
 // scheduler: lock-free, deterministic, each pick a few atomic increments.
-// When no backend has a weight from reports, the feed's weights (the
+// When no upstream has a weight from reports, the feed's weights (the
 // agent's scores) are used.
 type reportWRR struct {
 	live  []int
@@ -77,19 +77,19 @@ func (r *reportWRR) update(now time.Duration) {
 }
 
 // stride is gRPC's static stride scheduler: weights scaled to 16 bits; a
-// sequence number walks the backends round-robin, and backend k's turn in
+// sequence number walks the upstreams round-robin, and upstream k's turn in
 // generation g is taken when (w_k·g + k·offset) mod max ≥ max − w_k, so it
 // comes up w_k/max of its turns, spread evenly. Weights are clamped to
 // 10× the mean and at least 1 % of the largest, as gRPC does, which bounds
 // the turns skipped per pick.
 type stride struct {
-	backends []int
+	upstreams []int
 	scaled   []uint32
 }
 
 const strideMax = 1<<16 - 1
 
-func newStride(backends []int, w []float64) *stride {
+func newStride(upstreams []int, w []float64) *stride {
 	mean := 0.0
 	for _, x := range w {
 		mean += x
@@ -100,7 +100,7 @@ func newStride(backends []int, w []float64) *stride {
 		w[k] = min(w[k], 10*mean)
 		hi = max(hi, w[k])
 	}
-	s := &stride{backends: backends, scaled: make([]uint32, len(w))}
+	s := &stride{upstreams: upstreams, scaled: make([]uint32, len(w))}
 	for k, x := range w {
 		s.scaled[k] = uint32(max(x/hi, 0.01)*strideMax + 0.5)
 	}
@@ -108,14 +108,14 @@ func newStride(backends []int, w []float64) *stride {
 }
 
 func (s *stride) pick(seq *atomic.Uint64) int {
-	n := uint64(len(s.backends))
+	n := uint64(len(s.upstreams))
 	const offset = strideMax / 2
 	for {
 		q := seq.Add(1) - 1
 		k, gen := q%n, q/n
 		w := uint64(s.scaled[k])
 		if (w*gen+k*offset)%strideMax >= strideMax-w {
-			return s.backends[k]
+			return s.upstreams[k]
 		}
 	}
 }
