@@ -45,9 +45,9 @@ type upstream struct {
 }
 
 type table struct {
-	seq      uint64
+	seq       uint64
 	upstreams []upstream
-	picker   pick.Picker
+	picker    pick.Picker
 }
 
 // counters are a worker's, kept by ID across table swaps: what the

@@ -134,7 +134,7 @@ func splitmix(x uint64) uint64 {
 type edfEntry struct {
 	deadline float64
 	seq      uint64
-	upstream  int
+	upstream int
 }
 
 type edfHeap []edfEntry

@@ -37,10 +37,10 @@ type prequal struct {
 
 type probe struct {
 	upstream int
-	rif     int64
-	latency time.Duration
-	at      time.Duration
-	uses    int
+	rif      int64
+	latency  time.Duration
+	at       time.Duration
+	uses     int
 }
 
 // maxPool bounds Tuning.PoolSize: the rule scans the pool on every pick.

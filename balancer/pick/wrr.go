@@ -84,7 +84,7 @@ func (r *reportWRR) update(now time.Duration) {
 // the turns skipped per pick.
 type stride struct {
 	upstreams []int
-	scaled   []uint32
+	scaled    []uint32
 }
 
 const strideMax = 1<<16 - 1
