@@ -353,3 +353,13 @@ func TestSummarize(t *testing.T) {
 	assert.Equal(t, "–", Num(Summarize(nil).Mean, 2))
 	assert.Equal(t, 0.0, Summarize([]float64{7}).Std)
 }
+
+func TestJudgeNeedsTheSpreadToAgree(t *testing.T) {
+	atLeast2 := func(x float64) bool { return x >= 2 }
+	assert.Equal(t, "met (all 3 repetitions, 2.1–3)", Judge([]float64{2.1, 3, 2.5}, atLeast2))
+	assert.Equal(t, "**missed** (all 2 repetitions, 1–1.5)", Judge([]float64{1, 1.5}, atLeast2))
+	assert.Equal(t, "inconclusive (1 of 2 repetitions, 1.9–2.2)", Judge([]float64{1.9, 2.2}, atLeast2))
+	assert.Contains(t, Judge([]float64{10}, atLeast2), "inconclusive (one repetition: 10", "no spread, no verdict")
+	assert.Equal(t, "–", Judge([]float64{math.NaN()}, atLeast2))
+	assert.Equal(t, []float64{2, 0.5}, Ratios([]float64{4, 1, 9}, []float64{2, 2}))
+}

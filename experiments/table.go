@@ -219,3 +219,45 @@ func Verdict(met bool) string {
 	}
 	return "**missed**"
 }
+
+// Judge states whether a target was met over repetitions, one value each:
+// "met" or "**missed**" only when every repetition agrees, otherwise
+// "inconclusive" — and always with the spread it rests on. One repetition
+// has no spread: it is inconclusive, however far from the target.
+func Judge(xs []float64, ok func(float64) bool) string {
+	var vals []float64
+	for _, x := range xs {
+		if !math.IsNaN(x) {
+			vals = append(vals, x)
+		}
+	}
+	if len(vals) == 0 {
+		return "–"
+	}
+	s := Summarize(vals)
+	n := 0
+	for _, x := range vals {
+		if ok(x) {
+			n++
+		}
+	}
+	switch {
+	case len(vals) == 1:
+		return fmt.Sprintf("inconclusive (one repetition: %s; run more, or --profile paper)", Num(vals[0], 2))
+	case n == len(vals):
+		return fmt.Sprintf("met (all %d repetitions, %s–%s)", n, Num(s.Min, 2), Num(s.Max, 2))
+	case n == 0:
+		return fmt.Sprintf("**missed** (all %d repetitions, %s–%s)", len(vals), Num(s.Min, 2), Num(s.Max, 2))
+	}
+	return fmt.Sprintf("inconclusive (%d of %d repetitions, %s–%s)", n, len(vals), Num(s.Min, 2), Num(s.Max, 2))
+}
+
+// Ratios divides a by b element by element (repetition by repetition),
+// as far as both go.
+func Ratios(a, b []float64) []float64 {
+	out := make([]float64, min(len(a), len(b)))
+	for i := range out {
+		out[i] = a[i] / b[i]
+	}
+	return out
+}

@@ -43,6 +43,12 @@ type Result struct {
 	Requests, Dropped int
 	// Latency quantiles of measured requests (arrival to completion).
 	P50, P99, P999, Mean time.Duration
+	// The tail over every measured request offered, served or dropped: a
+	// drop ranks after every served request (it is never answered), so a
+	// quantile that falls among the drops is Unanswered. Over served
+	// requests only, a picker that drops its slowest requests would look
+	// faster the more it drops.
+	OfferedP99, OfferedP999 time.Duration
 	PerServer            []int // measured requests served by each server
 	Events               int   // simulation events processed
 }
@@ -176,7 +182,8 @@ func Run(c Config, seed uint64) (Result, error) {
 			s.servers[e.server].capacity *= c.NoisyFactor
 		}
 	}
-	s.res.P50, s.res.P99, s.res.P999 = s.hist.quantile(0.5), s.hist.quantile(0.99), s.hist.quantile(0.999)
+	s.res.P50, s.res.P99, s.res.P999 = s.hist.quantile(0.5, s.hist.n), s.hist.quantile(0.99, s.hist.n), s.hist.quantile(0.999, s.hist.n)
+	s.res.OfferedP99, s.res.OfferedP999 = s.hist.quantile(0.99, s.res.Requests), s.hist.quantile(0.999, s.res.Requests)
 	if s.hist.n > 0 {
 		s.res.Mean = time.Duration(s.hist.sum / float64(s.hist.n))
 	}
@@ -337,12 +344,20 @@ func (h *histogram) add(d time.Duration) {
 	h.sum += float64(d)
 }
 
-// quantile is the upper edge of the bucket holding the q-quantile.
-func (h *histogram) quantile(q float64) time.Duration {
-	if h.n == 0 {
+// Unanswered is a quantile of offered requests that falls among the
+// dropped ones.
+const Unanswered = time.Duration(math.MaxInt64)
+
+// quantile is the upper edge of the bucket holding the q-quantile of
+// total requests, the histogram's and, beyond them, unanswered ones.
+func (h *histogram) quantile(q float64, total int) time.Duration {
+	if total == 0 {
 		return 0
 	}
-	rank := int(math.Ceil(q * float64(h.n)))
+	rank := int(math.Ceil(q * float64(total)))
+	if rank > h.n {
+		return Unanswered
+	}
 	seen := 0
 	for b, c := range h.counts {
 		seen += c

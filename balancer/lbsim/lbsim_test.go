@@ -49,6 +49,8 @@ func TestLoadModel(t *testing.T) {
 	assert.Less(t, r.Mean, 15*time.Millisecond)
 	assert.Less(t, r.P50, r.P99)
 	assert.LessOrEqual(t, r.P99, r.P999)
+	assert.Equal(t, r.P99, r.OfferedP99, "nothing dropped: the tails agree")
+	assert.Equal(t, r.P999, r.OfferedP999)
 	for _, n := range r.PerServer {
 		assert.InDelta(t, float64(r.Requests)/4, float64(n), float64(r.Requests)/40)
 	}
@@ -59,6 +61,24 @@ func TestOverloadDrops(t *testing.T) {
 	r, err := Run(config(pick.WeightedRandom, 4, 3), 1)
 	require.NoError(t, err)
 	assert.Greater(t, r.Dropped, r.Requests/2)
+	assert.Equal(t, Unanswered, r.OfferedP99, "half the offered requests were never answered")
+	assert.Less(t, r.P99, Unanswered, "over served requests the tail is finite")
+}
+
+// A few drops: the offered tail is never below the served one, and it
+// falls among the drops exactly when they pass the quantile's share.
+func TestOfferedTailCountsDrops(t *testing.T) {
+	for _, util := range []float64{0.8, 0.95, 1.2} {
+		c := config(pick.WeightedRandom, 16, util)
+		c.QueueLimit = 4
+		r, err := Run(c, 7)
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, r.OfferedP99, r.P99, "load %v", util)
+		assert.GreaterOrEqual(t, r.OfferedP999, r.P999, "load %v", util)
+		served := r.Requests - r.Dropped
+		assert.Equal(t, float64(served) < 0.999*float64(r.Requests), r.OfferedP999 == Unanswered,
+			"load %v: %d of %d dropped", util, r.Dropped, r.Requests)
+	}
 }
 
 func TestCheck(t *testing.T) {

@@ -179,7 +179,20 @@ func TestSimDeterministicAndReported(t *testing.T) {
 	require.NoError(t, err)
 	body, err := os.ReadFile(md)
 	require.NoError(t, err)
-	for _, want := range []string{"n=16, load 0.9:", "Prequal against P2C", "Envoy least_request", "lb-sim-p999-n4.png"} {
+	for _, want := range []string{"n=16, load 0.9:", "Prequal against P2C", "Envoy least_request", "lb-sim-p999-n4.png", "over offered requests"} {
 		assert.Contains(t, string(body), want)
+	}
+	// The tail over offered requests: one row per run, in the main CSV's
+	// order, never below the tail over served requests.
+	f, err := os.Open(filepath.Join(dir, "lb-sim-offered.csv"))
+	require.NoError(t, err)
+	defer f.Close()
+	off, err := experiments.ReadTable(f)
+	require.NoError(t, err)
+	require.Len(t, off.Rows, len(tab.Rows))
+	for i := range tab.Rows {
+		assert.Equal(t, tab.Str(i, "seed")+tab.Str(i, "picker"), off.Str(i, "seed")+off.Str(i, "picker"), "row %d", i)
+		assert.GreaterOrEqual(t, off.Float(i, "p999_ms"), tab.Float(i, "p999_ms"), "row %d", i)
+		assert.Equal(t, tab.Str(i, "requests"), off.Str(i, "offered"), "row %d", i)
 	}
 }

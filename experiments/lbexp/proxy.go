@@ -170,16 +170,13 @@ func (p *Proxy) Report(in *experiments.ReportInput) (string, error) {
 			experiments.Num(p50.P50, 3), experiments.Num(p99.P50, 3), experiments.Num(errs, 0)})
 	}
 	ratio := experiments.Summarize(ratios)
-	verdict := "meets"
-	if ratio.P50 < 0.9 {
-		verdict = "**misses**"
-	}
+	verdict := experiments.Judge(ratios, func(r float64) bool { return r >= 0.9 })
 	pm := in.Meta.Params
 	out := fmt.Sprintf("wrk -t%s -c%s -d%s against each proxy in turn (order alternating), %s worker processes behind both, /work?cost=%s; "+
 		"the balancer (cmd/balancer, picker %s) and nginx (worker_processes auto, upstream keep-alive) are both processes on this machine.\n\n",
 		pm["threads"], pm["connections"], pm["duration"], pm["workers"], pm["cost"], pm["picker"])
 	out += experiments.MarkdownTable([]string{"target", "runs", "req/s median", "min", "max", "p50 ms (median)", "p99 ms (median)", "errors"}, rows)
-	out += fmt.Sprintf("\n**Balancer / nginx requests per second: %s median over %d runs (%s–%s)** — %s the goal of ≥ 0.9.\n",
+	out += fmt.Sprintf("\n**Balancer / nginx requests per second: %s median over %d runs (%s–%s)** — the goal of ≥ 0.9: %s.\n",
 		experiments.Num(ratio.P50, 2), ratio.N, experiments.Num(ratio.Min, 2), experiments.Num(ratio.Max, 2), verdict)
 	if _, err := os.Stat(filepath.Join(in.Dir, proxyProfile)); err == nil {
 		out += "\nWhere the balancer's time goes: `go tool pprof -top " + proxyProfile + "` (a CPU profile of its first run, beside this report).\n"
