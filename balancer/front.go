@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ringside/ringside/internal/accept"
 )
 
 // Front serves the balancer on a listener the way nginx does: each client
@@ -60,25 +62,17 @@ func (f *Front) Serve(ln net.Listener) error {
 	}
 	f.ln, f.conns = ln, map[net.Conn]bool{}
 	f.mu.Unlock()
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if f.shutdown.Load() {
-				return http.ErrServerClosed
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(5 * time.Millisecond)
-				continue
-			}
-			return err
-		}
+	err := accept.Loop(ln, f.B.log, func(c net.Conn) {
 		f.mu.Lock()
 		f.conns[c] = false
 		f.wg.Add(1)
 		f.mu.Unlock()
 		go f.serveConn(c)
+	})
+	if f.shutdown.Load() {
+		return http.ErrServerClosed
 	}
+	return err
 }
 
 // Shutdown stops accepting, closes idle client connections, lets the busy

@@ -49,8 +49,8 @@ type Result struct {
 	// requests only, a picker that drops its slowest requests would look
 	// faster the more it drops.
 	OfferedP99, OfferedP999 time.Duration
-	PerServer            []int // measured requests served by each server
-	Events               int   // simulation events processed
+	PerServer               []int // measured requests served by each server
+	Events                  int   // simulation events processed
 }
 
 // Check names the first setting out of range.

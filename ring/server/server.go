@@ -25,6 +25,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ringside/ringside/internal/accept"
 	"github.com/ringside/ringside/ring"
 	"github.com/ringside/ringside/ring/coordinator"
 	"github.com/ringside/ringside/ring/kv"
@@ -249,11 +250,7 @@ func (s *Server) shutdown() {
 // with the wire magic "RG", which no HTTP method does.
 func (s *Server) accept(httpLn *chanListener) {
 	defer httpLn.Close()
-	for {
-		c, err := s.ln.Accept()
-		if err != nil {
-			return
-		}
+	accept.Loop(s.ln, s.log, func(c net.Conn) {
 		go func() {
 			r := bufio.NewReader(c)
 			c.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -269,7 +266,7 @@ func (s *Server) accept(httpLn *chanListener) {
 			}
 			httpLn.deliver(&peekedConn{Conn: c, r: r})
 		}()
-	}
+	})
 }
 
 func (s *Server) now() time.Duration { return time.Since(s.start) }

@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ringside/ringside/internal/accept"
 	"github.com/ringside/ringside/ring"
 	"github.com/ringside/ringside/ring/wire"
 )
@@ -147,15 +148,10 @@ func (t *Transport) Close() error {
 	return nil
 }
 
-// Serve accepts peer connections from ln until it fails (is closed).
+// Serve accepts peer connections from ln until it is closed (waiting
+// out a shortage of file descriptors).
 func (t *Transport) Serve(ln net.Listener) error {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return err
-		}
-		go t.ServeConn(c, nil)
-	}
+	return accept.Loop(ln, t.log, func(c net.Conn) { go t.ServeConn(c, nil) })
 }
 
 // ServeConn reads frames from c until it closes or sends garbage; r, if
