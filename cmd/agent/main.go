@@ -28,7 +28,7 @@ func main() { serve.Main("agent", run) }
 func run(ctx context.Context, args []string) error {
 	fs := envflag.New(flag.NewFlagSet("agent", flag.ContinueOnError))
 	httpAddr := fs.String("http", "AGENT_HTTP", ":8081", "dashboard, weight feed (/feed) and /metrics address")
-	token := fs.String("token", "AGENT_TOKEN", "", "shared token balancers present on the weight feed (required)")
+	token := fs.Secret("token", "AGENT_TOKEN", "shared token balancers present on the weight feed (required)")
 	origins := fs.String("origins", "AGENT_ORIGINS", "", "extra Origins allowed on the feed, comma-separated")
 	rt := fs.String("runtime", "AGENT_RUNTIME", "docker", "docker or process")
 	image := fs.String("image", "WORKER_IMAGE", "ringside/worker:dev", "worker image (docker)")

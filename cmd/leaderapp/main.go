@@ -31,7 +31,7 @@ func run(ctx context.Context, args []string) error {
 	name := fs.String("name", "POD_NAME", "", "this replica's name, as the sidecar names leaders (required)")
 	sidecar := fs.String("sidecar", "APP_SIDECAR", "http://127.0.0.1:4040", "the elector sidecar's URL")
 	peers := fs.String("peers", "APP_PEERS", "", "every replica as name=URL, comma-separated, this one included (required)")
-	secret := fs.String("secret", "APP_SECRET", "", "secret the replicas share, 16+ characters (required)")
+	secret := fs.Secret("secret", "APP_SECRET", "secret the replicas share, 16+ characters (required)")
 	writeWork := fs.Int("write-work", "APP_WRITE_WORK", 3000, "SHA-256 rounds a write costs; a read costs --read-work")
 	readWork := fs.Int("read-work", "APP_READ_WORK", 300, "SHA-256 rounds a read costs")
 	poll := fs.Duration("poll", "APP_POLL", 100*time.Millisecond, "how often the sidecar is asked who leads")

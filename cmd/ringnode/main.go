@@ -24,7 +24,7 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.Addr, "addr", "RINGNODE_ADDR", "127.0.0.1:7000", "advertised ip:port (identity: UID = MD5 of it); host \"auto\" picks this machine's first non-loopback IPv4")
 	fs.StringVar(&cfg.Listen, "listen", "RINGNODE_LISTEN", "", "bind address (default: addr)")
 	fs.StringVar(&join, "join", "RINGNODE_JOIN", "", "comma-separated seed servers; none reachable → start a new ring")
-	fs.StringVar(&cfg.Secret, "secret", "RINGNODE_SECRET", "", "cluster secret, the same on every server (required, ≥ 16 characters; prefer the environment to the command line)")
+	fs.SecretVar(&cfg.Secret, "secret", "RINGNODE_SECRET", "cluster secret, the same on every server (required, ≥ 16 characters; prefer the environment to the command line)")
 	fs.StringVar(&cfg.Dir, "data", "RINGNODE_DATA", "data", "data directory")
 	fs.IntVar(&cfg.Replicas, "replicas", "RINGNODE_REPLICAS", 2, "successors that hold a copy of each key (R)")
 	fs.IntVar(&cfg.CacheEntries, "cache", "RINGNODE_CACHE", 10000, "values cached in memory")

@@ -58,6 +58,28 @@ func (s *Set) StringVar(p *string, name, key, def, usage string) {
 	s.FlagSet.StringVar(p, name, def, help(usage, key))
 }
 
+// Secret defines a string flag for a secret, $key when set. Its value
+// never shows: not as the default in usage (--help, or after a flag
+// error), where an environment value would otherwise appear.
+func (s *Set) Secret(name, key, usage string) *string {
+	p := new(string)
+	s.SecretVar(p, name, key, usage)
+	return p
+}
+
+// SecretVar is Secret into p.
+func (s *Set) SecretVar(p *string, name, key, usage string) {
+	s.env(key, func(v string) error { *p = v; return nil })
+	s.FlagSet.Var(secret{p}, name, help(usage, key))
+}
+
+// secret is a flag value whose String is always empty: flag's usage
+// prints a default only when it differs from the zero value's.
+type secret struct{ p *string }
+
+func (secret) String() string       { return "" }
+func (s secret) Set(v string) error { *s.p = v; return nil }
+
 // Int defines an int flag whose default is $key when set.
 func (s *Set) Int(name, key string, def int, usage string) *int {
 	s.env(key, func(v string) (err error) { def, err = strconv.Atoi(v); return })

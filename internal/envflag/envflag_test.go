@@ -2,6 +2,7 @@ package envflag
 
 import (
 	"flag"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,4 +97,27 @@ func TestEnvForDefinedFlags(t *testing.T) {
 	s.Env("B", "pool")
 	assert.ErrorContains(t, s.Err(), `environment B_POOL="x"`)
 	assert.Panics(t, func() { s.Env("B", "nope") })
+}
+
+// A secret from the environment is used, and never printed: not by
+// --help, not in the usage after a bad flag.
+func TestSecretNeverShows(t *testing.T) {
+	const token = "s3cr3t-from-the-environment"
+	t.Setenv("T_TOKEN", token)
+	for _, args := range [][]string{{"--help"}, {"--bogus"}, {"--n", "x"}} {
+		var out strings.Builder
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(&out)
+		s := New(fs)
+		tok := s.Secret("token", "T_TOKEN", "the feed token")
+		s.Int("n", "T_N", 1, "")
+		require.Error(t, s.Parse(args))
+		assert.NotContains(t, out.String(), token, "%v", args)
+		assert.Contains(t, out.String(), "the feed token (env T_TOKEN)", "%v", args)
+		assert.Equal(t, token, *tok)
+	}
+	s := New(flag.NewFlagSet("t", flag.ContinueOnError))
+	tok := s.Secret("token", "T_TOKEN", "")
+	require.NoError(t, s.Parse([]string{"--token", "from-the-flag"}))
+	assert.Equal(t, "from-the-flag", *tok, "a flag wins over the environment")
 }
