@@ -18,6 +18,10 @@ import (
 // DefaultReplicas is R, the number of successors that hold a copy.
 const DefaultReplicas = 2
 
+// MaxReplicas bounds R in metadata a peer sends: far beyond any ring
+// here, and far from the integer limits (R + 1 copies are counted).
+const MaxReplicas = 1 << 16
+
 // Metadata is one version of the ring. Servers are sorted by UID, so
 // Servers[i+1] is Servers[i]'s successor on the ring.
 type Metadata struct {
@@ -51,8 +55,8 @@ func (m *Metadata) init() error {
 	if len(m.Servers) == 0 {
 		return fmt.Errorf("ring metadata: servers: empty")
 	}
-	if m.Replicas < 0 {
-		return fmt.Errorf("ring metadata: replicas: %d is negative", m.Replicas)
+	if m.Replicas < 0 || m.Replicas > MaxReplicas {
+		return fmt.Errorf("ring metadata: replicas: %d: want 0 to %d", m.Replicas, MaxReplicas)
 	}
 	if m.Version == 0 {
 		return fmt.Errorf("ring metadata: version: must be positive")

@@ -80,6 +80,8 @@ func TestDecodeNamesTheField(t *testing.T) {
 		{`{"version":1,"coordinator":"b:1","servers":["a:1"]}`, "coordinator"},
 		{`{"version":1,"coordinator":"a:1","servers":["nohost"]}`, "servers"},
 		{`{"version":1,"coordinator":"a:1","replicas":-1,"servers":["a:1"]}`, "replicas"},
+		{`{"version":1,"coordinator":"a:1","replicas":9223372036854775807,"servers":["a:1"]}`, "replicas: 9223372036854775807: want 0 to 65536"},
+		{`{"version":18446744073709551616,"coordinator":"a:1","servers":["a:1"]}`, "version"},
 	} {
 		_, err := Decode([]byte(tc.in))
 		require.Error(t, err, tc.in)
@@ -95,13 +97,17 @@ func TestDecodeNamesTheField(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"round":2,"version":1,"coordinator":"b:1","replicas":2,"servers":["b:1","a:1"]}`))
 	f.Add([]byte(`{}`))
+	f.Add([]byte(`{"round":18446744073709551615,"version":18446744073709551615,"coordinator":"a:1","replicas":9223372036854775807,"servers":["a:1"]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := Decode(b)
 		if err != nil {
 			return
 		}
-		if len(m.Responsible("k")) == 0 || !m.Has(m.Coordinator) {
-			t.Fatal("valid metadata without an owner or coordinator")
+		if r := m.Responsible("k"); len(r) == 0 || len(r) > len(m.Servers) || !m.Has(m.Coordinator) {
+			t.Fatalf("valid metadata without an owner or coordinator, or more copies than servers: %v", r)
+		}
+		if next, err := m.With("z:9"); err == nil && next.Version <= m.Version {
+			t.Fatalf("a change that does not advance the version: %d → %d", m.Version, next.Version)
 		}
 	})
 }
