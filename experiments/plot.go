@@ -5,6 +5,7 @@ import (
 	"image/color"
 	"math"
 	"os"
+	"slices"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -64,6 +65,21 @@ type Axes struct {
 	YMax float64
 }
 
+// check refuses a point the axes cannot draw: infinite, or not positive
+// on a log axis (gonum panics on those). NaN stays: a gap.
+func (ax Axes) check(series string, k int, x, y float64) error {
+	for _, v := range []struct {
+		name string
+		v    float64
+		log  bool
+	}{{ax.X, x, ax.LogX}, {ax.Y, y, ax.LogY}} {
+		if math.IsInf(v.v, 0) || v.log && v.v <= 0 {
+			return fmt.Errorf("plot %q, series %q, point %d: %s = %v cannot be drawn (a log axis needs positive values)", ax.Title, series, k, v.name, v.v)
+		}
+	}
+	return nil
+}
+
 // LinePlot writes a line (with points, and error bars where a series has
 // a spread) per series.
 func LinePlot(path string, ax Axes, series []Series) error {
@@ -72,6 +88,9 @@ func LinePlot(path string, ax Axes, series []Series) error {
 	for _, s := range series {
 		pts := make(plotter.XYs, len(s.X))
 		for k := range s.X {
+			if err := ax.check(s.Name, k, s.X[k], s.Y[k]); err != nil {
+				return err
+			}
 			pts[k] = plotter.XY{X: s.X[k], Y: s.Y[k]}
 		}
 		line, points, err := plotter.NewLinePoints(pts)
@@ -123,10 +142,15 @@ func (e yErrors) YError(i int) (float64, float64) {
 	return e.XYs[i].Y - e.lo[i], e.hi[i] - e.XYs[i].Y
 }
 
-// Histogram writes a histogram of values.
+// Histogram writes a histogram of values; values that are not finite
+// (a hand-edited CSV's) are left out — gonum's binning never ends on NaN.
 func Histogram(path string, ax Axes, values []float64, bins int) error {
+	finite := slices.DeleteFunc(slices.Clone(values), func(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) })
+	if len(finite) == 0 {
+		return fmt.Errorf("histogram %q: no finite value to draw (of %d)", ax.Title, len(values))
+	}
 	p := newPlot(ax)
-	h, err := plotter.NewHist(plotter.Values(values), bins)
+	h, err := plotter.NewHist(plotter.Values(finite), bins)
 	if err != nil {
 		return fmt.Errorf("histogram: %w", err)
 	}
@@ -218,6 +242,21 @@ func (refMark) Thumbnail(c *draw.Canvas) {
 	c.StrokeLine2(refStyle, c.Min.X, y, c.Max.X, y)
 }
 
+// widen gives an axis whose data span no range (one value, or values so
+// large that float64 cannot tell them apart) a range to draw: gonum
+// panics on an empty one.
+func widen(a *plot.Axis) {
+	if a.Max > a.Min {
+		return
+	}
+	pad := math.Max(1, math.Abs(a.Min)/10)
+	if _, log := a.Scale.(plot.LogScale); log {
+		a.Min, a.Max = a.Min/2, a.Max*2
+		return
+	}
+	a.Min, a.Max = a.Min-pad, a.Max+pad
+}
+
 func newPlot(ax Axes) *plot.Plot {
 	p := plot.New()
 	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = ax.Title, ax.X, ax.Y
@@ -242,6 +281,8 @@ var figureFormats = []string{"png", "svg"}
 // formats beside it. The legend goes in a column right of the data area,
 // never over the data.
 func save(p *plot.Plot, path string) error {
+	widen(&p.X)
+	widen(&p.Y)
 	legend := p.Legend
 	legend.Top, legend.Left = true, true
 	p.Legend = plot.NewLegend() // drawn outside, below

@@ -96,6 +96,19 @@ func rank(order map[string]int, metaPath string) int {
 	return len(order)
 }
 
+// safeReport runs e's report on what may be a hand-edited CSV: a report
+// that panics on values it did not expect (a plotting library's log axis
+// on a zero) fails its own section with an error instead of the whole
+// command.
+func safeReport(e Experiment, in *ReportInput) (body string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("the report failed on this CSV's values: %v", r)
+		}
+	}()
+	return e.Report(in)
+}
+
 func reportOne(metaPath, dir string, reg *Registry) (string, error) {
 	raw, err := os.ReadFile(metaPath)
 	if err != nil {
@@ -121,7 +134,7 @@ func reportOne(metaPath, dir string, reg *Registry) (string, error) {
 	// The columns the report reads must be there (Table.Err), not every
 	// column of today's row type: a CSV from before a column was added
 	// still reports.
-	body, err := e.Report(&ReportInput{Meta: meta, Table: t, Dir: dir})
+	body, err := safeReport(e, &ReportInput{Meta: meta, Table: t, Dir: dir})
 	if err == nil {
 		err = t.Err()
 	}

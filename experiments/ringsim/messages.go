@@ -120,6 +120,10 @@ func (m *Messages) Run(ctx context.Context, env *experiments.Env) error {
 		})
 }
 
+// maxRingSize bounds n in a CSV the report reads (H_n is a loop over n):
+// far beyond any ring the simulator runs.
+const maxRingSize = 1 << 24
+
 // Harmonic is H_n = 1 + 1/2 + … + 1/n.
 func Harmonic(n int) float64 {
 	h := 0.0
@@ -154,8 +158,8 @@ func (m *Messages) Report(in *experiments.ReportInput) (string, error) {
 	for _, g := range t.GroupBy("initiators", "order", "n") {
 		init, order := g.Key[0], g.Key[1]
 		n, err := strconv.Atoi(g.Key[2])
-		if err != nil {
-			return "", fmt.Errorf("n %q: %w", g.Key[2], err)
+		if err != nil || n < 1 || n > maxRingSize {
+			return "", fmt.Errorf("column n: %q is not a ring size (1 to %d)", g.Key[2], maxRingSize)
 		}
 		el := experiments.Summarize(t.Floats(g.Rows, "election_msgs"))
 		ed := experiments.Summarize(t.Floats(g.Rows, "elected_msgs"))
