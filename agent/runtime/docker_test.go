@@ -60,15 +60,25 @@ func TestDockerRuntimeLifecycleAndStats(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(1500 * time.Millisecond)
-	s1, err := d.Sample(ctx, half)
+	// Sampled window by window until one reads the container saturated: a
+	// busy machine may starve a window, never push usage past the limit.
+	var u score.Usage
+	var over []score.Usage
+	prev := s0
+	require.Eventually(t, func() bool {
+		s1, err := d.Sample(ctx, half)
+		if err != nil || s1.At.Sub(prev.At) < 300*time.Millisecond {
+			return false
+		}
+		u, prev = score.Between(prev, s1), s1
+		if u.CPU > 100 {
+			over = append(over, u)
+		}
+		return u.CPU > 60 && u.NetMBps > 0
+	}, 30*time.Second, 100*time.Millisecond, "a saturated half-CPU container reads near 100 %% of its limit, and requests cross its interface: last %+v", u)
 	close(stop)
 	wg.Wait()
-	require.NoError(t, err)
-	u := score.Between(s0, s1)
-	assert.Greater(t, u.CPU, 60.0, "a saturated half-CPU container reads near 100 %% of its limit: %+v", u)
-	assert.LessOrEqual(t, u.CPU, 100.0)
-	assert.Greater(t, u.NetMBps, 0.0, "requests and responses crossed its interface")
+	assert.Empty(t, over, "never past the limit")
 
 	s2, err := d.Sample(ctx, one)
 	require.NoError(t, err)
