@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/ringside/ringside/experiments"
@@ -60,6 +61,20 @@ func waitLeaders(ctx context.Context, c *kube.Cluster, ns string, apps []string,
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// eventCounts says what the electors of a namespace reported, for an
+// error: "5 launched, 5 campaign, 0 started".
+func eventCounts(events []kube.Event) string {
+	n := map[string]int{}
+	for _, e := range events {
+		n[e.Event]++
+	}
+	var out []string
+	for _, k := range []string{"launched", "campaign", "leader", "started", "stopped", "killed"} {
+		out = append(out, fmt.Sprintf("%d %s", n[k], k))
+	}
+	return strings.Join(out, ", ")
 }
 
 func start(ctx context.Context, env *experiments.Env, k *kubeFlags) (*kube.Cluster, error) {

@@ -78,12 +78,14 @@ func (r *Reelection) once(ctx context.Context, c *kube.Cluster, alg, kill string
 	if _, err := c.Deploy(ctx, ns, []kube.App{app}, 0, alg, r.k.lock, t); err != nil {
 		return reelected{}, err
 	}
-	first, err := waitLeaders(ctx, c, ns, []string{app.Name}, 30*time.Second)
+	// Two leases: a loaded machine's first election (8 of them at once by
+	// default) has waited out 30 s in a compose stack.
+	first, err := waitLeaders(ctx, c, ns, []string{app.Name}, 2*t.Lease+30*time.Second)
 	if err != nil {
 		return reelected{}, err
 	}
 	if len(first) != 1 {
-		return reelected{}, fmt.Errorf("no first leader")
+		return reelected{}, fmt.Errorf("no first leader within %s: %s", 2*t.Lease+30*time.Second, eventCounts(c.Events(ns)))
 	}
 	if alg == balance.Ranked {
 		// Let the leader measure its followers and store the ranking.
