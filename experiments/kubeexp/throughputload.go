@@ -79,10 +79,12 @@ func (r tpResult) columns() tpColumns {
 		Throughput: float64(r.requests-r.errors) / r.dur.Seconds(), P50: s.P50, P99: s.P99}
 }
 
-// drive runs clients closed-loop clients for d and measures them.
+// drive runs clients closed-loop clients for d and measures them. A
+// client starts requests until d has passed and finishes the one it is
+// in (none is cut off), so every client completes at least one request
+// however slow the machine — a point of 0 requests measures nothing — and
+// the point's duration runs to its last answer.
 func drive(ctx context.Context, clients int, d time.Duration, seed uint64, newClient func() tpClient) tpResult {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
 	var mu sync.Mutex
 	res := tpResult{}
 	var wg sync.WaitGroup
@@ -93,11 +95,11 @@ func drive(ctx context.Context, clients int, d time.Duration, seed uint64, newCl
 		wg.Go(func() {
 			var lat []float64
 			var n, errs int
-			for ctx.Err() == nil {
+			for ctx.Err() == nil && (n == 0 || time.Since(t0) < d) {
 				s := time.Now()
 				err := do(ctx, rng)
 				if ctx.Err() != nil {
-					break // cut off by the end of the point, not a failure
+					break // the run was cancelled
 				}
 				n++
 				if err != nil {
