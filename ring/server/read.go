@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -103,5 +104,90 @@ func (s *Server) readCopy(ctx context.Context, to, key, epoch string) (kv.Entry,
 		return kv.Entry{Version: v, Deleted: true}, true, nil
 	default:
 		return kv.Entry{}, false, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(b[:min(len(b), 200)])))
+	}
+}
+
+// handleRead serves GET /kv/{key}: the owner answers after its replicas
+// confirm it still owns the key (confirmedRead); any other server forwards
+// to the owner. There is no fallback to a replica when the owner is
+// unreachable: a server that cannot reach the owner cannot tell a dead
+// owner from one that is cut off from it and still taking writes, so the
+// read fails (503) until the ring has replaced the owner.
+func (s *Server) handleRead(rw http.ResponseWriter, r *http.Request) {
+	w := &statusWriter{ResponseWriter: rw, code: http.StatusOK}
+	defer s.count("get", w)
+	key := r.PathValue("key")
+	if err := checkKey(key); err != nil {
+		s.badRequest(w, "kv", err)
+		return
+	}
+	meta := s.currentMeta()
+	if meta == nil {
+		http.Error(w, "not in a ring yet", http.StatusServiceUnavailable)
+		return
+	}
+	resp := meta.Responsible(key)
+	if tooSmall(w, meta, resp) {
+		return
+	}
+	if resp[0] != s.cfg.Addr {
+		s.forward(w, r, resp[0], nil)
+		return
+	}
+	s.confirmedRead(w, r, meta, key, resp[1:])
+}
+
+// tooSmall answers 503 when the ring holds fewer servers than a key needs
+// (R+1): a write there could not survive R failures, and a ring that
+// small with R+1 > n/2 is the cut-off side of a partition, whose reads may
+// be stale. With R+1 more than half of the servers, at most one side of
+// a partition serves.
+func tooSmall(w http.ResponseWriter, meta *membership.Metadata, resp []string) bool {
+	if len(resp) >= meta.Replicas+1 {
+		return false
+	}
+	w.Header().Set("Retry-After", "1")
+	http.Error(w, fmt.Sprintf("the ring has %d servers, fewer than the %d (R+1) each key needs: not serving keys "+
+		"(this server may be cut off from the rest of the ring)", len(meta.Servers), meta.Replicas+1), http.StatusServiceUnavailable)
+	return true
+}
+
+// handleLocalRead answers an owner's confirmation (GET /internal/kv/{key}
+// with the owner's address and epoch) with this server's copy, fenced like
+// replication: a server whose newer metadata names another owner refuses.
+func (s *Server) handleLocalRead(w http.ResponseWriter, r *http.Request) {
+	key := r.PathValue("key")
+	if err := checkKey(key); err != nil {
+		s.badRequest(w, "confirm", err)
+		return
+	}
+	if err := s.staleOwner(r, key); errors.Is(err, errStaleOwner) {
+		http.Error(w, err.Error(), http.StatusConflict)
+		return
+	} else if err != nil {
+		s.badRequest(w, "confirm", err)
+		return
+	}
+	e, ok, err := s.store.Get(key)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	writeEntry(w, e, ok)
+}
+
+// writeEntry answers a read with e; a tombstone is 404 with its version,
+// so a reader comparing copies can tell a delete from a key never written.
+func writeEntry(w http.ResponseWriter, e kv.Entry, ok bool) {
+	switch {
+	case !ok:
+		http.Error(w, "not found", http.StatusNotFound)
+	case e.Deleted:
+		w.Header().Set(HeaderVersion, strconv.FormatUint(e.Version, 10))
+		http.Error(w, "not found", http.StatusNotFound)
+	default:
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set(HeaderVersion, strconv.FormatUint(e.Version, 10))
+		w.Write(e.Value)
 	}
 }

@@ -133,20 +133,3 @@ func (s *Server) postTransfer(ctx context.Context, to string, body []byte) error
 	}
 	return nil
 }
-
-// settle pulls, once per (re)join, what this server is responsible for.
-func (s *Server) settle(ctx context.Context, cur *membership.Metadata) error {
-	if s.settled.Load() {
-		return nil
-	}
-	epoch := s.joins.Load()
-	if err := s.pull(ctx, cur); err != nil {
-		return err
-	}
-	if s.joins.Load() != epoch {
-		return fmt.Errorf("rejoined while settling: settle again")
-	}
-	s.settled.Store(true)
-	s.log.Info("settled: pulled what this server is responsible for", "version", cur.Version)
-	return nil
-}

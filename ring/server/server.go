@@ -10,7 +10,6 @@
 package server
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -25,7 +24,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/ringside/ringside/internal/accept"
 	"github.com/ringside/ringside/ring"
 	"github.com/ringside/ringside/ring/coordinator"
 	"github.com/ringside/ringside/ring/kv"
@@ -244,29 +242,6 @@ func (s *Server) shutdown() {
 	s.tr.Close()
 	s.done.Wait()
 	s.store.Close()
-}
-
-// accept splits the one port between peers and HTTP: peer frames start
-// with the wire magic "RG", which no HTTP method does.
-func (s *Server) accept(httpLn *chanListener) {
-	defer httpLn.Close()
-	accept.Loop(s.ln, s.log, func(c net.Conn) {
-		go func() {
-			r := bufio.NewReader(c)
-			c.SetReadDeadline(time.Now().Add(10 * time.Second))
-			head, err := r.Peek(2)
-			c.SetReadDeadline(time.Time{})
-			if err != nil {
-				c.Close()
-				return
-			}
-			if head[0] == 'R' && head[1] == 'G' {
-				s.tr.ServeConn(c, r)
-				return
-			}
-			httpLn.deliver(&peekedConn{Conn: c, r: r})
-		}()
-	})
 }
 
 func (s *Server) now() time.Duration { return time.Since(s.start) }

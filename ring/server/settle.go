@@ -98,3 +98,20 @@ func (s *Server) handlePull(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Write(out)
 }
+
+// settle pulls, once per (re)join, what this server is responsible for.
+func (s *Server) settle(ctx context.Context, cur *membership.Metadata) error {
+	if s.settled.Load() {
+		return nil
+	}
+	epoch := s.joins.Load()
+	if err := s.pull(ctx, cur); err != nil {
+		return err
+	}
+	if s.joins.Load() != epoch {
+		return fmt.Errorf("rejoined while settling: settle again")
+	}
+	s.settled.Store(true)
+	s.log.Info("settled: pulled what this server is responsible for", "version", cur.Version)
+	return nil
+}

@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"net"
 	"sync"
+	"time"
+
+	"github.com/ringside/ringside/internal/accept"
 )
 
 // chanListener hands the HTTP server the connections that accept sorted
@@ -50,3 +53,26 @@ type peekedConn struct {
 }
 
 func (c *peekedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// accept splits the one port between peers and HTTP: peer frames start
+// with the wire magic "RG", which no HTTP method does.
+func (s *Server) accept(httpLn *chanListener) {
+	defer httpLn.Close()
+	accept.Loop(s.ln, s.log, func(c net.Conn) {
+		go func() {
+			r := bufio.NewReader(c)
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			head, err := r.Peek(2)
+			c.SetReadDeadline(time.Time{})
+			if err != nil {
+				c.Close()
+				return
+			}
+			if head[0] == 'R' && head[1] == 'G' {
+				s.tr.ServeConn(c, r)
+				return
+			}
+			httpLn.deliver(&peekedConn{Conn: c, r: r})
+		}()
+	})
+}
