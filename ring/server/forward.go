@@ -10,11 +10,16 @@ import (
 )
 
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, to string, body []byte) {
-	if hops(r) >= maxHops {
+	hop, err := hops(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if hop >= maxHops {
 		http.Error(w, "forwarding loop: the ring metadata is changing, retry", http.StatusServiceUnavailable)
 		return
 	}
-	resp, err := s.proxy(r.Context(), r.Method, to, KeyPath("/kv/", r.PathValue("key")), body, hops(r)+1)
+	resp, err := s.proxy(r.Context(), r.Method, to, KeyPath("/kv/", r.PathValue("key")), body, hop+1)
 	if err != nil {
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, fmt.Sprintf("owner %s unreachable: %v", to, err), http.StatusServiceUnavailable)

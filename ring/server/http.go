@@ -106,9 +106,19 @@ func checkKey(key string) error {
 	return nil
 }
 
-func hops(r *http.Request) int {
-	n, _ := strconv.Atoi(r.Header.Get(HeaderHops))
-	return n
+// hops reads a request's forwarding depth: none is 0; anything but a
+// small non-negative number is refused (a negative one would lift the
+// loop guard for a client that sets it).
+func hops(r *http.Request) (int, error) {
+	v := r.Header.Get(HeaderHops)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > maxHops {
+		return 0, fmt.Errorf("%s %q: want 0 to %d", HeaderHops, v, maxHops)
+	}
+	return n, nil
 }
 
 var errStaleOwner = errors.New("stale owner")

@@ -202,6 +202,27 @@ func TestMalformedInputKeepsServing(t *testing.T) {
 		assert.Contains(t, string(b), tc.want, tc.path)
 	}
 
+	// A forwarded request's depth is a client's input too: a negative,
+	// huge or malformed one is refused (a negative one lifted the loop
+	// guard), and the server serves on.
+	meta := nodes[1].currentMeta()
+	key := ""
+	for i := 0; key == ""; i++ {
+		if k := fmt.Sprint("k", i); meta.Owner(k) != a {
+			key = k
+		}
+	}
+	for _, h := range []string{"-1000000", "x", "99999999999999999999", "3"} {
+		req, _ := http.NewRequest(http.MethodPut, "http://"+a+"/kv/"+key, strings.NewReader("v"))
+		req.Header.Set(HeaderHops, h)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusBadRequest, resp.StatusCode, h)
+		assert.Contains(t, string(b), HeaderHops, h)
+	}
+
 	// A garbage peer frame, and a well-formed ELECTED naming a usurper
 	// from a dialler without the cluster secret: each connection is
 	// closed, the server is fine and still follows its leader.
