@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ringside/ringside/balancer/pick"
 	"github.com/ringside/ringside/internal/loadreport"
 )
 
@@ -74,10 +73,8 @@ func (b *Balancer) choose(t *table, tried []int) int {
 	if slices.Contains(tried, i) {
 		i = t.fallback(tried)
 	}
-	if i >= 0 {
-		if pr, ok := t.picker.(pick.Prober); ok {
-			b.probe(t, pr)
-		}
+	if i >= 0 && t.prober != nil {
+		b.probe(t, t.prober)
 	}
 	return i
 }
@@ -91,7 +88,7 @@ func (b *Balancer) begin(up upstream) time.Duration {
 
 // answered takes what a response's headers tell the picker.
 func (b *Balancer) answered(t *table, i int, h http.Header) {
-	if _, ok := t.picker.(pick.ReportReader); ok {
+	if t.readsReports {
 		b.reported(t.upstreams[i], h.Get(loadreport.Header))
 	}
 }
@@ -104,8 +101,8 @@ func (b *Balancer) done(t *table, i int, start time.Duration, failed bool) {
 	if failed {
 		c.failures.Add(1)
 	}
-	if o, ok := t.picker.(pick.Observer); ok {
-		o.Observe(i, b.now()-start, failed)
+	if t.observer != nil {
+		t.observer.Observe(i, b.now()-start, failed)
 	}
 }
 

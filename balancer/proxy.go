@@ -48,6 +48,11 @@ type table struct {
 	seq       uint64
 	upstreams []upstream
 	picker    pick.Picker
+	// What the picker learns from, found once per table rather than by
+	// a type assertion on every answered request.
+	observer     pick.Observer
+	prober       pick.Prober
+	readsReports bool
 }
 
 // counters are a worker's, kept by ID across table swaps: what the
@@ -183,6 +188,9 @@ func (b *Balancer) install(m weightfeed.Weights, checkSeq bool) error {
 		return err
 	}
 	t.picker = p
+	t.observer, _ = p.(pick.Observer)
+	t.prober, _ = p.(pick.Prober)
+	_, t.readsReports = p.(pick.ReportReader)
 	b.table.Store(t)
 	return nil
 }
