@@ -228,8 +228,7 @@ var (
 
 func (t *ThroughputPlacement) Report(in *experiments.ReportInput) (string, error) {
 	tb := in.Table
-	mean := map[[3]string]float64{}   // placement, op, clients
-	reps := map[[3]string][]float64{} // the same, by repetition
+	reps := map[[3]string][]float64{} // placement, op, clients → req/s by repetition
 	leaders := map[string][]string{}
 	var rows [][]string
 	plots := map[string]*experiments.Lines{}
@@ -239,7 +238,6 @@ func (t *ThroughputPlacement) Report(in *experiments.ReportInput) (string, error
 		rps := experiments.Summarize(tb.Floats(g.Rows, "throughput_rps"))
 		p50 := experiments.Summarize(tb.Floats(g.Rows, "p50_ms"))
 		p99 := experiments.Summarize(tb.Floats(g.Rows, "p99_ms"))
-		mean[[3]string{pl, op, n}] = rps.Mean
 		reps[[3]string{pl, op, n}] = tb.Floats(g.Rows, "throughput_rps")
 		for _, r := range g.Rows {
 			if l := tb.Str(r, "leaders"); !slices.Contains(leaders[pl], l) {
@@ -287,19 +285,20 @@ func (t *ThroughputPlacement) Report(in *experiments.ReportInput) (string, error
 		overlaps = max(overlaps, int(tb.Float(i, "overlaps")))
 	}
 	out += fmt.Sprintf("\n\nMoments two replicas of one application led at once, most in any run: %d (must be 0).", overlaps)
-	out += "\n\n" + t.gains(mean, reps) + t.cpuReport(in)
+	out += "\n\n" + t.gains(reps) + t.cpuReport(in)
 	return out, nil
 }
 
 // gains compares balanced with concentrated and the elected placements
 // with forced balance, beside the paper and the targets; a target is
 // judged repetition by repetition.
-func (t *ThroughputPlacement) gains(mean map[[3]string]float64, reps map[[3]string][]float64) string {
+func (t *ThroughputPlacement) gains(reps map[[3]string][]float64) string {
+	mean := func(k [3]string) float64 { return experiments.Summarize(reps[k]).Mean }
 	var rows [][]string
 	for _, op := range []string{"write", "smart-write"} {
 		for _, n := range []string{"1", "8", "16"} {
-			b, c := mean[[3]string{balanced, op, n}], mean[[3]string{concentrated, op, n}]
-			if b == 0 || c == 0 {
+			b, c := mean([3]string{balanced, op, n}), mean([3]string{concentrated, op, n})
+			if !(b > 0 && c > 0) { // a placement not run (NaN) or that served nothing
 				continue
 			}
 			paper, target := "–", ""
@@ -318,8 +317,8 @@ func (t *ThroughputPlacement) gains(mean map[[3]string]float64, reps map[[3]stri
 	rows = nil
 	for _, pl := range []string{balance.BLD, balance.BLDPlus, balance.Default} {
 		for _, n := range []string{"16"} {
-			e, b := mean[[3]string{pl, "write", n}], mean[[3]string{balanced, "write", n}]
-			if e == 0 || b == 0 {
+			e, b := mean([3]string{pl, "write", n}), mean([3]string{balanced, "write", n})
+			if !(e > 0 && b > 0) {
 				continue
 			}
 			target := "–"

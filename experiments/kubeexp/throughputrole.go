@@ -115,8 +115,7 @@ var fig12 = map[string][2]float64{"leader": {1037.13, 4136.76}, "follower": {161
 
 func (t *ThroughputRole) Report(in *experiments.ReportInput) (string, error) {
 	tb := in.Table
-	mean := map[[3]string]float64{}   // target, op, clients → mean rps
-	reps := map[[3]string][]float64{} // the same, by repetition
+	reps := map[[3]string][]float64{} // target, op, clients → req/s by repetition
 	var rows [][]string
 	lines := experiments.Lines{}
 	for _, g := range tb.GroupBy("target", "operation", "clients") {
@@ -124,7 +123,6 @@ func (t *ThroughputRole) Report(in *experiments.ReportInput) (string, error) {
 		p50 := experiments.Summarize(tb.Floats(g.Rows, "p50_ms"))
 		p99 := experiments.Summarize(tb.Floats(g.Rows, "p99_ms"))
 		errs := experiments.Summarize(tb.Floats(g.Rows, "errors"))
-		mean[[3]string(g.Key)] = rps.Mean
 		reps[[3]string(g.Key)] = tb.Floats(g.Rows, "throughput_rps")
 		paper := "–"
 		if ref, ok := fig12[g.Key[0]]; ok && g.Key[1] == "write" {
@@ -152,10 +150,11 @@ func (t *ThroughputRole) Report(in *experiments.ReportInput) (string, error) {
 		overlaps = max(overlaps, int(tb.Float(i, "overlaps")))
 	}
 	out += fmt.Sprintf("Moments two replicas of the application led at once: %d (must be 0). ", overlaps)
-	ratio := mean[[3]string{"leader", "write", "1"}] / mean[[3]string{"follower", "write", "1"}]
+	leader, follower := reps[[3]string{"leader", "write", "1"}], reps[[3]string{"follower", "write", "1"}]
+	ratio := experiments.Summarize(leader).Mean / experiments.Summarize(follower).Mean
 	if !math.IsNaN(ratio) && !math.IsInf(ratio, 0) {
 		out += fmt.Sprintf("Leader / follower write throughput at 1 client: **%.2f** (seed 000: %.1f; target ≥ 2: %s). ",
-			ratio, fig12["leader"][0]/fig12["follower"][0], experiments.Judge(experiments.Ratios(reps[[3]string{"leader", "write", "1"}], reps[[3]string{"follower", "write", "1"}]), func(r float64) bool { return r >= 2 }))
+			ratio, fig12["leader"][0]/fig12["follower"][0], experiments.Judge(experiments.Ratios(leader, follower), func(r float64) bool { return r >= 2 }))
 	}
 	out += "A write sent to a follower is forwarded to the leader: one more hop, and the follower's CPU on the way; " +
 		"reads are served where they land. The nodes are cgroups with a CPU limit each (--node-cpus), not the paper's 12-core machines: " +
