@@ -65,7 +65,7 @@ const (
 )
 
 func (*Live) Spec() experiments.Spec {
-	return experiments.Spec{Name: "lb-live", Backends: []string{"docker", "process"}, Quick: 1, Paper: 3, Row: liveRow{},
+	return experiments.Spec{Name: "lb-live", Backends: []string{lbstack.Docker, lbstack.Process}, Quick: 1, Paper: 3, Row: liveRow{},
 		Summary: "agent + balancer + heterogeneous workers under real HTTP load: throughput, latency p50/p99, request share and utilisation over time per picker, beside direct and nginx"}
 }
 

@@ -34,7 +34,7 @@ const (
 )
 
 func (*Proxy) Spec() experiments.Spec {
-	return experiments.Spec{Name: "lb-proxy", Backends: []string{"process"}, Quick: 3, Paper: 10, Row: proxyRow{},
+	return experiments.Spec{Name: "lb-proxy", Backends: []string{lbstack.Process}, Quick: 3, Paper: 10, Row: proxyRow{},
 		Summary: "requests per second and latency of the balancer and of nginx in front of the same workers, driven by wrk with near-free requests, beside the goal of ≥ 0.9 × nginx"}
 }
 
