@@ -61,6 +61,10 @@ type Config struct {
 	CrashOnElection bool
 	Exit            func(code int) // default os.Exit
 
+	// Network is what the server listens and dials on: TCP by default;
+	// tests pass an in-memory one (internal/memnet).
+	Network Network
+
 	Log *slog.Logger
 }
 
@@ -87,6 +91,25 @@ func (c *Config) Defaults() {
 	if c.Exit == nil {
 		c.Exit = os.Exit
 	}
+	if c.Network == nil {
+		c.Network = tcpNetwork{}
+	}
+}
+
+// Network is where a server is reached and reaches its peers, for the ring
+// transport and for HTTP alike.
+type Network interface {
+	Listen(addr string) (net.Listener, error)
+	DialContext(ctx context.Context, addr string) (net.Conn, error)
+}
+
+type tcpNetwork struct{}
+
+func (tcpNetwork) Listen(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
+
+func (tcpNetwork) DialContext(ctx context.Context, addr string) (net.Conn, error) {
+	d := net.Dialer{Timeout: time.Second}
+	return d.DialContext(ctx, "tcp", addr)
 }
 
 // Events are wall-clock instants (Unix ns, 0 = never) of what this server
@@ -182,21 +205,22 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, err := cfg.Network.Listen(cfg.Listen)
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
 	s := &Server{
 		cfg: cfg, self: ring.UIDOf(cfg.Addr), role: role, log: cfg.Log.With("server", cfg.Addr), store: store, ln: ln,
-		hc:        &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64, DialContext: (&net.Dialer{Timeout: time.Second}).DialContext}},
+		hc: &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64,
+			DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) { return cfg.Network.DialContext(ctx, addr) }}},
 		rebal:     make(chan struct{}, 1),
 		transfers: make(chan struct{}, maxTransfers),
 		start:     time.Now(),
 		reg:       prometheus.NewRegistry(),
 	}
 	s.m = newMetrics(s.reg)
-	s.tr = transport.New(cfg.Secret, transport.Handler{
+	s.tr = transport.New(cfg.Secret, cfg.Network.DialContext, transport.Handler{
 		Deliver: func(m ring.Message) { s.locked(func() { s.onMessage(m) }) },
 		// Send may report a message unreachable while lmu is held.
 		Unreachable: func(m ring.Message) { go s.locked(func() { s.onUnreachable(m) }) },

@@ -12,12 +12,14 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ringside/ringside/internal/memnet"
 	"github.com/ringside/ringside/ring"
 	"github.com/ringside/ringside/ring/kv"
 	"github.com/ringside/ringside/ring/membership"
@@ -30,12 +32,29 @@ type node struct {
 	done   chan error
 }
 
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
+// The tests' servers live on one in-memory network (internal/memnet):
+// addresses are made up, so none is taken from the machine and none races
+// for a free port; join, rebalance and anti-entropy run over it as over
+// TCP. TestRingOverTCP keeps the sockets covered.
+var (
+	testNet   = memnet.New()
+	hostCount atomic.Uint32
+	// testClient is the tests' HTTP client: a host of its own on testNet.
+	// Loopback addresses are TestRingOverTCP's real sockets.
+	testClient = &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+		if strings.HasPrefix(addr, "127.") {
+			return new(net.Dialer).DialContext(ctx, "tcp", addr)
+		}
+		return testNet.Host(clientAddr).DialContext(ctx, addr)
+	}}}
+)
+
+const clientAddr = "10.255.255.254:1"
+
+// newAddr is a server address of its own on testNet.
+func newAddr() string {
+	n := hostCount.Add(1)
+	return fmt.Sprintf("10.%d.%d.%d:7000", n>>16&0xff, n>>8&0xff, n&0xff)
 }
 
 const testSecret = "ring-secret-for-tests"
@@ -43,7 +62,7 @@ const testSecret = "ring-secret-for-tests"
 // startNode starts a server with R = testReplicas.
 func startNode(t testing.TB, join ...string) *node {
 	t.Helper()
-	return startNodeAt(t, freeAddr(t), t.TempDir(), join...)
+	return startNodeAt(t, newAddr(), t.TempDir(), join...)
 }
 
 // testReplicas is R for the servers the tests start (withReplicas).
@@ -61,9 +80,19 @@ func withReplicas(t testing.TB, r int) {
 // when both are a stopped server's.
 func startNodeAt(t testing.TB, addr, dir string, join ...string) *node {
 	t.Helper()
-	s, err := New(Config{Addr: addr, Join: join, Dir: dir, HopBound: 5 * time.Millisecond, AckTimeout: 5 * time.Millisecond, Secret: testSecret, Replicas: testReplicas,
+	return run(t, testConfig(addr, dir, testNet.Host(addr), join...))
+}
+
+func testConfig(addr, dir string, network Network, join ...string) Config {
+	return Config{Addr: addr, Join: join, Dir: dir, HopBound: 5 * time.Millisecond, AckTimeout: 5 * time.Millisecond, Secret: testSecret, Replicas: testReplicas,
 		SuspectTimeout: 300 * time.Millisecond, HeartbeatInterval: 50 * time.Millisecond,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Network: network, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+}
+
+// run starts a server and stops it when the test ends.
+func run(t testing.TB, cfg Config) *node {
+	t.Helper()
+	s, err := New(cfg)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &node{Server: s, cancel: cancel, done: make(chan error, 1)}
@@ -101,7 +130,7 @@ func do(t *testing.T, method, url string, body []byte) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, url, bytes.NewReader(body))
 	require.NoError(t, err)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
@@ -128,6 +157,61 @@ func TestJoinPutGetDeleteAnywhere(t *testing.T) {
 	require.Equal(t, http.StatusNoContent, code)
 	code, _ = do(t, http.MethodGet, "http://"+nodes[1].Addr()+"/kv/k3", nil)
 	assert.Equal(t, http.StatusNotFound, code)
+}
+
+// boundTCP is the TCP network with the server's socket bound before its
+// address is chosen (port 0), so no test guesses a free port.
+type boundTCP struct{ ln net.Listener }
+
+func (b boundTCP) Listen(addr string) (net.Listener, error) {
+	if addr != b.ln.Addr().String() {
+		return nil, fmt.Errorf("listen %s: the bound socket is %s", addr, b.ln.Addr())
+	}
+	return b.ln, nil
+}
+
+func (boundTCP) DialContext(ctx context.Context, addr string) (net.Conn, error) {
+	return new(net.Dialer).DialContext(ctx, "tcp", addr)
+}
+
+// The same server on real sockets: a ring forms over TCP (HTTP and the
+// ring transport on one port), a write through one server is read through
+// another, and when the coordinator dies the ring elects over TCP.
+func TestRingOverTCP(t *testing.T) {
+	withReplicas(t, 1)
+	var nodes []*node
+	for i := range 3 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		var join []string
+		if i > 0 {
+			join = []string{nodes[0].Addr()}
+		}
+		nodes = append(nodes, run(t, testConfig(ln.Addr().String(), t.TempDir(), boundTCP{ln}, join...)))
+	}
+	require.Eventually(t, func() bool {
+		for _, n := range nodes {
+			if m := n.currentMeta(); m == nil || len(m.Servers) != 3 {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, 10*time.Millisecond, "all servers see the full ring")
+	for i := range 10 {
+		code, msg := do(t, http.MethodPut, fmt.Sprintf("http://%s/kv/k%d", nodes[i%3].Addr(), i), []byte(fmt.Sprint("v", i)))
+		require.Equal(t, http.StatusNoContent, code, msg)
+	}
+	nodes[0].stop() // the bootstrap server is the coordinator
+	live := nodes[1:]
+	require.Eventually(t, func() bool {
+		a, b := live[0].Snapshot(), live[1].Snapshot()
+		return a.Leader != nodes[0].Addr() && a.Leader == b.Leader && len(a.Servers) == 2 && len(b.Servers) == 2
+	}, 5*time.Second, 10*time.Millisecond, "the two live servers elect one leader over TCP")
+	for i := range 10 {
+		code, body := do(t, http.MethodGet, fmt.Sprintf("http://%s/kv/k%d", live[i%2].Addr(), i), nil)
+		require.Equal(t, http.StatusOK, code, "k%d", i)
+		assert.Equal(t, fmt.Sprint("v", i), body)
+	}
 }
 
 func TestCoordinatorFailoverElectsMaxLive(t *testing.T) {
@@ -194,7 +278,7 @@ func TestMalformedInputKeepsServing(t *testing.T) {
 	} {
 		req, _ := http.NewRequest(tc.method, "http://"+a+tc.path, strings.NewReader(tc.body))
 		req.Header.Set(HeaderSecret, testSecret)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := testClient.Do(req)
 		require.NoError(t, err)
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
@@ -215,7 +299,7 @@ func TestMalformedInputKeepsServing(t *testing.T) {
 	for _, h := range []string{"-1000000", "x", "99999999999999999999", "3"} {
 		req, _ := http.NewRequest(http.MethodPut, "http://"+a+"/kv/"+key, strings.NewReader("v"))
 		req.Header.Set(HeaderHops, h)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := testClient.Do(req)
 		require.NoError(t, err)
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
@@ -231,7 +315,7 @@ func TestMalformedInputKeepsServing(t *testing.T) {
 	forged := wire.Append(nil, ring.Message{Type: ring.MsgElected, From: ring.UIDOf("usurper"), To: nodes[0].self,
 		Cand: ring.UIDOf("usurper"), Round: 1 << 60})
 	for _, frame := range [][]byte{bad, forged} {
-		c, err := net.Dial("tcp", a)
+		c, err := testNet.Host(clientAddr).DialContext(context.Background(), a)
 		require.NoError(t, err)
 		c.Write(frame)
 		c.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -385,7 +469,7 @@ func TestPeerEndpointsNeedTheSecret(t *testing.T) {
 			if secret != "" {
 				req.Header.Set(HeaderSecret, secret)
 			}
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := testClient.Do(req)
 			require.NoError(t, err)
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
@@ -401,7 +485,7 @@ func TestPeerEndpointsNeedTheSecret(t *testing.T) {
 	code, _ = do(t, http.MethodGet, "http://"+a+"/internal/ring", nil)
 	assert.Equal(t, http.StatusOK, code)
 
-	_, err = New(Config{Addr: freeAddr(t), Dir: t.TempDir(), Secret: "short"})
+	_, err = New(Config{Addr: newAddr(), Dir: t.TempDir(), Secret: "short", Network: testNet.Host(clientAddr)})
 	assert.ErrorContains(t, err, "cluster secret")
 }
 
@@ -465,7 +549,7 @@ func TestOversizeBodiesAre413(t *testing.T) {
 		}
 		req, _ := http.NewRequest(method, "http://"+a+tc.path, strings.NewReader(tc.body))
 		req.Header.Set(HeaderSecret, testSecret)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := testClient.Do(req)
 		require.NoError(t, err)
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
@@ -484,7 +568,7 @@ func TestTransfersAreBoundedInConcurrency(t *testing.T) {
 	post := func(body io.Reader) (*http.Response, error) {
 		req, _ := http.NewRequest(http.MethodPost, "http://"+a+"/internal/transfer", body)
 		req.Header.Set(HeaderSecret, testSecret)
-		return http.DefaultClient.Do(req)
+		return testClient.Do(req)
 	}
 	type slow struct {
 		w    *io.PipeWriter
@@ -611,7 +695,7 @@ func TestReplicationFromAStaleOwnerIsRefused(t *testing.T) {
 				req.Header.Set(HeaderOwner, from)
 				req.Header.Set(HeaderEpoch, epoch)
 			}
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := testClient.Do(req)
 			require.NoError(t, err)
 			defer resp.Body.Close()
 			b, _ := io.ReadAll(resp.Body)
@@ -638,7 +722,7 @@ func TestReplicationFromAStaleOwnerIsRefused(t *testing.T) {
 // starts it and the others join (docker compose v2 starts a ring.yml
 // stack this way; every server used to give up).
 func TestServersStartedTogetherFormOneRing(t *testing.T) {
-	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)}
+	addrs := []string{newAddr(), newAddr(), newAddr(), newAddr()}
 	nodes := make([]*node, len(addrs))
 	done := make(chan int)
 	for i, a := range addrs {
@@ -721,4 +805,50 @@ func TestReplacedOwnerServesNoRead(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, code, body)
 	assert.Contains(t, body, "stale owner")
 	assert.Contains(t, body, replica.Addr())
+}
+
+// A partition, on the in-memory network: one server cut off from the
+// other three. The three remove it and keep serving every key; alone it is
+// too small a ring to serve any. Healed, it finds the ring it lost,
+// rejoins it and pulls what it is responsible for: every key reads back
+// through it, with the values written while it was away.
+func TestPartitionedServerRejoinsWhenHealed(t *testing.T) {
+	withReplicas(t, 1)
+	nodes := startRing(t, 4)
+	cut, rest := nodes[3], nodes[:3]
+	for _, n := range rest {
+		testNet.Cut(cut.Addr(), n.Addr())
+	}
+	require.Eventually(t, func() bool {
+		for _, n := range rest {
+			if m := n.currentMeta(); len(m.Servers) != 3 {
+				return false
+			}
+		}
+		m := cut.currentMeta()
+		return len(m.Servers) == 1
+	}, 10*time.Second, 10*time.Millisecond, "two rings: three servers, and one alone")
+	for i := range 20 {
+		code, msg := do(t, http.MethodPut, fmt.Sprintf("http://%s/kv/k%d", rest[i%3].Addr(), i), []byte(fmt.Sprint("v", i)))
+		require.Equal(t, http.StatusNoContent, code, msg)
+	}
+	code, _ := do(t, http.MethodGet, "http://"+cut.Addr()+"/kv/k0", nil)
+	assert.Equal(t, http.StatusServiceUnavailable, code, "a ring of one with R = 1 serves no key")
+
+	for _, n := range rest {
+		testNet.Heal(cut.Addr(), n.Addr())
+	}
+	require.Eventually(t, func() bool {
+		for _, n := range nodes {
+			if m := n.currentMeta(); len(m.Servers) != 4 {
+				return false
+			}
+		}
+		return cut.settled.Load()
+	}, 15*time.Second, 20*time.Millisecond, "one ring of four again, the healed server settled")
+	for i := range 20 {
+		code, body := do(t, http.MethodGet, fmt.Sprintf("http://%s/kv/k%d", cut.Addr(), i), nil)
+		require.Equal(t, http.StatusOK, code, "k%d", i)
+		assert.Equal(t, fmt.Sprint("v", i), body)
+	}
 }

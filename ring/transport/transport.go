@@ -10,6 +10,7 @@ package transport
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"errors"
 	"io"
@@ -41,9 +42,14 @@ type Handler struct {
 	Malformed func(remote string, err error)
 }
 
-// Transport is one server's TCP endpoint.
+// Dialer connects to a peer's address: TCP by default; tests pass an
+// in-memory network's.
+type Dialer func(ctx context.Context, addr string) (net.Conn, error)
+
+// Transport is one server's endpoint.
 type Transport struct {
 	h     Handler
+	dial  Dialer
 	log   *slog.Logger
 	proof [sha256.Size]byte
 
@@ -55,11 +61,15 @@ type Transport struct {
 	wg     sync.WaitGroup
 }
 
-// New returns a transport that sends to peers and serves the inbound
-// connections handed to ServeConn (or accepted by Serve); secret is the
-// cluster secret every member shares.
-func New(secret string, h Handler, log *slog.Logger) *Transport {
-	return &Transport{h: h, log: log, proof: wire.Proof(secret), addrs: map[ring.UID]string{}, peers: map[ring.UID]*peer{}, conns: map[net.Conn]struct{}{}}
+// New returns a transport that sends to peers, dialling with dial (nil:
+// TCP), and serves the inbound connections handed to ServeConn (or
+// accepted by Serve); secret is the cluster secret every member shares.
+func New(secret string, dial Dialer, h Handler, log *slog.Logger) *Transport {
+	if dial == nil {
+		d := net.Dialer{}
+		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	}
+	return &Transport{h: h, dial: dial, log: log, proof: wire.Proof(secret), addrs: map[ring.UID]string{}, peers: map[ring.UID]*peer{}, conns: map[net.Conn]struct{}{}}
 }
 
 // SetPeers installs the UID → peer address map from ring metadata.
@@ -278,7 +288,9 @@ func (p *peer) write(m ring.Message) error {
 		}
 	}
 	if p.conn == nil {
-		c, err := net.DialTimeout("tcp", p.addr, DialTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), DialTimeout)
+		c, err := p.t.dial(ctx, p.addr)
+		cancel()
 		if err != nil {
 			return err
 		}

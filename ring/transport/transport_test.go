@@ -57,7 +57,7 @@ func listen(t *testing.T, h Handler) endpoint {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	tr := New(testSecret, h, slog.New(slog.DiscardHandler))
+	tr := New(testSecret, nil, h, slog.New(slog.DiscardHandler))
 	go tr.Serve(ln)
 	return endpoint{tr, ln}
 }
@@ -161,7 +161,7 @@ func TestFramesWithoutTheSecretAreRefused(t *testing.T) {
 	}
 
 	// A transport of another ring (another secret) cannot deliver either.
-	other := New("another-ring-secret!", Handler{Deliver: func(ring.Message) {}, Unreachable: func(ring.Message) {}}, slog.New(slog.DiscardHandler))
+	other := New("another-ring-secret!", nil, Handler{Deliver: func(ring.Message) {}, Unreachable: func(ring.Message) {}}, slog.New(slog.DiscardHandler))
 	defer other.Close()
 	other.SetPeers(map[ring.UID]string{u: tr.Addr().String()})
 	other.Send(ring.Message{Type: ring.MsgElected, To: u, Round: 7})
