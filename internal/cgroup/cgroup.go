@@ -106,18 +106,15 @@ func (g *Group) Add(pid int) error {
 // Usage is the CPU time the group's processes have used.
 func (g *Group) Usage() (time.Duration, error) {
 	if g.v2 {
-		b, err := os.ReadFile(filepath.Join(g.dirs[0], "cpu.stat"))
+		st, err := g.cpuStat()
 		if err != nil {
 			return 0, err
 		}
-		sc := bufio.NewScanner(bytes.NewReader(b))
-		for sc.Scan() {
-			if f := strings.Fields(sc.Text()); len(f) == 2 && f[0] == "usage_usec" {
-				us, err := strconv.ParseInt(f[1], 10, 64)
-				return time.Duration(us) * time.Microsecond, err
-			}
+		us, ok := st["usage_usec"]
+		if !ok {
+			return 0, errors.New("cgroup: cpu.stat has no usage_usec")
 		}
-		return 0, errors.New("cgroup: cpu.stat has no usage_usec")
+		return time.Duration(us) * time.Microsecond, nil
 	}
 	b, err := os.ReadFile(filepath.Join(g.dirs[1], "cpuacct.usage"))
 	if err != nil {
@@ -125,6 +122,46 @@ func (g *Group) Usage() (time.Duration, error) {
 	}
 	ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 	return time.Duration(ns), err
+}
+
+// Throttling is the kernel's account of the limit: the CFS periods in
+// which the group was runnable, and those in which it ran out of quota.
+type Throttling struct {
+	Periods, Throttled int64
+}
+
+// Throttling reads the group's cpu.stat.
+func (g *Group) Throttling() (Throttling, error) {
+	st, err := g.cpuStat()
+	if err != nil {
+		return Throttling{}, err
+	}
+	p, ok1 := st["nr_periods"]
+	t, ok2 := st["nr_throttled"]
+	if !ok1 || !ok2 {
+		return Throttling{}, errors.New("cgroup: cpu.stat has no nr_periods or nr_throttled")
+	}
+	return Throttling{Periods: p, Throttled: t}, nil
+}
+
+// cpuStat is the cpu controller's cpu.stat (v1: in the cpu hierarchy).
+func (g *Group) cpuStat() (map[string]int64, error) {
+	b, err := os.ReadFile(filepath.Join(g.dirs[0], "cpu.stat"))
+	if err != nil {
+		return nil, err
+	}
+	st := map[string]int64{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) == 2 {
+			v, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("cgroup: cpu.stat %s: %w", f[0], err)
+			}
+			st[f[0]] = v
+		}
+	}
+	return st, nil
 }
 
 // Remove deletes the group; its processes must have exited (or moved).
