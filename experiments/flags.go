@@ -8,6 +8,19 @@ import (
 	"strings"
 )
 
+// Points is a list flag's load points in profile: the user's when set,
+// else the profile's. The quick profile cuts points, not repetitions, so
+// that every point it runs has a spread to draw and to judge by.
+func Points(set IntList, profile string, quick, paper IntList) IntList {
+	switch {
+	case len(set) > 0:
+		return set
+	case profile == ProfilePaper:
+		return paper
+	}
+	return quick
+}
+
 // IntList is a flag holding comma-separated positive integers.
 type IntList []int
 

@@ -176,6 +176,19 @@ func Summarize(xs []float64) Summary {
 	return s
 }
 
+// Spread is the mean with the range over the sample when it has more
+// than one value: "mean (min–max)".
+func (s Summary) Spread(digits int) string {
+	if s.N < 2 {
+		return Num(s.Mean, digits)
+	}
+	return fmt.Sprintf("%s (%s–%s)", Num(s.Mean, digits), Num(s.Min, digits), Num(s.Max, digits))
+}
+
+// Overlap tells whether two samples' ranges overlap: two runs of one
+// configuration must, or the spread understates the noise.
+func Overlap(a, b Summary) bool { return a.N > 0 && b.N > 0 && a.Min <= b.Max && b.Min <= a.Max }
+
 // Quantile is the empirical q-quantile of sorted.
 func Quantile(sorted []float64, q float64) float64 {
 	if len(sorted) == 0 {

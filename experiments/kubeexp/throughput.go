@@ -44,13 +44,18 @@ type tpFlags struct {
 }
 
 func (f *tpFlags) define(fs *flag.FlagSet) {
-	f.clients = experiments.IntList{1, 2, 4, 8, 16}
-	fs.Var(&f.clients, "clients", "concurrent closed-loop clients per load point")
-	fs.DurationVar(&f.duration, "duration", 0, "length of a load point (default: 1 s quick, 60 s paper, as the paper ran)")
+	fs.Var(&f.clients, "clients", "concurrent closed-loop clients per load point (default: 1,16 quick; 1,2,4,8,16 paper, as the paper ran)")
+	fs.DurationVar(&f.duration, "duration", 0, "length of a load point (default: 2 s quick, 60 s paper, as the paper ran)")
 	fs.Float64Var(&f.nodeCPUs, "node-cpus", 0.5, "CPU limit of each of the three worker nodes (a cgroup)")
 	fs.IntVar(&f.writeWork, "write-work", 3000, "SHA-256 rounds a write costs the leader")
 	fs.IntVar(&f.readWork, "read-work", 300, "SHA-256 rounds a read costs (a tenth of a write)")
 	f.k.define(fs, false)
+}
+
+// clientCounts is the load points' client counts in profile: in the
+// quick profile the two seed 000's Fig. 13 quotes.
+func (f *tpFlags) clientCounts(profile string) experiments.IntList {
+	return experiments.Points(f.clients, profile, experiments.IntList{1, 16}, experiments.IntList{1, 2, 4, 8, 16})
 }
 
 // pointDuration is the length of a load point in profile.
@@ -61,7 +66,7 @@ func (f *tpFlags) pointDuration(profile string) time.Duration {
 	case profile == experiments.ProfilePaper:
 		return time.Minute
 	}
-	return time.Second
+	return 2 * time.Second
 }
 
 // tpTiming is the lease configuration of the throughput runs: a leader

@@ -65,17 +65,16 @@ const (
 )
 
 func (*Live) Spec() experiments.Spec {
-	return experiments.Spec{Name: "lb-live", Backends: []string{lbstack.Docker, lbstack.Process}, Quick: 1, Paper: 3, Row: liveRow{},
+	return experiments.Spec{Name: "lb-live", Backends: []string{lbstack.Docker, lbstack.Process}, Quick: 2, Paper: 3, Row: liveRow{},
 		Summary: "agent + balancer + heterogeneous workers under real HTTP load: throughput, latency p50/p99, request share and utilisation over time per picker, beside direct and nginx"}
 }
 
 func (l *Live) Flags(fs *flag.FlagSet) {
 	l.pickers = experiments.ChoiceList{Vals: pick.Algorithms, Allowed: pick.Algorithms}
-	l.clients = experiments.IntList{4, 16}
 	l.baselines = experiments.ChoiceList{Vals: []string{TargetDirect, TargetNginx}, Allowed: []string{TargetDirect, TargetNginx}}
 	fs.StringVar(&l.workers, "workers", "1:default,0.5:default,0.25:default", "workers: CPU limit[:default], comma-separated")
 	fs.Var(&l.pickers, "pickers", "pickers, comma-separated")
-	fs.Var(&l.clients, "clients", "concurrent clients of the cpu workload, comma-separated")
+	fs.Var(&l.clients, "clients", "concurrent clients of the cpu workload, comma-separated (default: 16 quick; 4,16 paper)")
 	fs.Var(&l.baselines, "baselines", "direct (the client picks the worker itself: no proxy hop) and/or nginx (Debian's, as a reverse proxy)")
 	fs.IntVar(&l.cost, "cost", 20_000, "hash rounds per request of the cpu workload")
 	fs.IntVar(&l.proxyCost, "proxy-cost", 50, "hash rounds per request of the proxy workload")
@@ -264,9 +263,10 @@ func (l *Live) Run(ctx context.Context, env *experiments.Env) error {
 		target, workload string
 		clients, cost    int
 	}
+	clients := experiments.Points(l.clients, env.Profile, experiments.IntList{16}, experiments.IntList{4, 16})
 	var cells []cell
 	for _, p := range l.pickers.Vals {
-		for _, c := range l.clients {
+		for _, c := range clients {
 			cells = append(cells, cell{p, WorkloadCPU, c, l.cost})
 		}
 	}
@@ -275,7 +275,7 @@ func (l *Live) Run(ctx context.Context, env *experiments.Env) error {
 			if p == TargetNginx && lbstack.NginxBinary() == "" {
 				continue
 			}
-			for _, c := range l.clients {
+			for _, c := range clients {
 				cells = append(cells, cell{p, WorkloadThrottled, c, l.cost})
 			}
 		}

@@ -28,16 +28,15 @@ type KVLoad struct {
 }
 
 func (*KVLoad) Spec() experiments.Spec {
-	return experiments.Spec{Name: "kv-load", Backends: backends, Quick: 1, Paper: 3, Row: kvLoadRow{},
+	return experiments.Spec{Name: "kv-load", Backends: backends, Quick: 3, Paper: 3, Row: kvLoadRow{},
 		Summary: "ringnode write latency (p50, p99) and throughput for clients × servers, forwarding and smart clients, seed 002's 7,885-pair 16.5 MB pool"}
 }
 
 func (k *KVLoad) Flags(fs *flag.FlagSet) {
 	k.servers = experiments.IntList{1, 3, 5}
-	k.clients = experiments.IntList{1, 2, 4, 8, 16}
 	k.kinds = experiments.ChoiceList{Vals: []string{"forwarding", "smart"}, Allowed: []string{"forwarding", "smart"}}
 	fs.Var(&k.servers, "servers", "ring sizes, comma-separated")
-	fs.Var(&k.clients, "clients", "concurrent clients, comma-separated")
+	fs.Var(&k.clients, "clients", "concurrent clients, comma-separated (default: 1,16 quick; 1,2,4,8,16 paper)")
 	fs.Var(&k.kinds, "client", "forwarding (a client talks to one server), smart (straight to the key's owner)")
 	k.fsyncs = experiments.ChoiceList{Vals: []string{kv.FsyncNever}, Allowed: kv.FsyncPolicies}
 	fs.Var(&k.fsyncs, "fsync", "the servers' fsync policies to compare: never, interval, always")
@@ -74,11 +73,12 @@ func (k *KVLoad) Run(ctx context.Context, env *experiments.Env) error {
 	if writes < 0 {
 		return fmt.Errorf("writes=%d: must be positive", writes)
 	}
+	clients := experiments.Points(k.clients, env.Profile, experiments.IntList{1, 16}, experiments.IntList{1, 2, 4, 8, 16})
 	pool := makePool(env.Seed, PaperPairs, PaperPoolMiB)
 	// One ring per fsync policy and size, for every client kind, client
 	// count and repetition on it.
-	cells := experiments.Cells(len(k.fsyncs.Vals), len(k.servers), len(k.kinds.Vals), len(k.clients))
-	perRing := len(k.kinds.Vals) * len(k.clients)
+	cells := experiments.Cells(len(k.fsyncs.Vals), len(k.servers), len(k.kinds.Vals), len(clients))
+	perRing := len(k.kinds.Vals) * len(clients)
 	var rings ringPerCell
 	defer rings.Close()
 	return experiments.RunGrid(ctx, env, experiments.Grid{Cells: len(cells)}, func(ctx context.Context, t experiments.Task) ([]kvLoadRow, error) {
@@ -91,7 +91,7 @@ func (k *KVLoad) Run(ctx context.Context, env *experiments.Env) error {
 		if err != nil {
 			return nil, fmt.Errorf("fsync=%s servers=%d: %w", policy, n, err)
 		}
-		return k.cell(ctx, env, r.Addrs(), k.kinds.Vals[c[2]], k.clients[c[3]], t, pool, writes), nil
+		return k.cell(ctx, env, r.Addrs(), k.kinds.Vals[c[2]], clients[c[3]], t, pool, writes), nil
 	})
 }
 
