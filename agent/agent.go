@@ -47,7 +47,7 @@ type Config struct {
 	Token        string   // weight feed token
 	Origins      []string // extra allowed Origins of the feed
 	Log          *slog.Logger
-	// Clock is the time of every decision — lifecycle steps, report
+	// Clock is the time of every decision — lifecycle steps, tally
 	// ages, events, probe times — and of Run's ticks (nil: the real one).
 	Clock clock.WithTicker
 }
@@ -73,8 +73,8 @@ type Agent struct {
 	mu       sync.Mutex
 	prev     map[string]score.Sample
 	avail    map[string]*score.Availability
-	reports  map[string]timedReport // by balancer
-	lastReqs map[string]uint64      // requests per worker at the previous step
+	tallies  map[string]timedTally // by balancer
+	lastReqs map[string]uint64     // requests per worker at the previous step
 	view     View
 	events   []Event
 	eventSeq uint64
@@ -83,9 +83,9 @@ type Agent struct {
 	names    map[string]string // worker ID → name, for events
 }
 
-type timedReport struct {
+type timedTally struct {
 	at time.Time
-	r  weightfeed.Report
+	r  weightfeed.Tally
 }
 
 // View is what the dashboard shows.
@@ -129,18 +129,18 @@ func New(cfg Config) (*Agent, error) {
 	a := &Agent{
 		cfg: cfg, pool: pool, client: &http.Client{Timeout: cfg.ProbeTimeout},
 		prev: map[string]score.Sample{}, avail: map[string]*score.Availability{},
-		reports: map[string]timedReport{}, lastReqs: map[string]uint64{}, names: map[string]string{},
+		tallies: map[string]timedTally{}, lastReqs: map[string]uint64{}, names: map[string]string{},
 	}
-	a.feed = NewFeed(cfg.Token, cfg.Origins, a.report, cfg.Log)
+	a.feed = NewFeed(cfg.Token, cfg.Origins, a.tallied, cfg.Log)
 	return a, nil
 }
 
 // Feed is the weight feed's websocket handler.
 func (a *Agent) Feed() *Feed { return a.feed }
 
-func (a *Agent) report(r weightfeed.Report) {
+func (a *Agent) tallied(r weightfeed.Tally) {
 	a.mu.Lock()
-	a.reports[r.Balancer] = timedReport{at: a.cfg.Clock.Now(), r: r}
+	a.tallies[r.Balancer] = timedTally{at: a.cfg.Clock.Now(), r: r}
 	a.mu.Unlock()
 }
 
@@ -324,12 +324,12 @@ func (a *Agent) scoreLocked(rd reading) WorkerState {
 	return ws
 }
 
-// balancerCountsLocked sums the fresh reports of every balancer.
+// balancerCountsLocked sums the fresh tallies of every balancer.
 func (a *Agent) balancerCountsLocked(now time.Time) (active map[string]int64, requests map[string]uint64) {
 	active, requests = map[string]int64{}, map[string]uint64{}
-	for name, tr := range a.reports {
+	for name, tr := range a.tallies {
 		if now.Sub(tr.at) > 5*a.cfg.Interval {
-			delete(a.reports, name) // that balancer is gone
+			delete(a.tallies, name) // that balancer is gone
 			continue
 		}
 		for _, w := range tr.r.Workers {

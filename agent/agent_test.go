@@ -72,7 +72,7 @@ func newStack(t *testing.T, specs []runtime.Spec, pc lifecycle.Config, store age
 	}
 	s.b, err = balancer.New(balancer.Options{Log: quiet})
 	require.NoError(t, err)
-	go s.b.Follow(ctx, balancer.FeedOptions{URL: wsURL(s.srv) + "/feed", Token: token, Name: "lb1", ReportEvery: 100 * time.Millisecond})
+	go s.b.Follow(ctx, balancer.FeedOptions{URL: wsURL(s.srv) + "/feed", Token: token, Name: "lb1", TallyEvery: 100 * time.Millisecond})
 	s.lb = httptest.NewServer(s.b)
 	t.Cleanup(s.lb.Close)
 	require.Eventually(t, func() bool { return len(s.b.Workers()) == len(specs) }, 10*time.Second, 20*time.Millisecond)
@@ -137,7 +137,7 @@ func TestSundownDrainsThenShutsDownButNeverADefault(t *testing.T) {
 	}
 	assert.Subset(t, kinds, []string{"sundown", "shutdown"})
 	// The balancer has stopped sending to it before it went: no failure.
-	for _, w := range s.b.Report("x").Workers {
+	for _, w := range s.b.Tally("x").Workers {
 		assert.Zero(t, w.Failures, "worker %s", w.ID)
 	}
 	// Five more steps (1 s) outlast sundown and drain (0.5 s).
@@ -235,9 +235,9 @@ func TestCorruptStoreIsNamed(t *testing.T) {
 }
 
 func TestFeedRequiresTokenAndOrigin(t *testing.T) {
-	var got []weightfeed.Report
+	var got []weightfeed.Tally
 	var mu sync.Mutex
-	f := agent.NewFeed(token, []string{"http://allowed.example"}, func(r weightfeed.Report) { mu.Lock(); got = append(got, r); mu.Unlock() }, quiet)
+	f := agent.NewFeed(token, []string{"http://allowed.example"}, func(r weightfeed.Tally) { mu.Lock(); got = append(got, r); mu.Unlock() }, quiet)
 	srv := httptest.NewServer(f)
 	defer srv.Close()
 	dial := func(h http.Header) (*websocket.Conn, int, error) {
@@ -267,8 +267,8 @@ func TestFeedRequiresTokenAndOrigin(t *testing.T) {
 	assert.Equal(t, 5.0, m.Workers[0].Weight)
 
 	// A malformed report is counted and dropped; the connection lives on.
-	require.NoError(t, c.WriteMessage(websocket.TextMessage, []byte(`{"type":"report","workers":[{"id":"","active":1}]}`)))
-	good, _ := json.Marshal(weightfeed.Report{Type: weightfeed.TypeReport, Balancer: "b", Workers: []weightfeed.WorkerReport{{ID: "w0", Active: 2}}})
+	require.NoError(t, c.WriteMessage(websocket.TextMessage, []byte(`{"type":"tally","workers":[{"id":"","active":1}]}`)))
+	good, _ := json.Marshal(weightfeed.Tally{Type: weightfeed.TypeTally, Balancer: "b", Workers: []weightfeed.WorkerTally{{ID: "w0", Active: 2}}})
 	require.NoError(t, c.WriteMessage(websocket.TextMessage, good))
 	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 1 }, 5*time.Second, 10*time.Millisecond)
 	assert.Equal(t, uint64(1), f.Rejected())

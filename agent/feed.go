@@ -18,13 +18,13 @@ import (
 )
 
 // Feed is the websocket server of the weight feed (DESIGN §3.3): every
-// connected balancer gets each published queue, and its reports reach
-// onReport. A connection must present the shared token, and a browser's
+// connected balancer gets each published queue, and its tallies reach
+// onTally. A connection must present the shared token, and a browser's
 // Origin must be this host or an allowed one.
 type Feed struct {
 	token    string
 	origins  []string
-	onReport func(weightfeed.Report)
+	onTally  func(weightfeed.Tally)
 	log      *slog.Logger
 	upgrader websocket.Upgrader
 
@@ -37,8 +37,8 @@ type Feed struct {
 
 // NewFeed returns a feed; an empty token is refused by the caller's flag
 // checks, not here, so tests can see what an open feed would do.
-func NewFeed(token string, origins []string, onReport func(weightfeed.Report), log *slog.Logger) *Feed {
-	f := &Feed{token: token, origins: origins, onReport: onReport, log: log, conns: map[chan []byte]struct{}{}}
+func NewFeed(token string, origins []string, onTally func(weightfeed.Tally), log *slog.Logger) *Feed {
+	f := &Feed{token: token, origins: origins, onTally: onTally, log: log, conns: map[chan []byte]struct{}{}}
 	f.upgrader = websocket.Upgrader{CheckOrigin: f.checkOrigin, HandshakeTimeout: 5 * time.Second}
 	return f
 }
@@ -65,7 +65,7 @@ func (f *Feed) authorised(r *http.Request) bool {
 	return f.token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(f.token)) == 1
 }
 
-// Rejected counts report messages that failed validation.
+// Rejected counts tally messages that failed validation.
 func (f *Feed) Rejected() uint64 { return f.rejected.Load() }
 
 // Clients is the number of connected balancers.
@@ -128,13 +128,13 @@ func (f *Feed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if err != nil {
 				return
 			}
-			rep, err := weightfeed.DecodeReport(raw)
+			rep, err := weightfeed.DecodeTally(raw)
 			if err != nil {
 				f.rejected.Add(1)
-				f.log.Warn("balancer report rejected", "remote", r.RemoteAddr, "err", err)
+				f.log.Warn("balancer tally rejected", "remote", r.RemoteAddr, "err", err)
 				continue
 			}
-			f.onReport(rep)
+			f.onTally(rep)
 		}
 	}()
 	for {

@@ -90,7 +90,7 @@ func TestDockerWorkerKilledUnderLoad(t *testing.T) {
 	go a.Run(ctx)
 	b, err := balancer.New(balancer.Options{Log: quiet})
 	require.NoError(t, err)
-	go b.Follow(ctx, balancer.FeedOptions{URL: wsURL(srv) + "/feed", Token: token, Name: "lb", ReportEvery: 100 * time.Millisecond})
+	go b.Follow(ctx, balancer.FeedOptions{URL: wsURL(srv) + "/feed", Token: token, Name: "lb", TallyEvery: 100 * time.Millisecond})
 	lb := httptest.NewServer(b)
 	defer lb.Close()
 	require.Eventually(t, func() bool { return len(b.Workers()) == 2 }, 10*time.Second, 20*time.Millisecond)
@@ -104,7 +104,7 @@ func TestDockerWorkerKilledUnderLoad(t *testing.T) {
 	// failures are read while it is still there.
 	var deadFailures uint64
 	require.Eventually(t, func() bool {
-		for _, w := range b.Report("").Workers {
+		for _, w := range b.Tally("").Workers {
 			if w.ID == victims[0].ID {
 				deadFailures = max(deadFailures, w.Failures)
 			}
@@ -154,7 +154,7 @@ func TestAgentKilledWhileBalancerServes(t *testing.T) {
 	require.NoError(t, err)
 	bctx, bcancel := context.WithCancel(ctx)
 	defer bcancel()
-	go b.Follow(bctx, balancer.FeedOptions{URL: wsURL(srv) + "/feed", Token: token, Name: "lb", ReportEvery: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
+	go b.Follow(bctx, balancer.FeedOptions{URL: wsURL(srv) + "/feed", Token: token, Name: "lb", TallyEvery: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
 	lb := httptest.NewServer(b)
 	defer lb.Close()
 	require.Eventually(t, func() bool { return len(b.Workers()) == 2 }, 10*time.Second, 20*time.Millisecond)

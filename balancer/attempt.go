@@ -88,7 +88,7 @@ func (b *Balancer) begin(up upstream) time.Duration {
 
 // answered takes what a response's headers tell the picker.
 func (b *Balancer) answered(t *table, i int, h http.Header) {
-	if t.readsReports {
+	if t.readsLoadReports {
 		b.reported(t.upstreams[i], h.Get(loadreport.Header))
 	}
 }

@@ -18,9 +18,9 @@ type FeedOptions struct {
 	URL    string // ws://agent:8081/feed
 	Token  string // the agent's shared token
 	Origin string // sent as Origin; the agent checks it
-	Name   string // this balancer's name in reports
-	// ReportEvery is how often the balancer reports back (default 1 s).
-	ReportEvery time.Duration
+	Name   string // this balancer's name in its tallies
+	// TallyEvery is how often the balancer sends the agent its tally (default 1 s).
+	TallyEvery time.Duration
 	// MaxBackoff caps the reconnect delay (default 5 s).
 	MaxBackoff time.Duration
 }
@@ -29,8 +29,8 @@ type FeedOptions struct {
 // ends. A rejected message is logged and the last good table stays; a lost
 // connection keeps the table and redials with jittered exponential backoff.
 func (b *Balancer) Follow(ctx context.Context, o FeedOptions) {
-	if o.ReportEvery <= 0 {
-		o.ReportEvery = time.Second
+	if o.TallyEvery <= 0 {
+		o.TallyEvery = time.Second
 	}
 	if o.MaxBackoff <= 0 {
 		o.MaxBackoff = 5 * time.Second
@@ -71,11 +71,11 @@ func (b *Balancer) followOnce(ctx context.Context, o FeedOptions) (connected boo
 	b.log.Info("weight feed connected", "url", o.URL)
 	conn.SetReadLimit(1 << 20)
 
-	// One writer: reports go out from here; the read loop below only reads.
+	// One writer: tallies go out from here; the read loop below only reads.
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() {
-		tick := time.NewTicker(o.ReportEvery)
+		tick := time.NewTicker(o.TallyEvery)
 		defer tick.Stop()
 		for {
 			select {
@@ -84,7 +84,7 @@ func (b *Balancer) followOnce(ctx context.Context, o FeedOptions) (connected boo
 				conn.Close()
 				return
 			case <-tick.C:
-				raw, _ := json.Marshal(b.Report(o.Name))
+				raw, _ := json.Marshal(b.Tally(o.Name))
 				conn.SetWriteDeadline(time.Now().Add(2 * time.Second))
 				if err := conn.WriteMessage(websocket.TextMessage, raw); err != nil {
 					conn.Close()
@@ -96,7 +96,7 @@ func (b *Balancer) followOnce(ctx context.Context, o FeedOptions) (connected boo
 	for first := true; ; first = false {
 		// The agent pushes every second; silence for much longer means it
 		// is gone even if TCP has not noticed.
-		conn.SetReadDeadline(time.Now().Add(10 * o.ReportEvery))
+		conn.SetReadDeadline(time.Now().Add(10 * o.TallyEvery))
 		_, raw, err := conn.ReadMessage()
 		if err != nil {
 			return true, err

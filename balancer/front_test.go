@@ -79,7 +79,7 @@ func TestFrontProxies(t *testing.T) {
 	assert.Equal(t, http.StatusOK, code)
 	assert.Empty(t, body)
 	assert.NotEmpty(t, h.Get("Content-Length"))
-	r := b.Report("")
+	r := b.Tally("")
 	assert.Zero(t, r.Workers[0].Active+r.Workers[1].Active, "nothing left in flight")
 
 	dead := named("dead")
@@ -200,7 +200,7 @@ func TestFrontShutdown(t *testing.T) {
 		_, _, body := get(t, &http.Client{}, http.MethodGet, url+"/x", "")
 		got <- body
 	}()
-	require.Eventually(t, func() bool { return b.Report("").Workers[0].Active == 1 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return b.Tally("").Workers[0].Active == 1 }, 5*time.Second, 5*time.Millisecond)
 	stopped := make(chan error, 1)
 	go func() { stopped <- f.Shutdown(context.Background()) }()
 	// Draining has begun once the listener refuses; the request is still

@@ -26,7 +26,7 @@ func (b *Balancer) reported(up upstream, header string) {
 		b.log.Debug("load report refused", "worker", up.ID, "err", err)
 		return
 	}
-	up.c.Reported(b.now(), pick.Report{QPS: r.QPS, EPS: r.EPS, Utilization: r.Utilization}, b.tuning.ErrorPenalty, b.tuning.Expiry)
+	up.c.Reported(b.now(), pick.LoadReport{QPS: r.QPS, EPS: r.EPS, Utilization: r.Utilization}, b.tuning.ErrorPenalty, b.tuning.Expiry)
 }
 
 // maxProbes bounds the probes in flight; past it a probe is skipped

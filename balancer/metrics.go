@@ -19,7 +19,7 @@ func (b *Balancer) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (b *Balancer) Collect(ch chan<- prometheus.Metric) {
-	for _, w := range b.Report("").Workers {
+	for _, w := range b.Tally("").Workers {
 		ch <- prometheus.MustNewConstMetric(descRequests, prometheus.CounterValue, float64(w.Requests), w.ID)
 		ch <- prometheus.MustNewConstMetric(descFailures, prometheus.CounterValue, float64(w.Failures), w.ID)
 		ch <- prometheus.MustNewConstMetric(descActive, prometheus.GaugeValue, float64(w.Active), w.ID)

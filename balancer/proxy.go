@@ -50,9 +50,9 @@ type table struct {
 	picker    pick.Picker
 	// What the picker learns from, found once per table rather than by
 	// a type assertion on every answered request.
-	observer     pick.Observer
-	prober       pick.Prober
-	readsReports bool
+	observer         pick.Observer
+	prober           pick.Prober
+	readsLoadReports bool
 }
 
 // counters are a worker's, kept by ID across table swaps: what the
@@ -190,7 +190,7 @@ func (b *Balancer) install(m weightfeed.Weights, checkSeq bool) error {
 	t.picker = p
 	t.observer, _ = p.(pick.Observer)
 	t.prober, _ = p.(pick.Prober)
-	_, t.readsReports = p.(pick.ReportReader)
+	_, t.readsLoadReports = p.(pick.LoadReportReader)
 	b.table.Store(t)
 	return nil
 }
@@ -208,17 +208,17 @@ func (b *Balancer) Workers() []weightfeed.Worker {
 	return out
 }
 
-// Report is what the balancer has seen per worker, for the agent.
-func (b *Balancer) Report(name string) weightfeed.Report {
+// Tally is what the balancer has seen per worker, for the agent.
+func (b *Balancer) Tally(name string) weightfeed.Tally {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	r := weightfeed.Report{Type: weightfeed.TypeReport, Balancer: name}
+	r := weightfeed.Tally{Type: weightfeed.TypeTally, Balancer: name}
 	for id, c := range b.counters {
-		r.Workers = append(r.Workers, weightfeed.WorkerReport{
+		r.Workers = append(r.Workers, weightfeed.WorkerTally{
 			ID: id, Active: c.Active.Load(), Requests: c.requests.Load(), Failures: c.failures.Load(),
 		})
 	}
-	slices.SortFunc(r.Workers, func(x, y weightfeed.WorkerReport) int { return strings.Compare(x.ID, y.ID) })
+	slices.SortFunc(r.Workers, func(x, y weightfeed.WorkerTally) int { return strings.Compare(x.ID, y.ID) })
 	return r
 }
 

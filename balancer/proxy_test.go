@@ -61,7 +61,7 @@ func TestProxySpreadsByWeight(t *testing.T) {
 		n[body[:1]]++
 	}
 	assert.InDelta(t, 1500, n["a"], 100)
-	r := b.Report("me")
+	r := b.Tally("me")
 	assert.Equal(t, "me", r.Balancer)
 	require.Len(t, r.Workers, 2)
 	assert.Equal(t, uint64(n["a"]), r.Workers[0].Requests)
@@ -91,7 +91,7 @@ func TestDeadWorkerRetriedForIdempotentRequests(t *testing.T) {
 		}
 	}
 	assert.Greater(t, failed, 30, "most POSTs hit the dead worker and are not retried")
-	rep := b.Report("")
+	rep := b.Tally("")
 	var deadFailures uint64
 	for _, w := range rep.Workers {
 		if w.ID == "w0" {
@@ -139,12 +139,12 @@ type fakeAgent struct {
 	srv     *httptest.Server
 	mu      sync.Mutex
 	conns   []*websocket.Conn
-	reports chan weightfeed.Report
+	reports chan weightfeed.Tally
 	dials   atomic.Int32
 }
 
 func newFakeAgent(t *testing.T) *fakeAgent {
-	f := &fakeAgent{reports: make(chan weightfeed.Report, 100)}
+	f := &fakeAgent{reports: make(chan weightfeed.Tally, 100)}
 	up := websocket.Upgrader{}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.dials.Add(1)
@@ -164,7 +164,7 @@ func newFakeAgent(t *testing.T) *fakeAgent {
 			if err != nil {
 				return
 			}
-			if rep, err := weightfeed.DecodeReport(raw); err == nil {
+			if rep, err := weightfeed.DecodeTally(raw); err == nil {
 				f.reports <- rep
 			}
 		}
@@ -196,7 +196,7 @@ func TestFollowFeedRejectsBadMessagesAndReconnects(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go b.Follow(ctx, FeedOptions{URL: "ws" + strings.TrimPrefix(fa.srv.URL, "http"), Token: "tok", Name: "b1",
-		ReportEvery: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
+		TallyEvery: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
 	require.Eventually(t, func() bool { fa.mu.Lock(); defer fa.mu.Unlock(); return len(fa.conns) == 1 }, 5*time.Second, 10*time.Millisecond)
 
 	good := Static([]string{"127.0.0.1:1", "127.0.0.1:2"}, []float64{1, 2})
@@ -261,13 +261,13 @@ func TestStateForgetsWorkersThatLeft(t *testing.T) {
 		m.Workers[0].ID, m.Workers[1].ID = fmt.Sprintf("w%d", 2*i), fmt.Sprintf("w%d", 2*i+1)
 		require.NoError(t, b.Update(m))
 	}
-	r := b.Report("b")
+	r := b.Tally("b")
 	require.Len(t, r.Workers, 3, "the two current workers and the one still serving")
 	assert.Equal(t, "draining", r.Workers[0].ID)
 	assert.Equal(t, int64(1), r.Workers[0].Active)
 	raw, err := json.Marshal(r)
 	require.NoError(t, err)
-	_, err = weightfeed.DecodeReport(raw)
+	_, err = weightfeed.DecodeTally(raw)
 	require.NoError(t, err, "the agent accepts the report")
 
 	close(release)
@@ -275,5 +275,5 @@ func TestStateForgetsWorkersThatLeft(t *testing.T) {
 	last := Static([]string{"127.0.0.1:1"}, []float64{1})
 	last.Seq = 1 << 20
 	require.NoError(t, b.Update(last))
-	assert.Len(t, b.Report("b").Workers, 1, "done and gone")
+	assert.Len(t, b.Tally("b").Workers, 1, "done and gone")
 }

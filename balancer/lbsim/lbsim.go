@@ -244,7 +244,7 @@ func (s *sim) complete(i int, start time.Duration, rif int) {
 	}
 	if s.reports {
 		// Per-response load report (ORCA): the last complete second.
-		s.loads[i].Reported(s.now, pick.Report{QPS: float64(sv.lastDone), Utilization: sv.lastBusyNS / float64(time.Second) / float64(s.c.Slots)},
+		s.loads[i].Reported(s.now, pick.LoadReport{QPS: float64(sv.lastDone), Utilization: sv.lastBusyNS / float64(time.Second) / float64(s.c.Slots)},
 			s.c.Tuning.ErrorPenalty, s.c.Tuning.Expiry)
 	}
 	if start >= s.c.WarmUp {

@@ -104,12 +104,12 @@ func TestReportWRR(t *testing.T) {
 	// No reports: the feed's weights.
 	assert.InDeltaSlice(t, []float64{300, 100, 0}, floats(counts(t, p, 3, 400, 1)), 2)
 
-	report := func(i int, r Report) { loads[i].Reported(c.now, r, 1, time.Minute) }
+	report := func(i int, r LoadReport) { loads[i].Reported(c.now, r, 1, time.Minute) }
 	for s := range 12 {
 		c.now = time.Duration(s) * time.Second
-		report(0, Report{QPS: 100, Utilization: 0.5}) // weight 200
-		report(1, Report{QPS: 100, Utilization: 1})   // weight 100
-		report(2, Report{QPS: 100, Utilization: 1})   // drained: never picked
+		report(0, LoadReport{QPS: 100, Utilization: 0.5}) // weight 200
+		report(1, LoadReport{QPS: 100, Utilization: 1})   // weight 100
+		report(2, LoadReport{QPS: 100, Utilization: 1})   // drained: never picked
 		if s == 5 {
 			p.Pick(0) // within the blackout: still the feed's weights
 			assert.InDeltaSlice(t, []float64{300, 100, 0}, floats(counts(t, p, 3, 400, 1)), 2)
@@ -119,7 +119,7 @@ func TestReportWRR(t *testing.T) {
 	assert.InDeltaSlice(t, []float64{200, 100, 0}, floats(counts(t, p, 3, 300, 1)), 2)
 
 	// Errors cost weight: 100/(0.5 + 50/100·1) = 100.
-	report(0, Report{QPS: 100, EPS: 50, Utilization: 0.5})
+	report(0, LoadReport{QPS: 100, EPS: 50, Utilization: 0.5})
 	c.now += time.Second
 	assert.InDeltaSlice(t, []float64{150, 150, 0}, floats(counts(t, p, 3, 300, 1)), 2)
 
@@ -127,14 +127,14 @@ func TestReportWRR(t *testing.T) {
 	// the mean of the others (here upstream 1's 100).
 	for range 70 {
 		c.now += time.Second
-		report(1, Report{QPS: 100, Utilization: 0.25}) // weight 400
+		report(1, LoadReport{QPS: 100, Utilization: 0.25}) // weight 400
 	}
 	assert.InDeltaSlice(t, []float64{250, 250, 0}, floats(counts(t, p, 3, 500, 1)), 2)
 
 	// Malformed reports are ignored.
 	before := loads[1].reportWeight(c.now, 0, time.Minute)
-	report(1, Report{QPS: 0, Utilization: 1})
-	report(1, Report{QPS: 1, Utilization: 0})
+	report(1, LoadReport{QPS: 0, Utilization: 1})
+	report(1, LoadReport{QPS: 1, Utilization: 0})
 	assert.Equal(t, before, loads[1].reportWeight(c.now, 0, time.Minute))
 }
 

@@ -64,10 +64,10 @@ func (l *Load) Latency(now, decay time.Duration) time.Duration {
 	return time.Duration(l.decayed(now, decay))
 }
 
-// Report is one upstream's load report (gRPC A58's ORCA fields): queries
+// LoadReport is one upstream's load report (gRPC A58's ORCA fields): queries
 // and errors per second it served, and its utilisation in [0, 1] (CPU, or
 // the application's own measure of being busy).
-type Report struct {
+type LoadReport struct {
 	QPS, EPS, Utilization float64
 }
 
@@ -83,7 +83,7 @@ type loadReport struct {
 // Reported records a load report received at now. penalty is A58's
 // error_utilization_penalty; expiry its weight_expiration_period. A report
 // without queries or utilisation carries no weight and is ignored.
-func (l *Load) Reported(now time.Duration, r Report, penalty float64, expiry time.Duration) {
+func (l *Load) Reported(now time.Duration, r LoadReport, penalty float64, expiry time.Duration) {
 	if r.QPS <= 0 || r.Utilization <= 0 || math.IsNaN(r.QPS+r.EPS+r.Utilization) || math.IsInf(r.QPS+r.EPS+r.Utilization, 0) {
 		return
 	}

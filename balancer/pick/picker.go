@@ -34,11 +34,11 @@ type Prober interface {
 	Probed(i int, rif int64, latency time.Duration)
 }
 
-// ReportReader is a picker that weighs the load reports workers attach
+// LoadReportReader is a picker that weighs the load reports workers attach
 // to their responses (wrr-reports): the caller passes each one to the
 // upstream's Load.Reported.
-type ReportReader interface {
-	ReadsReports()
+type LoadReportReader interface {
+	ReadsLoadReports()
 }
 
 // Algorithms the balancer offers; weighted-random is seed 004's, the others
@@ -122,7 +122,7 @@ func NewPicker(algo string, weights []float64, in Inputs) (Picker, error) {
 	case LeastRequest:
 		return newLeastRequest(weights, live, in), nil
 	case LoadReportWRR:
-		return newReportWRR(weights, live, in), nil
+		return newLoadReportWRR(weights, live, in), nil
 	case Prequal:
 		return newPrequal(live, in), nil
 	}

@@ -140,11 +140,11 @@ func benchPickers(b *testing.B, learn bool) {
 			require.NoError(b, err)
 			obs, _ := p.(Observer)
 			pr, _ := p.(Prober)
-			_, wrr := p.(*reportWRR)
+			_, wrr := p.(*loadReportWRR)
 			for i := range w {
 				loads[i].Active.Store(int64(i % 3))
 				loads[i].Observe(0, time.Duration(i+1)*time.Millisecond, false, time.Second, time.Second)
-				loads[i].Reported(0, Report{QPS: 100, Utilization: float64(i+1) / 10}, 1, time.Hour)
+				loads[i].Reported(0, LoadReport{QPS: 100, Utilization: float64(i+1) / 10}, 1, time.Hour)
 				if pr != nil {
 					pr.Probed(i, int64(i%4), time.Duration(i+1)*time.Millisecond)
 				}
@@ -165,7 +165,7 @@ func benchPickers(b *testing.B, learn bool) {
 					pr.TakeProbes(probes[:0], rnd)
 					pr.Probed(int(rnd>>61), int64(rnd>>58&7), time.Duration(rnd>>50))
 				case wrr:
-					loads[i].Reported(c.now, Report{QPS: 100, Utilization: float64(i+1) / 10}, 1, time.Minute)
+					loads[i].Reported(c.now, LoadReport{QPS: 100, Utilization: float64(i+1) / 10}, 1, time.Minute)
 				}
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "picks/s")

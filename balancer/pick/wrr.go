@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// reportWRR is gRPC's weighted_round_robin (proposal A58): each upstream's
+// loadReportWRR is gRPC's weighted_round_robin (proposal A58): each upstream's
 // weight is qps / (utilisation + error penalty × eps / qps) from its load
 // reports (Load.Reported) — a weight takes effect only after a blackout
 // period of valid reports and lapses when reports stop for the expiry
@@ -15,7 +15,7 @@ import (
 // scheduler: lock-free, deterministic, each pick a few atomic increments.
 // When no upstream has a weight from reports, the feed's weights (the
 // agent's scores) are used.
-type reportWRR struct {
+type loadReportWRR struct {
 	live  []int
 	feed  []float64
 	in    Inputs
@@ -26,15 +26,15 @@ type reportWRR struct {
 	next atomic.Int64 // picker-clock ns of the next weight update
 }
 
-func newReportWRR(weights []float64, live []int, in Inputs) *reportWRR {
-	r := &reportWRR{live: live, feed: weights, in: in}
+func newLoadReportWRR(weights []float64, live []int, in Inputs) *loadReportWRR {
+	r := &loadReportWRR{live: live, feed: weights, in: in}
 	r.update(in.Now())
 	return r
 }
 
-func (*reportWRR) ReadsReports() {}
+func (*loadReportWRR) ReadsLoadReports() {}
 
-func (r *reportWRR) Pick(uint64) int {
+func (r *loadReportWRR) Pick(uint64) int {
 	if len(r.live) == 0 {
 		return -1
 	}
@@ -49,7 +49,7 @@ func (r *reportWRR) Pick(uint64) int {
 }
 
 // update recomputes the weights at now.
-func (r *reportWRR) update(now time.Duration) {
+func (r *loadReportWRR) update(now time.Duration) {
 	t := r.in.Tuning
 	w := make([]float64, len(r.live))
 	sum, n := 0.0, 0

@@ -36,7 +36,7 @@ func run(ctx context.Context, args []string) error {
 	fs.Env("BALANCER", tuning.Define(fs.FlagSet, "")...)
 	feed := fs.String("feed", "AGENT_FEED", "", "agent weight feed URL, e.g. ws://agent:8081/feed")
 	token := fs.Secret("token", "AGENT_TOKEN", "the agent's feed token")
-	name := fs.String("name", "BALANCER_NAME", "", "name in reports to the agent (default: hostname)")
+	name := fs.String("name", "BALANCER_NAME", "", "name in its tallies to the agent (default: hostname)")
 	workers := fs.String("workers", "BALANCER_WORKERS", "", "fixed workers instead of a feed: host:port=weight, comma-separated")
 	level := fs.String("log-level", "BALANCER_LOG", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {

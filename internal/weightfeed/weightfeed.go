@@ -22,7 +22,7 @@ import (
 // Message types.
 const (
 	TypeWeights = "weights"
-	TypeReport  = "report"
+	TypeTally   = "tally"
 )
 
 // Worker categories (seed 004 §2.3) and the states beside them.
@@ -52,19 +52,19 @@ type Weights struct {
 	Workers []Worker `json:"workers"`
 }
 
-// WorkerReport is what one balancer saw of one worker.
-type WorkerReport struct {
+// WorkerTally is what one balancer saw of one worker.
+type WorkerTally struct {
 	ID       string `json:"id"`
 	Active   int64  `json:"active"`   // requests in flight now
 	Requests uint64 `json:"requests"` // since the balancer started
 	Failures uint64 `json:"failures"`
 }
 
-// Report is a balancer's answer.
-type Report struct {
-	Type     string         `json:"type"`
-	Balancer string         `json:"balancer"`
-	Workers  []WorkerReport `json:"workers"`
+// Tally is a balancer's answer.
+type Tally struct {
+	Type     string        `json:"type"`
+	Balancer string        `json:"balancer"`
+	Workers  []WorkerTally `json:"workers"`
 }
 
 // MaxWorkers bounds a message, so a hostile peer cannot make us allocate
@@ -142,24 +142,24 @@ func (m Weights) Validate() error {
 	return nil
 }
 
-// DecodeReport parses and validates a balancer's report.
-func DecodeReport(b []byte) (Report, error) {
-	var m Report
+// DecodeTally parses and validates a balancer's tally: what it saw of each worker.
+func DecodeTally(b []byte) (Tally, error) {
+	var m Tally
 	if err := decodeStrict(b, &m); err != nil {
-		return Report{}, fmt.Errorf("report message: %w", err)
+		return Tally{}, fmt.Errorf("tally message: %w", err)
 	}
-	if m.Type != TypeReport {
-		return Report{}, fmt.Errorf("report message: type %q: want %q", m.Type, TypeReport)
+	if m.Type != TypeTally {
+		return Tally{}, fmt.Errorf("tally message: type %q: want %q", m.Type, TypeTally)
 	}
 	if len(m.Workers) > MaxWorkers {
-		return Report{}, fmt.Errorf("report message: %d workers: at most %d", len(m.Workers), MaxWorkers)
+		return Tally{}, fmt.Errorf("tally message: %d workers: at most %d", len(m.Workers), MaxWorkers)
 	}
 	for i, w := range m.Workers {
 		if w.ID == "" {
-			return Report{}, fmt.Errorf("report message: workers[%d].id is empty", i)
+			return Tally{}, fmt.Errorf("tally message: workers[%d].id is empty", i)
 		}
 		if w.Active < 0 {
-			return Report{}, fmt.Errorf("report message: workers[%d].active %d is negative", i, w.Active)
+			return Tally{}, fmt.Errorf("tally message: workers[%d].active %d is negative", i, w.Active)
 		}
 	}
 	return m, nil

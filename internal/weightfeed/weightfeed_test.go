@@ -58,12 +58,12 @@ func TestWeightsRejected(t *testing.T) {
 }
 
 func TestReport(t *testing.T) {
-	r, err := DecodeReport([]byte(`{"type":"report","balancer":"b","workers":[{"id":"a","active":2,"requests":10,"failures":1}]}`))
+	r, err := DecodeTally([]byte(`{"type":"tally","balancer":"b","workers":[{"id":"a","active":2,"requests":10,"failures":1}]}`))
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), r.Workers[0].Active)
-	_, err = DecodeReport([]byte(`{"type":"report","workers":[{"id":"a","active":-2}]}`))
+	_, err = DecodeTally([]byte(`{"type":"tally","workers":[{"id":"a","active":-2}]}`))
 	assert.ErrorContains(t, err, "workers[0].active -2 is negative")
-	_, err = DecodeReport([]byte(`{"type":"report","workers":[{"id":""}]}`))
+	_, err = DecodeTally([]byte(`{"type":"tally","workers":[{"id":""}]}`))
 	assert.ErrorContains(t, err, "workers[0].id is empty")
 }
 
@@ -87,9 +87,9 @@ func FuzzDecodeWeights(f *testing.F) {
 }
 
 func FuzzDecodeReport(f *testing.F) {
-	f.Add([]byte(`{"type":"report","balancer":"b","workers":[{"id":"a","active":2}]}`))
+	f.Add([]byte(`{"type":"tally","balancer":"b","workers":[{"id":"a","active":2}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := DecodeReport(b)
+		r, err := DecodeTally(b)
 		if err != nil {
 			return
 		}
