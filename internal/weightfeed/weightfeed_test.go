@@ -38,7 +38,7 @@ func TestWeightsRejected(t *testing.T) {
 		"category":    {edit: func(m *Weights) { m.Workers[0].Category = "huge" }, want: "workers[0].category"},
 		"sundown>0":   {edit: func(m *Weights) { m.Workers[1].Weight = 5 }, want: "sundown worker must have weight 0"},
 		"score":       {edit: func(m *Weights) { m.Workers[0].Score = 101 }, want: "workers[0].score"},
-		"type":        {edit: func(m *Weights) { m.Type = "report" }, want: `type "report"`},
+		"type":        {edit: func(m *Weights) { m.Type = "tally" }, want: `type "tally"`},
 		"unknown key": {raw: `{"type":"weights","bogus":1}`, want: "unknown field"},
 		"trailing":    {raw: `{"type":"weights"} {}`, want: "trailing data"},
 	}
