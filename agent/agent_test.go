@@ -253,6 +253,16 @@ func TestFeedRequiresTokenAndOrigin(t *testing.T) {
 	assert.Equal(t, http.StatusUnauthorized, code, "no token")
 	_, code, _ = dial(http.Header{"Authorization": {"Bearer wrong"}})
 	assert.Equal(t, http.StatusUnauthorized, code, "wrong token")
+	_, code, _ = dial(http.Header{"Authorization": {token}})
+	assert.Equal(t, http.StatusUnauthorized, code, "the token without its scheme")
+	// In the URL it would land in access logs: refused there.
+	qc, resp, err := websocket.DefaultDialer.Dial(wsURL(srv)+"?token="+token, nil)
+	require.Error(t, err)
+	require.NotNil(t, resp)
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "a token in the query")
+	if qc != nil {
+		qc.Close()
+	}
 	_, code, _ = dial(http.Header{"Authorization": {"Bearer " + token}, "Origin": {"http://evil.example"}})
 	assert.Equal(t, http.StatusForbidden, code, "foreign origin")
 

@@ -57,12 +57,11 @@ func (f *Feed) checkOrigin(r *http.Request) bool {
 	return strings.EqualFold(u.Host, r.Host) || slices.Contains(f.origins, o)
 }
 
+// authorised takes the token from the Authorization header only: a URL's
+// query lands in access logs, proxies' logs and browser history.
 func (f *Feed) authorised(r *http.Request) bool {
-	got := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if got == "" {
-		got = r.URL.Query().Get("token")
-	}
-	return f.token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(f.token)) == 1
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && f.token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(f.token)) == 1
 }
 
 // Rejected counts tally messages that failed validation.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -303,7 +304,7 @@ func (s *Server) peer(ctx context.Context, u string, body []byte, header ...stri
 // anyone else (a deposed leader that has not noticed yet) it is refused,
 // which fails that write.
 func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get(HeaderSecret) != s.cfg.Secret {
+	if subtle.ConstantTimeCompare([]byte(r.Header.Get(HeaderSecret)), []byte(s.cfg.Secret)) != 1 {
 		http.Error(w, "replica requests need the shared secret", http.StatusForbidden)
 		return
 	}

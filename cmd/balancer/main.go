@@ -30,7 +30,7 @@ func main() { serve.Main("balancer", run) }
 func run(ctx context.Context, args []string) error {
 	fs := envflag.New(flag.NewFlagSet("balancer", flag.ContinueOnError))
 	addr := fs.String("addr", "BALANCER_ADDR", ":8080", "proxy address")
-	admin := fs.String("admin", "BALANCER_ADMIN", ":9090", "/metrics and /healthz address")
+	admin := fs.String("admin", "BALANCER_ADMIN", "127.0.0.1:9090", "/metrics, /healthz and pprof address (loopback unless asked: :9090 for every interface)")
 	picker := fs.String("picker", "BALANCER_PICKER", pick.WeightedRandom, strings.Join(pick.Algorithms, ", "))
 	var tuning pick.Tuning
 	fs.Env("BALANCER", tuning.Define(fs.FlagSet, "")...)
