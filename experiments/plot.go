@@ -1,10 +1,10 @@
 package experiments
 
 import (
+	"bytes"
 	"fmt"
 	"image/color"
 	"math"
-	"os"
 	"slices"
 	"strings"
 
@@ -315,13 +315,9 @@ func saveAs(p *plot.Plot, legend *plot.Legend, w, h vg.Length, path, format stri
 	if lw > 0 {
 		legend.Draw(draw.Crop(dc, w+vg.Points(6), 0, 0, -vg.Points(24)))
 	}
-	f, err := os.Create(path)
-	if err != nil {
+	var buf bytes.Buffer
+	if _, err := c.WriteTo(&buf); err != nil {
 		return fmt.Errorf("save %s: %w", path, err)
 	}
-	if _, err := c.WriteTo(f); err != nil {
-		f.Close()
-		return fmt.Errorf("save %s: %w", path, err)
-	}
-	return f.Close()
+	return WriteFile(path, buf.Bytes())
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -19,12 +20,33 @@ type ReportInput struct {
 
 // ExtraTable reads the run's second CSV of that suffix (Env.CSV).
 func (in *ReportInput) ExtraTable(suffix string) (*Table, error) {
-	f, err := os.Open(filepath.Join(in.Dir, in.Meta.Experiment+"-"+suffix+".csv"))
+	f, err := openResult(filepath.Join(in.Dir, in.Meta.Experiment+"-"+suffix+".csv"))
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
 	return ReadTable(f)
+}
+
+// maxResultFile bounds a results file the report reads whole: far above
+// any CSV the catalogue writes (the paper profile's largest is tens of MB).
+const maxResultFile = 2 << 30
+
+// openResult opens a file of the results folder for reading. The folder
+// is not trusted: a FIFO or device planted there would block or never
+// end, so only a regular file is opened.
+func openResult(path string) (*os.File, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file (%s)", filepath.Base(path), fi.Mode().Type())
+	}
+	if fi.Size() > maxResultFile {
+		return nil, fmt.Errorf("%s: %d bytes, over the %d a results file may have", filepath.Base(path), fi.Size(), int64(maxResultFile))
+	}
+	return os.Open(path)
 }
 
 // Figure draws a figure of this experiment, DIR/EXPERIMENT-name.png (and
@@ -83,8 +105,8 @@ func WriteReport(dir string, reg *Registry) (string, error) {
 		b.WriteString(sec)
 	}
 	out := filepath.Join(dir, "report.md")
-	if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
-		return "", fmt.Errorf("write report: %w", err)
+	if err := WriteFile(out, []byte(b.String())); err != nil {
+		return "", fmt.Errorf("report: %w", err)
 	}
 	return out, errors.Join(errs...)
 }
@@ -110,7 +132,12 @@ func safeReport(e Experiment, in *ReportInput) (body string, err error) {
 }
 
 func reportOne(metaPath, dir string, reg *Registry) (string, error) {
-	raw, err := os.ReadFile(metaPath)
+	mf, err := openResult(metaPath)
+	if err != nil {
+		return "", err
+	}
+	raw, err := io.ReadAll(io.LimitReader(mf, 1<<20))
+	mf.Close()
 	if err != nil {
 		return "", err
 	}
@@ -122,7 +149,7 @@ func reportOne(metaPath, dir string, reg *Registry) (string, error) {
 	if e == nil {
 		return "", fmt.Errorf("%s: unknown experiment %q", filepath.Base(metaPath), meta.Experiment)
 	}
-	f, err := os.Open(filepath.Join(dir, meta.Experiment+".csv"))
+	f, err := openResult(filepath.Join(dir, meta.Experiment+".csv"))
 	if err != nil {
 		return "", err
 	}

@@ -125,7 +125,7 @@ func Run(ctx context.Context, e Experiment, flags *flag.FlagSet, o RunOptions) (
 	if err != nil {
 		return Meta{}, err
 	}
-	if err := os.WriteFile(filepath.Join(o.Out, sp.Name+".meta.json"), append(b, '\n'), 0o644); err != nil {
+	if err := WriteFile(filepath.Join(o.Out, sp.Name+".meta.json"), append(b, '\n')); err != nil {
 		return Meta{}, fmt.Errorf("write meta: %w", err)
 	}
 	return meta, nil

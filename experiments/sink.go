@@ -86,6 +86,32 @@ func Format(v any) string {
 	return fmt.Sprint(v)
 }
 
+// WriteFile writes data to path as the results folder's every file is
+// written: under a temporary name beside it, then renamed into place. A
+// failed write never replaces the last good file, and a symlink planted at
+// path is replaced, never followed (a rename does not follow it).
+func WriteFile(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Chmod(0o644)
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
 // atomicCSV is a CSV written under a temporary name in its directory and
 // renamed into place by commit, so a failed run never replaces the last
 // good file.

@@ -57,11 +57,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if len(args) != 2 {
 			return errors.New("report: want exactly one directory")
 		}
-		path, err := experiments.WriteReport(args[1], catalog.New())
-		if path != "" {
-			fmt.Fprintln(stdout, "wrote", path)
+		// A report reads files anyone may have edited: one that takes
+		// too long still ends on Ctrl-C or SIGTERM (its partial output
+		// is never installed: report.md is renamed into place whole).
+		type result struct {
+			path string
+			err  error
 		}
-		return err
+		done := make(chan result, 1)
+		go func() {
+			path, err := experiments.WriteReport(args[1], catalog.New())
+			done <- result{path, err}
+		}()
+		select {
+		case r := <-done:
+			if r.path != "" {
+				fmt.Fprintln(stdout, "wrote", r.path)
+			}
+			return r.err
+		case <-ctx.Done():
+			return fmt.Errorf("report %s: interrupted", args[1])
+		}
 	case "stack":
 		return stackCmd(ctx, args[1:], stdout, stderr)
 	case "kube":

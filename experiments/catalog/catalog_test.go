@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -65,4 +66,64 @@ func TestReportsSurviveHostileValues(t *testing.T) {
 		}
 		assert.FileExists(t, filepath.Join(dir, "report.md"))
 	}
+}
+
+// The output folder is not trusted either: a symlink planted where the
+// report, a figure or meta.json will be written is replaced, and the file
+// it points at is untouched.
+func TestResultsDoNotFollowPlantedSymlinks(t *testing.T) {
+	dir := t.TempDir()
+	reg := New()
+	e := reg.Lookup("ring-messages")
+	opts := experiments.RunOptions{Out: dir, Seed: 1, Reps: 1}
+	args := []string{"--n", "4,8", "--order", "sorted"}
+	_, _, err := experiments.RunArgs(t.Context(), e, args, opts)
+	require.NoError(t, err)
+	_, err = experiments.WriteReport(dir, reg)
+	require.NoError(t, err)
+
+	victim := filepath.Join(t.TempDir(), "victim")
+	require.NoError(t, os.WriteFile(victim, []byte("precious"), 0o644))
+	planted, err := filepath.Glob(filepath.Join(dir, "*.png"))
+	require.NoError(t, err)
+	require.NotEmpty(t, planted, "the report drew figures")
+	planted = append(planted, filepath.Join(dir, "report.md"), filepath.Join(dir, "ring-messages.meta.json"))
+	for _, p := range planted {
+		require.NoError(t, os.Remove(p))
+		require.NoError(t, os.Symlink(victim, p))
+	}
+	_, _, err = experiments.RunArgs(t.Context(), e, args, opts)
+	require.NoError(t, err)
+	_, err = experiments.WriteReport(dir, reg)
+	require.NoError(t, err)
+	b, err := os.ReadFile(victim)
+	require.NoError(t, err)
+	assert.Equal(t, "precious", string(b))
+	for _, p := range planted {
+		fi, err := os.Lstat(p)
+		require.NoError(t, err)
+		assert.True(t, fi.Mode().IsRegular(), "%s is a file of its own again", p)
+	}
+}
+
+// A FIFO planted as an experiment's CSV would block a reader for ever: the
+// report names it and goes on with the other experiments.
+func TestReportRefusesFilesThatAreNotRegular(t *testing.T) {
+	dir := t.TempDir()
+	reg := New()
+	_, _, err := experiments.RunArgs(t.Context(), reg.Lookup("ring-messages"), []string{"--n", "4", "--order", "sorted"}, experiments.RunOptions{Out: dir, Seed: 1, Reps: 1})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "ring-chaos.meta.json"), []byte(`{"experiment":"ring-chaos","reps":1,"seed":1}`), 0o644))
+	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "ring-chaos.csv"), 0o644))
+	done := make(chan error, 1)
+	go func() { _, err := experiments.WriteReport(dir, reg); done <- err }()
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the report blocked on the FIFO")
+	}
+	require.ErrorContains(t, err, "ring-chaos.csv: not a regular file")
+	b, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "## ring-messages", "the other experiment is reported")
 }
