@@ -21,13 +21,14 @@ func run(ctx context.Context, args []string) error {
 	fs := envflag.New(flag.NewFlagSet("ringnode", flag.ContinueOnError))
 	var cfg server.Config
 	var join, level string
+	var cacheMiB int
 	fs.StringVar(&cfg.Addr, "addr", "RINGNODE_ADDR", "127.0.0.1:7000", "advertised ip:port (identity: UID = MD5 of it); host \"auto\" picks this machine's first non-loopback IPv4")
 	fs.StringVar(&cfg.Listen, "listen", "RINGNODE_LISTEN", "", "bind address (default: addr)")
 	fs.StringVar(&join, "join", "RINGNODE_JOIN", "", "comma-separated seed servers; none reachable → start a new ring")
 	fs.SecretVar(&cfg.Secret, "secret", "RINGNODE_SECRET", "cluster secret, the same on every server (required, ≥ 16 characters; prefer the environment to the command line)")
 	fs.StringVar(&cfg.Dir, "data", "RINGNODE_DATA", "data", "data directory")
 	fs.IntVar(&cfg.Replicas, "replicas", "RINGNODE_REPLICAS", 2, "successors that hold a copy of each key (R)")
-	fs.IntVar(&cfg.CacheEntries, "cache", "RINGNODE_CACHE", 10000, "values cached in memory")
+	fs.IntVar(&cacheMiB, "cache-mib", "RINGNODE_CACHE_MIB", 64, "memory for recently used values, in MiB (0: no cache)")
 	fs.StringVar(&cfg.Fsync, "fsync", "RINGNODE_FSYNC", "never", "when writes reach the disk: never (the OS decides; survives a process crash, not a power cut), interval (every 100 ms) or always (before each write is acknowledged)")
 	fs.DurationVar(&cfg.SuspectTimeout, "suspect", "RINGNODE_SUSPECT", 700*time.Millisecond, "no heartbeat from the coordinator for this long starts an election")
 	fs.DurationVar(&cfg.SuspectJitter, "suspect-jitter", "RINGNODE_SUSPECT_JITTER", 0, "random extra suspicion timeout, up to this")
@@ -55,6 +56,10 @@ func run(ctx context.Context, args []string) error {
 			cfg.Listen = ":" + port
 		}
 	}
+	if cacheMiB < 0 || cacheMiB > 1<<20 {
+		return fmt.Errorf("cache-mib %d: want 0 (no cache) to %d", cacheMiB, 1<<20)
+	}
+	cfg.CacheBytes = int64(cacheMiB) << 20
 	if join != "" {
 		cfg.Join = strings.Split(join, ",")
 	}

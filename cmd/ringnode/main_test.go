@@ -11,9 +11,9 @@ import (
 // of falling back to a default the operator did not choose.
 func TestMalformedEnvironmentIsAnError(t *testing.T) {
 	for key, value := range map[string]string{
-		"RINGNODE_SUSPECT":  "700", // no unit
-		"RINGNODE_REPLICAS": "two",
-		"RINGNODE_CACHE":    "lots",
+		"RINGNODE_SUSPECT":   "700", // no unit
+		"RINGNODE_REPLICAS":  "two",
+		"RINGNODE_CACHE_MIB": "lots",
 	} {
 		t.Run(key, func(t *testing.T) {
 			t.Setenv(key, value)
@@ -25,6 +25,10 @@ func TestMalformedEnvironmentIsAnError(t *testing.T) {
 		t.Setenv("RINGNODE_FSYNC", "sometimes")
 		t.Setenv("RINGNODE_SECRET", "a-secret-of-16-chars")
 		require.ErrorContains(t, run(context.Background(), []string{"--data", t.TempDir(), "--addr", "127.0.0.1:1"}), `fsync policy "sometimes"`)
+	})
+	t.Run("cache budget", func(t *testing.T) {
+		t.Setenv("RINGNODE_CACHE_MIB", "-1")
+		require.ErrorContains(t, run(context.Background(), []string{"--data", t.TempDir()}), "cache-mib -1")
 	})
 	t.Run("no secret", func(t *testing.T) {
 		require.ErrorContains(t, run(context.Background(), []string{"--data", t.TempDir()}), "RINGNODE_SECRET")

@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // Limits that keep a corrupt or hostile record from allocating wildly.
@@ -57,7 +56,7 @@ type Store struct {
 	end     int64
 	garbage int64 // bytes of records a later one superseded
 	index   map[string]loc
-	cache   *lru.Cache[string, []byte]
+	cache   *valueCache
 	buf     []byte
 	dirty   bool                 // written since the last fsync (interval policy)
 	fsync   func(*os.File) error // (*os.File).Sync; tests count the calls
@@ -79,9 +78,9 @@ var FsyncPolicies = []string{FsyncNever, FsyncInterval, FsyncAlways}
 
 // Options tune a store.
 type Options struct {
-	CacheEntries int    // values kept in memory (0: no cache)
-	Fsync        string // FsyncNever (default), FsyncInterval or FsyncAlways
-	FsyncEvery   time.Duration
+	CacheBytes int64  // memory for recently used values, keys included (0: no cache)
+	Fsync      string // FsyncNever (default), FsyncInterval or FsyncAlways
+	FsyncEvery time.Duration
 	// CompactAt is the garbage (superseded records) in bytes past which
 	// the log is rewritten with only the live records, once garbage is
 	// also half the file. Default 64 MiB; negative disables compaction.
@@ -113,8 +112,8 @@ func Open(path string, o Options, log *slog.Logger) (*Store, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	s := &Store{path: path, log: log, opts: o, f: f, index: map[string]loc{}, fsync: (*os.File).Sync}
-	if o.CacheEntries > 0 {
-		s.cache, _ = lru.New[string, []byte](o.CacheEntries)
+	if o.CacheBytes > 0 {
+		s.cache = newValueCache(o.CacheBytes)
 	}
 	if err := s.replay(); err != nil {
 		f.Close()

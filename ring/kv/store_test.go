@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"bytes"
 	"fmt"
 	"log/slog"
 	"os"
@@ -14,15 +15,15 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func open(t *testing.T, path string, cache int) *Store {
+func open(t *testing.T, path string, cache int64) *Store {
 	t.Helper()
-	s, err := Open(path, Options{CacheEntries: cache}, slog.New(slog.DiscardHandler))
+	s, err := Open(path, Options{CacheBytes: cache}, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	return s
 }
 
 func TestVersionsTombstonesAndReplay(t *testing.T) {
-	for _, cache := range []int{0, 2} {
+	for _, cache := range []int64{0, 64} {
 		path := filepath.Join(t.TempDir(), "log")
 		s := open(t, path, cache)
 		ok, err := s.Apply("a", Entry{Value: []byte("one"), Version: 5})
@@ -265,4 +266,36 @@ func TestLimits(t *testing.T) {
 	defer s.Close()
 	_, err := s.Apply(string(make([]byte, MaxKeyLen+1)), Entry{Version: 1})
 	assert.ErrorContains(t, err, "exceeds the limits")
+}
+
+// The value cache is bounded in bytes, not entries: values far larger
+// than the budget are not kept, and what is kept never exceeds it.
+func TestValueCacheIsBoundedInBytes(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "kv.log"), 1<<20)
+	defer s.Close()
+	big := bytes.Repeat([]byte("x"), 600<<10)
+	for i := range 10 {
+		key := fmt.Sprint("k", i)
+		_, err := s.Apply(key, Entry{Version: 1, Value: big})
+		require.NoError(t, err)
+		e, ok, err := s.Get(key)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, big, e.Value)
+		assert.LessOrEqual(t, s.cache.size(), int64(1<<20), "after %d values of 600 KiB", i+1)
+	}
+	huge := bytes.Repeat([]byte("y"), 2<<20)
+	_, err := s.Apply("huge", Entry{Version: 1, Value: huge})
+	require.NoError(t, err)
+	_, hit := s.cache.Get("huge")
+	assert.False(t, hit, "a value over the whole budget is not cached")
+	e, ok, err := s.Get("huge")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, huge, e.Value, "it is read from the log")
+	assert.LessOrEqual(t, s.cache.size(), int64(1<<20))
+	// Replacing a value accounts for the old one leaving.
+	_, err = s.Apply("k9", Entry{Version: 2, Value: []byte("small")})
+	require.NoError(t, err)
+	assert.LessOrEqual(t, s.cache.size(), int64(600<<10))
 }

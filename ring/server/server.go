@@ -41,8 +41,8 @@ type Config struct {
 
 	// Replicas is R, the successors that hold a copy of each key (zero:
 	// none, the owner's copy only; cmd/ringnode's default is 2).
-	Replicas     int
-	CacheEntries int
+	Replicas   int
+	CacheBytes int64 // value cache budget (kv.Options.CacheBytes)
 	// Secret is the cluster secret every server of the ring shares;
 	// peer-only endpoints refuse requests without it.
 	Secret string
@@ -201,7 +201,7 @@ func New(cfg Config) (*Server, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
-	store, err := kv.Open(filepath.Join(cfg.Dir, "kv.log"), kv.Options{CacheEntries: cfg.CacheEntries, Fsync: cfg.Fsync}, cfg.Log)
+	store, err := kv.Open(filepath.Join(cfg.Dir, "kv.log"), kv.Options{CacheBytes: cfg.CacheBytes, Fsync: cfg.Fsync}, cfg.Log)
 	if err != nil {
 		return nil, err
 	}
