@@ -21,6 +21,8 @@ import (
 const (
 	MaxKey   = 256
 	MaxValue = 1 << 20
+	// DefaultMaxStore is a replica's store budget unless configured.
+	DefaultMaxStore = 256 << 20
 )
 
 // Headers of the application's protocol.
@@ -44,7 +46,10 @@ type Config struct {
 	Poll                time.Duration // how often the sidecar is asked (default 100 ms)
 	Stale               time.Duration // an answer older than this makes the replica leaderless (default 5 × Poll)
 	Client              *http.Client  // for the sidecar and the peers (default: 2 s timeout)
-	Log                 *slog.Logger
+	// MaxStoreBytes bounds the keys and values a replica holds (default
+	// 256 MiB): past it, writes get 507 and the store keeps what it has.
+	MaxStoreBytes int64
+	Log           *slog.Logger
 }
 
 // Server is one replica: its store, its role and its HTTP API.
@@ -69,10 +74,13 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("leaderapp: the replicas' shared secret must be at least 16 characters")
 	case cfg.WriteWork < 0 || cfg.ReadWork < 0:
 		return nil, errors.New("leaderapp: work rounds must not be negative")
+	case cfg.MaxStoreBytes < 0:
+		return nil, fmt.Errorf("leaderapp: store budget %d bytes must not be negative", cfg.MaxStoreBytes)
 	case cfg.Poll < 0 || cfg.Stale < 0:
 		return nil, fmt.Errorf("leaderapp: poll %s and stale %s must not be negative", cfg.Poll, cfg.Stale)
 	}
 	cfg.Poll = cmp.Or(cfg.Poll, 100*time.Millisecond)
+	cfg.MaxStoreBytes = cmp.Or(cfg.MaxStoreBytes, DefaultMaxStore)
 	cfg.Stale = cmp.Or(cfg.Stale, 5*cfg.Poll)
 	if cfg.Stale < cfg.Poll {
 		return nil, fmt.Errorf("leaderapp: stale %s is shorter than the poll %s: the replica would forget every leader between two answers", cfg.Stale, cfg.Poll)
@@ -83,7 +91,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg, store: NewStore(), role: NewRole(cfg.Name, cfg.Stale), now: time.Now}, nil
+	return &Server{cfg: cfg, store: NewStore(cfg.MaxStoreBytes), role: NewRole(cfg.Name, cfg.Stale), now: time.Now}, nil
 }
 
 // Store is the replica's data.
@@ -220,6 +228,10 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 		s.forward(w, r.Context(), leader, key, val)
 	case Leader:
 		seq, err := s.write(r.Context(), key, val)
+		if full := (*FullError)(nil); errors.As(err, &full) {
+			http.Error(w, err.Error(), http.StatusInsufficientStorage)
+			return
+		}
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
@@ -256,7 +268,9 @@ func (s *Server) forward(w http.ResponseWriter, ctx context.Context, leader, key
 func (s *Server) write(ctx context.Context, key string, val []byte) (uint64, error) {
 	Work(s.cfg.WriteWork)
 	seq := s.store.Next()
-	s.store.Apply(key, val, seq)
+	if _, err := s.store.Apply(key, val, seq); err != nil {
+		return 0, err
+	}
 	var wg sync.WaitGroup
 	errs := make(chan error, len(s.cfg.Peers))
 	for name, base := range s.cfg.Peers {
@@ -327,6 +341,11 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("%s does not follow %q (role %s, leader %q)", s.cfg.Name, from, k, leader), http.StatusConflict)
 		return
 	}
-	s.store.Apply(key, val, seq)
+	if _, err := s.store.Apply(key, val, seq); err != nil {
+		// The leader's write fails with it: acknowledged means every
+		// replica holds it.
+		http.Error(w, err.Error(), http.StatusInsufficientStorage)
+		return
+	}
 	w.WriteHeader(http.StatusNoContent)
 }

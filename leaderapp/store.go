@@ -1,14 +1,29 @@
 package leaderapp
 
-import "sync"
+import (
+	"fmt"
+	"sync"
+)
 
 // Store is a replica's data. The leader numbers writes; a replica applies
 // a write only when its number is newer than what it holds for the key, so
 // propagations that arrive out of order leave the newest value.
 type Store struct {
-	mu   sync.RWMutex
-	m    map[string]item
-	last uint64 // the largest sequence number applied
+	mu    sync.RWMutex
+	m     map[string]item
+	last  uint64 // the largest sequence number applied
+	bytes int64  // keys and values held
+	max   int64  // budget for bytes (0: none)
+}
+
+// FullError is a write the store's byte budget has no room for: clients
+// get 507 Insufficient Storage, and the store keeps what it held.
+type FullError struct {
+	Need, Held, Max int64
+}
+
+func (e *FullError) Error() string {
+	return fmt.Sprintf("store full: %d bytes more would exceed its %d (it holds %d)", e.Need, e.Max, e.Held)
 }
 
 type item struct {
@@ -16,8 +31,9 @@ type item struct {
 	seq uint64
 }
 
-// NewStore returns an empty store.
-func NewStore() *Store { return &Store{m: map[string]item{}} }
+// NewStore returns an empty store holding at most maxBytes of keys and
+// values (0: no bound).
+func NewStore(maxBytes int64) *Store { return &Store{m: map[string]item{}, max: maxBytes} }
 
 // Get returns the key's value, the sequence number of the write that
 // stored it, and whether it exists.
@@ -29,16 +45,29 @@ func (s *Store) Get(key string) ([]byte, uint64, bool) {
 }
 
 // Apply stores val under key at seq unless the key holds a newer write,
-// and reports whether it did.
-func (s *Store) Apply(key string, val []byte, seq uint64) bool {
+// and reports whether it did; a write over the byte budget is refused
+// with a *FullError and changes nothing.
+func (s *Store) Apply(key string, val []byte, seq uint64) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.last = max(s.last, seq)
-	if it, ok := s.m[key]; ok && it.seq >= seq {
-		return false
+	it, had := s.m[key]
+	if had && it.seq >= seq {
+		s.last = max(s.last, seq)
+		return false, nil
 	}
+	grow := int64(len(val))
+	if had {
+		grow -= int64(len(it.val))
+	} else {
+		grow += int64(len(key))
+	}
+	if s.max > 0 && grow > 0 && s.bytes+grow > s.max {
+		return false, &FullError{Need: grow, Held: s.bytes, Max: s.max}
+	}
+	s.last = max(s.last, seq)
+	s.bytes += grow
 	s.m[key] = item{val: val, seq: seq}
-	return true
+	return true, nil
 }
 
 // Next reserves the next sequence number: one past every number this

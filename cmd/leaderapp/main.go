@@ -36,6 +36,7 @@ func run(ctx context.Context, args []string) error {
 	readWork := fs.Int("read-work", "APP_READ_WORK", 300, "SHA-256 rounds a read costs")
 	poll := fs.Duration("poll", "APP_POLL", 100*time.Millisecond, "how often the sidecar is asked who leads")
 	stale := fs.Duration("stale", "APP_STALE", 0, "forget the leader when the sidecar has not answered for this long (0: 5 × --poll)")
+	storeMiB := fs.Int("max-store-mib", "APP_MAX_STORE_MIB", leaderapp.DefaultMaxStore>>20, "keys and values a replica may hold, in MiB; past it writes get 507")
 	level := fs.String("log-level", "APP_LOG", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -44,12 +45,15 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *storeMiB < 1 || *storeMiB > 1<<20 {
+		return fmt.Errorf("max-store-mib %d: want 1 to %d", *storeMiB, 1<<20)
+	}
 	pm, err := parsePeers(*peers)
 	if err != nil {
 		return err
 	}
 	app, err := leaderapp.New(leaderapp.Config{Name: *name, Sidecar: strings.TrimSuffix(*sidecar, "/"), Peers: pm, Secret: *secret,
-		WriteWork: *writeWork, ReadWork: *readWork, Poll: *poll, Stale: *stale, Log: log})
+		WriteWork: *writeWork, ReadWork: *readWork, Poll: *poll, Stale: *stale, MaxStoreBytes: int64(*storeMiB) << 20, Log: log})
 	if err != nil {
 		return err
 	}
