@@ -138,10 +138,19 @@ func New(cfg Config) (*Agent, error) {
 // Feed is the weight feed's websocket handler.
 func (a *Agent) Feed() *Feed { return a.feed }
 
-func (a *Agent) tallied(r weightfeed.Tally) {
+// MaxBalancers bounds the balancers whose tallies the agent keeps at once:
+// a tally is at most 1 MiB (the feed's read limit), so this bounds their
+// memory too, whatever names a peer with the token makes up.
+const MaxBalancers = 256
+
+func (a *Agent) tallied(r weightfeed.Tally) error {
 	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, known := a.tallies[r.Balancer]; !known && len(a.tallies) >= MaxBalancers {
+		return fmt.Errorf("balancer %q: the agent already keeps the tallies of %d balancers", r.Balancer, MaxBalancers)
+	}
 	a.tallies[r.Balancer] = timedTally{at: a.cfg.Clock.Now(), r: r}
-	a.mu.Unlock()
+	return nil
 }
 
 // Resume loads the stored state, so lifecycle records (and the time a

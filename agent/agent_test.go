@@ -237,7 +237,7 @@ func TestCorruptStoreIsNamed(t *testing.T) {
 func TestFeedRequiresTokenAndOrigin(t *testing.T) {
 	var got []weightfeed.Tally
 	var mu sync.Mutex
-	f := agent.NewFeed(token, []string{"http://allowed.example"}, func(r weightfeed.Tally) { mu.Lock(); got = append(got, r); mu.Unlock() }, quiet)
+	f := agent.NewFeed(token, []string{"http://allowed.example"}, func(r weightfeed.Tally) error { mu.Lock(); got = append(got, r); mu.Unlock(); return nil }, quiet)
 	srv := httptest.NewServer(f)
 	defer srv.Close()
 	dial := func(h http.Header) (*websocket.Conn, int, error) {

@@ -24,7 +24,7 @@ import (
 type Feed struct {
 	token    string
 	origins  []string
-	onTally  func(weightfeed.Tally)
+	onTally  func(weightfeed.Tally) error
 	log      *slog.Logger
 	upgrader websocket.Upgrader
 
@@ -37,7 +37,7 @@ type Feed struct {
 
 // NewFeed returns a feed; an empty token is refused by the caller's flag
 // checks, not here, so tests can see what an open feed would do.
-func NewFeed(token string, origins []string, onTally func(weightfeed.Tally), log *slog.Logger) *Feed {
+func NewFeed(token string, origins []string, onTally func(weightfeed.Tally) error, log *slog.Logger) *Feed {
 	f := &Feed{token: token, origins: origins, onTally: onTally, log: log, conns: map[chan []byte]struct{}{}}
 	f.upgrader = websocket.Upgrader{CheckOrigin: f.checkOrigin, HandshakeTimeout: 5 * time.Second}
 	return f
@@ -128,12 +128,13 @@ func (f *Feed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			rep, err := weightfeed.DecodeTally(raw)
+			if err == nil {
+				err = f.onTally(rep)
+			}
 			if err != nil {
 				f.rejected.Add(1)
 				f.log.Warn("balancer tally rejected", "remote", r.RemoteAddr, "err", err)
-				continue
 			}
-			f.onTally(rep)
 		}
 	}()
 	for {
