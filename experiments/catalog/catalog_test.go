@@ -127,3 +127,52 @@ func TestReportRefusesFilesThatAreNotRegular(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(b), "## ring-messages", "the other experiment is reported")
 }
+
+// Every report on any values: each column of an experiment's CSV takes
+// one of two fuzzed values, by the bits of pattern. No report panics (a
+// panic becomes "the report failed on this CSV's values") and report.md is
+// always written.
+func FuzzReports(f *testing.F) {
+	f.Add(uint8(0), "0", "9223372036854775807", uint64(0b1010))
+	f.Add(uint8(3), "NaN", "-1", uint64(1))
+	f.Add(uint8(7), "+Inf", "x\"y", uint64(0))
+	reg := New()
+	all := reg.All()
+	f.Fuzz(func(t *testing.T, which uint8, a, b string, pattern uint64) {
+		if strings.ContainsAny(a+b, "\x00\r") {
+			return
+		}
+		e := all[int(which)%len(all)]
+		name := e.Spec().Name
+		dir := t.TempDir()
+		cols := experiments.Columns(e)
+		var sb strings.Builder
+		w := csv.NewWriter(&sb)
+		w.Write(cols)
+		for r := range 3 {
+			row := make([]string, len(cols))
+			for i := range row {
+				row[i] = a
+				if pattern>>((i+r)%64)&1 == 1 {
+					row[i] = b
+				}
+			}
+			w.Write(row)
+		}
+		w.Flush()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name+".csv"), []byte(sb.String()), 0o644))
+		meta := fmt.Sprintf(`{"experiment":%q,"reps":1,"seed":1,"params":{}}`, name)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name+".meta.json"), []byte(meta), 0o644))
+		done := make(chan error, 1)
+		go func() { _, err := experiments.WriteReport(dir, reg); done <- err }()
+		select {
+		case err := <-done:
+			if err != nil && strings.Contains(err.Error(), "the report failed on this CSV's values") {
+				t.Fatalf("%s: a report panicked on %q / %q: %v", name, a, b, err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("%s: the report did not finish on %q / %q", name, a, b)
+		}
+		assert.FileExists(t, filepath.Join(dir, "report.md"))
+	})
+}

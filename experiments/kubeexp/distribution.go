@@ -149,7 +149,7 @@ func (d *Distribution) Report(in *experiments.ReportInput) (string, error) {
 				c = append(c, t.Float(i, "leaders"))
 			}
 			slices.Sort(c)
-			lo, mid, hi = append(lo, c[0]), append(mid, c[1]), append(hi, c[len(c)-1])
+			lo, mid, hi = append(lo, c[0]), append(mid, c[len(c)/2]), append(hi, c[len(c)-1])
 			overlaps += int(t.Float(rg[0], "overlaps"))
 			// A stalled election leaves fewer leaders to spread: only
 			// repetitions in which every application elected count

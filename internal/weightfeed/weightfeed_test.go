@@ -86,7 +86,7 @@ func FuzzDecodeWeights(f *testing.F) {
 	})
 }
 
-func FuzzDecodeReport(f *testing.F) {
+func FuzzDecodeTally(f *testing.F) {
 	f.Add([]byte(`{"type":"tally","balancer":"b","workers":[{"id":"a","active":2}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := DecodeTally(b)

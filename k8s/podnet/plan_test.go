@@ -3,6 +3,7 @@ package podnet
 import (
 	"encoding/json"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -117,5 +118,45 @@ func FuzzParseRoutes(f *testing.F) {
 		rs2, err := ParseRoutes(j)
 		require.NoError(t, err)
 		assert.Equal(t, rs, rs2)
+	})
+}
+
+// Node objects are peer input: whatever their fields hold, Compute routes
+// only to valid IPv4 addresses of other nodes, never over this node's own
+// ranges, in a sorted plan — and a bad node costs only its own routes.
+func FuzzCompute(f *testing.F) {
+	f.Add("10.0.0.2", "10.244.1.0/24", "10.0.0.3", "10.244.2.0/24", "10.244.0.0/24")
+	f.Add("nope", "10.244.1.0/24", "10.0.0.3", "300.1.1.1/8", "10.244.0.0/16")
+	f.Add("::1", "fd00::/64", "10.0.0.3", "10.244.0.0/16", "10.244.0.0/24")
+	f.Fuzz(func(t *testing.T, ipA, cidrA, ipB, cidrB, cidrSelf string) {
+		nodes := []Node{
+			{Name: "self", InternalIP: "10.0.0.1", PodCIDRs: []string{cidrSelf}},
+			{Name: "a", InternalIP: ipA, PodCIDRs: []string{cidrA}},
+			{Name: "b", InternalIP: ipB, PodCIDRs: []string{cidrB}},
+		}
+		p, _ := Compute("self", nodes)
+		for i, r := range p.Routes {
+			if !r.Via.Is4() || (r.Via.String() != ipA && r.Via.String() != ipB) {
+				t.Fatalf("route %s: via is not a peer's IPv4 address", r)
+			}
+			if !r.Dst.Addr().Is4() || r.Dst != r.Dst.Masked() {
+				t.Fatalf("route %s: destination is not a masked IPv4 range", r)
+			}
+			for _, s := range p.Subnets {
+				if s.Overlaps(r.Dst) {
+					t.Fatalf("route %s overlaps this node's range %s", r, s)
+				}
+			}
+			if i > 0 && p.Routes[i-1].Dst.Addr().Compare(r.Dst.Addr()) > 0 {
+				t.Fatalf("routes not sorted: %v", p.Routes)
+			}
+		}
+		// A node's routes do not depend on the other peer's fields.
+		alone, _ := Compute("self", nodes[:2])
+		for _, r := range alone.Routes {
+			if !slices.Contains(p.Routes, r) {
+				t.Fatalf("node a's route %s is lost beside node b (%q, %q)", r, ipB, cidrB)
+			}
+		}
 	})
 }

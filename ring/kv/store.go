@@ -13,7 +13,6 @@ import (
 	"os"
 	"sync"
 	"time"
-
 )
 
 // Limits that keep a corrupt or hostile record from allocating wildly.

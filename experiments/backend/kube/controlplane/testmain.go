@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -25,6 +26,12 @@ func TestMain(m *testing.M, setup func(ctx context.Context, cp *ControlPlane) er
 }
 
 func runTests(m *testing.M, setup func(ctx context.Context, cp *ControlPlane) error) int {
+	// A fuzz worker runs only the fuzz target, which must not need an API
+	// server: each of them starting one would starve the fuzzing.
+	flag.Parse()
+	if f := flag.Lookup("test.fuzzworker"); f != nil && f.Value.String() == "true" {
+		return m.Run()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "ringside-controlplane-")
