@@ -107,7 +107,7 @@ func run(ctx context.Context, args []string) error {
 			}
 		}
 	}
-	srv := &http.Server{Addr: *httpAddr, Handler: a.Handler(prometheus.NewRegistry()), ReadHeaderTimeout: 5 * time.Second}
+	srv := serve.Limit(&http.Server{Addr: *httpAddr, Handler: a.Handler(prometheus.NewRegistry())})
 	go a.Run(ctx)
 	log.Info("agent listening", "http", *httpAddr, "runtime", *rt)
 	return serve.Until(ctx, 3*time.Second, srv)

@@ -78,7 +78,7 @@ func run(ctx context.Context, args []string) error {
 	// Profiles on the admin port only: where the proxy's time goes.
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	adminSrv := &http.Server{Addr: *admin, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	adminSrv := serve.Limit(&http.Server{Addr: *admin, Handler: mux})
 	srv := &balancer.Front{B: b, Addr: *addr, HeaderTimeout: 5 * time.Second}
 	log.Info("balancer listening", "addr", *addr, "picker", *picker)
 	return serve.Until(ctx, 5*time.Second, srv, adminSrv)

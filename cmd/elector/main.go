@@ -121,7 +121,7 @@ func run(ctx context.Context, args []string) error {
 	mux := http.NewServeMux()
 	mux.Handle("/", cand.Handler())
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := serve.Limit(&http.Server{Handler: mux})
 	go srv.Serve(ln)
 
 	log.Info("campaigning", "algorithm", cfg.Algorithm, "lock", cfg.Lock, "http", ln.Addr().String(), "advertise", advertise)

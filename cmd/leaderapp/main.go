@@ -57,7 +57,7 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Addr: *addr, Handler: app.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	srv := serve.Limit(&http.Server{Addr: *addr, Handler: app.Handler()})
 	var ln net.Listener
 	if *fd > 0 {
 		f := os.NewFile(uintptr(*fd), "listener")

@@ -34,5 +34,5 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	log.Info("worker listening", "addr", *addr, "cpu_limit", *limit)
-	return serve.Until(ctx, 5*time.Second, &http.Server{Addr: *addr, Handler: h, ReadHeaderTimeout: 5 * time.Second})
+	return serve.Until(ctx, 5*time.Second, serve.Limit(&http.Server{Addr: *addr, Handler: h}))
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/ringside/ringside/balancer/pick"
 	"github.com/ringside/ringside/experiments"
 	"github.com/ringside/ringside/experiments/backend/lbstack"
+	"github.com/ringside/ringside/internal/serve"
 )
 
 // Live is lb-live: the agent scores real heterogeneous workers and feeds
@@ -227,7 +228,7 @@ func (l *Live) Run(ctx context.Context, env *experiments.Env) error {
 	if err != nil {
 		return err
 	}
-	agentSrv, agentURL, err := serve(a.Handler(prometheus.NewRegistry()))
+	agentSrv, agentURL, err := serveLocal(a.Handler(prometheus.NewRegistry()))
 	if err != nil {
 		return err
 	}
@@ -438,12 +439,12 @@ func (l *Live) cell(ctx context.Context, env *experiments.Env, a *agent.Agent, f
 	return load(func(int, int) string { return url + path }), nil
 }
 
-func serve(h http.Handler) (*http.Server, string, error) {
+func serveLocal(h http.Handler) (*http.Server, string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, "", err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	srv := serve.Limit(&http.Server{Handler: h})
 	go srv.Serve(ln)
 	return srv, "http://" + ln.Addr().String(), nil
 }

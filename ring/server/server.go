@@ -24,6 +24,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ringside/ringside/internal/serve"
 	"github.com/ringside/ringside/ring"
 	"github.com/ringside/ringside/ring/coordinator"
 	"github.com/ringside/ringside/ring/kv"
@@ -226,7 +227,7 @@ func New(cfg Config) (*Server, error) {
 		Unreachable: func(m ring.Message) { go s.locked(func() { s.onUnreachable(m) }) },
 		Malformed:   func(string, error) { s.m.malformed.WithLabelValues("peer").Inc() },
 	}, s.log)
-	s.http = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 5 * time.Second}
+	s.http = serve.Limit(&http.Server{Handler: s.routes()})
 	return s, nil
 }
 

@@ -13,6 +13,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ringside/ringside/internal/serve"
 )
 
 // ServeOptions configure an API server that runs as a service of its own
@@ -74,7 +76,7 @@ func Serve(ctx context.Context, o ServeOptions) error {
 		w.Header().Set("Content-Type", "application/yaml")
 		w.Write(kc)
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := serve.Limit(&http.Server{Handler: mux})
 	go srv.Serve(ln)
 	defer srv.Close()
 	o.Log.Info("kube-apiserver ready", "server", o.Server, "kubeconfig", "http://"+ln.Addr().String()+"/kubeconfig", "workers", o.Workers)
