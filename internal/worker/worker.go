@@ -4,6 +4,7 @@
 package worker
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
@@ -47,6 +48,7 @@ type Handler struct {
 	active   atomic.Int64
 	meter    *loadreport.Meter
 	requests prometheus.Counter
+	abandons prometheus.Counter
 	latency  prometheus.Histogram
 }
 
@@ -70,9 +72,10 @@ func New(o Options) (*Handler, error) {
 	}
 	reg := prometheus.NewRegistry()
 	h.requests = prometheus.NewCounter(prometheus.CounterOpts{Name: "worker_requests_total", Help: "Work requests served."})
+	h.abandons = prometheus.NewCounter(prometheus.CounterOpts{Name: "worker_abandoned_total", Help: "Work requests stopped because their client went away."})
 	h.latency = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "worker_request_seconds", Help: "Work request duration.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)})
-	reg.MustRegister(h.requests, h.latency, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "worker_active_requests",
+	reg.MustRegister(h.requests, h.abandons, h.latency, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "worker_active_requests",
 		Help: "Requests in flight."}, func() float64 { return float64(h.active.Load()) }))
 	h.mux.HandleFunc("/work", h.work)
 	h.mux.HandleFunc("/load", func(w http.ResponseWriter, _ *http.Request) {
@@ -100,9 +103,14 @@ func (h *Handler) work(w http.ResponseWriter, r *http.Request) {
 	defer h.active.Add(-1)
 	rif := h.meter.Begin()
 	start := time.Now()
-	sum := h.burn(cost)
+	sum, err := h.burn(r.Context(), cost)
 	end := time.Now()
-	h.meter.End(end, end.Sub(start), false, rif)
+	h.meter.End(end, end.Sub(start), err != nil, rif)
+	if err != nil {
+		// The client went away: nobody reads the answer.
+		h.abandons.Inc()
+		return
+	}
 	h.requests.Inc()
 	h.latency.Observe(end.Sub(start).Seconds())
 	w.Header().Set("X-Worker", h.o.Name)
@@ -112,20 +120,34 @@ func (h *Handler) work(w http.ResponseWriter, r *http.Request) {
 
 // burn hashes cost times. With a CPU limit it holds one of ceil(limit)
 // slots and then idles so that each slot computes only limit/ceil(limit)
-// of the time: the process as a whole uses at most limit CPUs.
-func (h *Handler) burn(cost int) [32]byte {
+// of the time: the process as a whole uses at most limit CPUs. It stops
+// when ctx ends — a client that went away stops costing CPU.
+func (h *Handler) burn(ctx context.Context, cost int) ([32]byte, error) {
+	var buf [32]byte
 	if h.slots != nil {
-		h.slots <- struct{}{}
+		select {
+		case h.slots <- struct{}{}:
+		case <-ctx.Done():
+			return buf, ctx.Err()
+		}
 		defer func() { <-h.slots }()
 	}
 	t := time.Now()
-	var buf [32]byte
 	for i := range cost {
+		if i%4096 == 0 && ctx.Err() != nil {
+			return buf, ctx.Err()
+		}
 		binary.LittleEndian.PutUint64(buf[:8], uint64(i))
 		buf = sha256.Sum256(buf[:])
 	}
 	if h.duty < 1 {
-		time.Sleep(time.Duration(float64(time.Since(t)) * (1/h.duty - 1)))
+		idle := time.NewTimer(time.Duration(float64(time.Since(t)) * (1/h.duty - 1)))
+		defer idle.Stop()
+		select {
+		case <-idle.C:
+		case <-ctx.Done():
+			return buf, ctx.Err()
+		}
 	}
-	return buf
+	return buf, nil
 }

@@ -1,10 +1,12 @@
 package worker
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -61,4 +63,36 @@ func TestWorkerReportsItsLoad(t *testing.T) {
 	probe, err := loadreport.Decode(rec.Body.Bytes())
 	require.NoError(t, err)
 	assert.InDelta(t, r.LatencyMS, probe.LatencyMS, r.LatencyMS)
+}
+
+// A client that goes away stops costing CPU: the request at the most a
+// worker allows, ended by its client, is abandoned rather than computed
+// to the end, and the worker serves the next one.
+func TestGoneClientStopsTheWork(t *testing.T) {
+	h, err := New(Options{Name: "w"})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // gone before the work starts: the first check ends it
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/work?cost=10000000", nil).WithContext(ctx))
+	assert.Empty(t, rec.Body.String(), "nobody reads an answer")
+
+	// Gone mid-way: cancelled once the work is under way.
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/work?cost=10000000", nil).WithContext(ctx))
+	}()
+	require.Eventually(t, func() bool { return h.active.Load() == 1 }, 10*time.Second, time.Millisecond)
+	cancel()
+	<-done
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	assert.Contains(t, rec.Body.String(), "worker_abandoned_total 2")
+	assert.Contains(t, rec.Body.String(), "worker_requests_total 0")
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/work?cost=10", nil))
+	assert.Equal(t, http.StatusOK, rec.Code)
 }
