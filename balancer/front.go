@@ -40,7 +40,8 @@ type Front struct {
 	closed   bool
 	wg       sync.WaitGroup
 	shutdown atomic.Bool
-	pools    sync.Map // worker address → *pool
+	pools    sync.Map      // worker address → pool
+	swept    atomic.Uint64 // the table whose departed workers' pools were dropped
 }
 
 // ListenAndServe listens on f.Addr and serves until Shutdown.
@@ -315,13 +316,19 @@ func writeError(bw *bufio.Writer, req *http.Request, status int, msg string, clo
 // workerConn is a keep-alive connection to a worker.
 type workerConn struct {
 	net.Conn
-	br *bufio.Reader
-	bw *bufio.Writer
+	br   *bufio.Reader
+	bw   *bufio.Writer
+	idle time.Time // when it went back to the pool
 }
 
 type pool chan *workerConn
 
-const poolSize = 256
+const (
+	poolSize = 256
+	// upstreamIdle is how long a pooled connection may wait for reuse:
+	// longer, and the worker has likely closed it (its own idle timeout).
+	upstreamIdle = time.Minute
+)
 
 func (f *Front) pool(addr string) pool {
 	if p, ok := f.pools.Load(addr); ok {
@@ -331,11 +338,44 @@ func (f *Front) pool(addr string) pool {
 	return p.(pool)
 }
 
+// put returns wc to its worker's pool — unless the worker has left the
+// table, whose pool is then closed whole: a departed worker keeps no file
+// descriptors here.
 func (f *Front) put(addr string, wc *workerConn) {
+	if seq := f.B.Seq(); f.swept.Swap(seq) != seq {
+		// A new table: drop the pools of the workers it left out.
+		f.pools.Range(func(a, _ any) bool {
+			if !f.B.serves(a.(string)) {
+				f.dropPool(a.(string))
+			}
+			return true
+		})
+	}
+	if !f.B.serves(addr) {
+		wc.Close()
+		f.dropPool(addr)
+		return
+	}
+	wc.idle = time.Now()
 	select {
 	case f.pool(addr) <- wc:
 	default:
 		wc.Close()
+	}
+}
+
+func (f *Front) dropPool(addr string) {
+	p, ok := f.pools.LoadAndDelete(addr)
+	if !ok {
+		return
+	}
+	for {
+		select {
+		case wc := <-p.(pool):
+			wc.Close()
+		default:
+			return
+		}
 	}
 }
 
@@ -369,11 +409,16 @@ func (f *Front) exchange(addr string, req *http.Request, replayable bool) (*http
 }
 
 func (f *Front) conn(addr string, fresh bool) (*workerConn, bool, error) {
-	if !fresh {
+	for !fresh {
 		select {
 		case wc := <-f.pool(addr):
+			if time.Since(wc.idle) > upstreamIdle {
+				wc.Close()
+				continue
+			}
 			return wc, true, nil
 		default:
+			fresh = true
 		}
 	}
 	c, err := net.DialTimeout("tcp", addr, 2*time.Second)

@@ -221,3 +221,47 @@ func TestFrontShutdown(t *testing.T) {
 	assert.Equal(t, "done", <-got, "the request in flight finished")
 	require.NoError(t, <-stopped)
 }
+
+// A worker that leaves the table keeps no connections here: once a request
+// after the change is done, its pooled connections are closed (the worker
+// sees them go) and its pool is gone.
+func TestFrontDropsDepartedWorkersPools(t *testing.T) {
+	var mu sync.Mutex
+	open := map[net.Conn]bool{}
+	gone := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "gone") }))
+	gone.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch s {
+		case http.StateNew:
+			open[c] = true
+		case http.StateClosed, http.StateHijacked:
+			delete(open, c)
+		}
+	}
+	gone.Start()
+	stays := named("stays")
+	defer gone.Close()
+	defer stays.Close()
+	b, err := New(Options{Log: quiet})
+	require.NoError(t, err)
+	f, url := front(t, b)
+	require.NoError(t, b.Update(Static([]string{addr(gone)}, []float64{1})))
+	hc := &http.Client{}
+	for range 5 {
+		code, _, _ := get(t, hc, http.MethodGet, url+"/x", "")
+		require.Equal(t, http.StatusOK, code)
+	}
+	_, pooled := f.pools.Load(addr(gone))
+	require.True(t, pooled)
+	m := Static([]string{addr(stays)}, []float64{1})
+	m.Seq = 2
+	require.NoError(t, b.Update(m))
+	code, _, body := get(t, hc, http.MethodGet, url+"/x", "")
+	require.Equal(t, http.StatusOK, code)
+	require.True(t, strings.HasPrefix(body, "s"), body)
+	_, pooled = f.pools.Load(addr(gone))
+	assert.False(t, pooled, "the departed worker's pool is dropped")
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(open) == 0 },
+		10*time.Second, 5*time.Millisecond, "the departed worker's connections are closed")
+}

@@ -45,6 +45,7 @@ type upstream struct {
 }
 
 type table struct {
+	addrs     map[string]bool // every upstream's address
 	seq       uint64
 	upstreams []upstream
 	picker    pick.Picker
@@ -156,7 +157,7 @@ func (b *Balancer) install(m weightfeed.Weights, checkSeq bool) error {
 	if cur := b.table.Load(); checkSeq && cur != nil && m.Seq != 0 && m.Seq < cur.seq {
 		return fmt.Errorf("weights seq %d is older than the table's %d", m.Seq, cur.seq)
 	}
-	t := &table{seq: m.Seq, upstreams: make([]upstream, len(m.Workers))}
+	t := &table{seq: m.Seq, upstreams: make([]upstream, len(m.Workers)), addrs: make(map[string]bool, len(m.Workers))}
 	weights := make([]float64, len(m.Workers))
 	b.mu.Lock()
 	in := make(map[string]bool, len(m.Workers))
@@ -167,6 +168,7 @@ func (b *Balancer) install(m weightfeed.Weights, checkSeq bool) error {
 			b.counters[w.ID] = c
 		}
 		t.upstreams[i] = upstream{Worker: w, c: c}
+		t.addrs[w.Addr] = true
 		weights[i] = w.Weight
 		in[w.ID] = true
 	}
@@ -193,6 +195,12 @@ func (b *Balancer) install(m weightfeed.Weights, checkSeq bool) error {
 	_, t.readsLoadReports = p.(pick.LoadReportReader)
 	b.table.Store(t)
 	return nil
+}
+
+// serves reports whether addr is an upstream of the table in force.
+func (b *Balancer) serves(addr string) bool {
+	t := b.table.Load()
+	return t != nil && t.addrs[addr]
 }
 
 // Workers returns the current table's workers.
