@@ -21,11 +21,20 @@ RUN git config --global --add safe.directory /src \
  && commit=$(git rev-parse HEAD 2>/dev/null || echo unknown) \
  && if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then commit="$commit-dirty"; fi \
  && CGO_ENABLED=0 go build -trimpath -buildvcs=false \
-      -ldflags "-X github.com/ringside/ringside/experiments.BuildCommit=$commit" -o /out/ ./cmd/...
+      -ldflags "-X github.com/ringside/ringside/experiments.BuildCommit=$commit" -o /out/ ./cmd/... \
+ && mkdir /data
+
+# Every image runs as 65532 (distroless' "nonroot") with a /data folder it
+# owns, as internal/imagebuild makes them — but the agent, which uses the
+# Docker socket (only root, or the host's docker group, may), and the
+# experiments runner (the Docker socket, and results handed to the owner
+# of the checkout).
 
 FROM scratch AS ringnode
+COPY --from=build --chown=65532:65532 /data /data
 COPY --from=build /out/ringnode /ringnode
 EXPOSE 7000
+USER 65532
 ENTRYPOINT ["/ringnode"]
 
 FROM scratch AS agent
@@ -34,13 +43,17 @@ EXPOSE 8081
 ENTRYPOINT ["/agent"]
 
 FROM scratch AS balancer
+COPY --from=build --chown=65532:65532 /data /data
 COPY --from=build /out/balancer /balancer
 EXPOSE 8080
+USER 65532
 ENTRYPOINT ["/balancer"]
 
 FROM scratch AS worker
+COPY --from=build --chown=65532:65532 /data /data
 COPY --from=build /out/worker /worker
 EXPOSE 8080
+USER 65532
 ENTRYPOINT ["/worker"]
 
 FROM scratch AS elector
@@ -65,6 +78,7 @@ RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w" -o /out/et
 FROM scratch AS etcd
 COPY --from=etcd-build /out/etcd /etcd
 EXPOSE 2379
+USER 65532
 ENTRYPOINT ["/etcd"]
 
 FROM ${GO_IMAGE} AS kube-apiserver-build
@@ -83,6 +97,7 @@ COPY --from=kube-apiserver-build /out/kube-apiserver /usr/local/bin/kube-apiserv
 COPY --from=build /out/ringside /usr/local/bin/ringside
 ENV RINGSIDE_KUBE_BIN=/usr/local/bin
 EXPOSE 6443
+USER 65532
 ENTRYPOINT ["/usr/local/bin/ringside", "kube", "serve"]
 
 # Compose v2 for the compose backend, standalone (no docker CLI in the image).

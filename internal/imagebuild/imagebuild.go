@@ -77,10 +77,24 @@ func Static(ctx context.Context, pkg string) (string, error) {
 	return out, nil
 }
 
+// NonRoot is the user every ringside image runs as (distroless'
+// "nonroot"), but for those in RunsAsRoot.
+const NonRoot = "65532"
+
+// RunsAsRoot names the images that keep root, and why.
+var RunsAsRoot = map[string]string{
+	"agent": "it starts and stops worker containers through the Docker socket, which only root (or the host's docker group, whose id varies by host) may use",
+}
+
 // Dockerfile is the final stage of every ringside image in the
-// repository's Dockerfile: the static binary alone, FROM scratch.
+// repository's Dockerfile: the static binary alone, FROM scratch, run as
+// NonRoot with a /data folder it owns (ringnode's store).
 func Dockerfile(name string) string {
-	return fmt.Sprintf("FROM scratch\nCOPY %[1]s /%[1]s\nENTRYPOINT [\"/%[1]s\"]\n", name)
+	user := "USER " + NonRoot + "\n"
+	if _, ok := RunsAsRoot[name]; ok {
+		user = ""
+	}
+	return fmt.Sprintf("FROM scratch\nCOPY --chown=%[2]s:%[2]s data /data\nCOPY %[1]s /%[1]s\n%[3]sENTRYPOINT [\"/%[1]s\"]\n", name, NonRoot, user)
 }
 
 // Build builds image from the static binary of pkg, FROM scratch (the
@@ -103,8 +117,12 @@ func Build(ctx context.Context, image, pkg string) error {
 		name string
 		mode int64
 		body []byte
-	}{{"Dockerfile", 0o644, []byte(Dockerfile(name))}, {name, 0o755, b}} {
-		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.body))}); err != nil {
+	}{{"Dockerfile", 0o644, []byte(Dockerfile(name))}, {name, 0o755, b}, {"data/", 0o755, nil}} {
+		typ := byte(tar.TypeReg)
+		if strings.HasSuffix(f.name, "/") {
+			typ = tar.TypeDir
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: typ, Name: f.name, Mode: f.mode, Size: int64(len(f.body))}); err != nil {
 			return err
 		}
 		if _, err := tw.Write(f.body); err != nil {
