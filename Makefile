@@ -94,8 +94,9 @@ ringnode-image: base-images
 # The ring's cluster secret, generated once into compose/.env (read by
 # docker-compose from the compose file's folder).
 compose/.env:
-	umask 077; printf 'RINGNODE_SECRET=%s\nAGENT_TOKEN=%s\n' \
-		$$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n') $$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n') > $@
+	umask 077; printf 'RINGNODE_SECRET=%s\nAGENT_TOKEN=%s\nREDIS_PASSWORD=%s\n' \
+		$$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n') $$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n') \
+		$$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n') > $@
 
 compose-ring: ringnode-image compose/.env
 	docker-compose -f compose/ring.yml up -d --scale node=4

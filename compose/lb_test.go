@@ -46,7 +46,7 @@ func lbStack(t *testing.T, version string) {
 	require.NoError(t, os.WriteFile(file, compose.LB, 0o644))
 	env := append(os.Environ(), "AGENT_IMAGE=ringside/agent:test",
 		"BALANCER_IMAGE=ringside/balancer:test", "WORKER_IMAGE=ringside/worker:test", "LB_POOL="+id, "LB_NETWORK="+id,
-		"AGENT_PORT=0", "BALANCER_PORT=0", "AGENT_TOKEN=t0ken")
+		"AGENT_PORT=0", "BALANCER_PORT=0", "AGENT_TOKEN=t0ken", "REDIS_PASSWORD=r3dis-pass")
 	dc := func(args ...string) (string, error) {
 		cmd := ringnodes.ComposeCommand(version, append([]string{"-p", id, "-f", file}, args...)...)
 		cmd.Env = env
@@ -118,4 +118,12 @@ func lbStack(t *testing.T, version string) {
 	}, 30*time.Second, 200*time.Millisecond)
 	logs, _ := dc("logs", "agent")
 	assert.NotContains(t, logs, "save state to redis")
+	// Redis asks for the password, which no command line shows.
+	o, err = dc("exec", "-T", "redis", "redis-cli", "ping")
+	assert.Contains(t, o, "NOAUTH", "redis without the password: %v", err)
+	ps, err := exec.Command("docker", "ps", "--no-trunc", "--filter", "label=com.docker.compose.project="+id, "--format", "{{.Command}}").Output()
+	require.NoError(t, err)
+	assert.NotContains(t, string(ps), "r3dis-pass")
+	top, _ := dc("top")
+	assert.NotContains(t, top, "r3dis-pass")
 }

@@ -39,6 +39,7 @@ func run(ctx context.Context, args []string) error {
 	spawnCPU := fs.Float("spawn-cpu", "AGENT_SPAWN_CPU", 0.5, "CPU limit of a worker started by scale-up")
 	redisAddr := fs.String("redis", "REDIS_ADDR", "", "Redis address for the agent's state (empty: keep it in memory)")
 	prefix := fs.String("redis-prefix", "AGENT_REDIS_PREFIX", "ringside:agent", "Redis key prefix")
+	redisPassword := fs.Secret("redis-password", "REDIS_PASSWORD", "Redis password (prefer the environment to the command line)")
 	interval := fs.Duration("interval", "AGENT_INTERVAL", time.Second, "sampling and feed period")
 	var pc lifecycle.Config
 	fs.Float64Var(&pc.Low, "low", "AGENT_LOW", 30, "utilisation % below which a worker is Low")
@@ -82,7 +83,7 @@ func run(ctx context.Context, args []string) error {
 		cfg.Origins = strings.Split(*origins, ",")
 	}
 	if *redisAddr != "" {
-		rdb := redis.NewClient(&redis.Options{Addr: *redisAddr})
+		rdb := redis.NewClient(&redis.Options{Addr: *redisAddr, Password: *redisPassword})
 		defer rdb.Close()
 		cfg.Store = agent.NewRedisStore(rdb, *prefix)
 	}
