@@ -10,6 +10,9 @@ COMPOSE_VERSION ?= v2.40.3
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/...
 
+# go test's default 10-minute limit per package is too short for the
+# stack test on a loaded 2-core machine (it builds images, then runs
+# experiments): 30 minutes.
 # The kube tests run a real kube-apiserver and etcd, built by kube-tools;
 # the compose tests run docker-compose 1.29 and compose v2 (compose-v2) and
 # build the Dockerfile's images from the public bases (base-images); the
@@ -22,7 +25,7 @@ TEST_PREREQS = kube-tools compose-v2 base-images stack-images kind kind-node-ima
 test:
 	$(MAKE) -j3 --output-sync=target $(TEST_PREREQS)
 	$(GO) vet ./...
-	$(GO) test -race ./...
+	$(GO) test -race -timeout 30m ./...
 
 # Every experiment of the catalogue on its default backend and quick profile.
 experiments: kube-tools

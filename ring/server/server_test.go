@@ -655,7 +655,10 @@ func TestRejoinedOwnerServesNoStaleRead(t *testing.T) {
 	// it restarts from its log on its address.
 	addr, dir := owner.Addr(), owner.cfg.Dir
 	owner.stop()
-	require.Eventually(t, func() bool { return !nodes[0].currentMeta().Has(addr) }, 5*time.Second, 20*time.Millisecond)
+	// Every live server has learnt the removal: one that has not would
+	// forward the write to the dead owner (503, correctly unacknowledged).
+	require.Eventually(t, func() bool { return !nodes[0].currentMeta().Has(addr) && !nodes[2].currentMeta().Has(addr) },
+		5*time.Second, 20*time.Millisecond)
 	code, msg = do(t, http.MethodPut, "http://"+nodes[0].Addr()+"/kv/"+key, []byte("newest"))
 	require.Equal(t, http.StatusNoContent, code, msg)
 	back := startNodeAt(t, addr, dir, nodes[0].Addr())
