@@ -1,14 +1,14 @@
 // Package memnet is an in-memory network for tests of servers that listen
-// and dial: hosts are addresses, connections are the standard library's
-// in-memory pipes (net.Pipe), and a test can cut two hosts apart and heal
-// them — the way hashicorp/raft's InmemTransport lets raft be tested
+// and dial: hosts are addresses, connections are buffered in-memory pipes
+// with exact deadlines (pipe.go), and a test can cut two hosts apart and
+// heal them — the way hashicorp/raft's InmemTransport lets raft be tested
 // without sockets. No ports are taken, so nothing races for a free one.
 //
-// net.Pipe is synchronous (a write returns once the peer has read it), as
-// a socket whose buffer is full; its deadlines are exact. (gRPC's buffered
-// bufconn was tried first: a deadline set in the past and then cleared can
-// still fire, which net/http's server reads as a client gone and cancels
-// the request.)
+// Why not the standard library's net.Pipe: it is synchronous, and two
+// servers that each write to the other under a lock wait on each other
+// until a write deadline declares the peer dead — a socket's buffer never
+// does that. Why not gRPC's bufconn: a deadline set in the past and then
+// cleared can still fire, which net/http's server reads as a client gone.
 package memnet
 
 import (
@@ -76,7 +76,7 @@ func (h *Host) DialContext(ctx context.Context, addr string) (net.Conn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, &net.OpError{Op: "dial", Net: "memnet", Err: err}
 	}
-	client, server := net.Pipe()
+	client, server := newPipeConn(h.addr, addr)
 	if !l.queue(server) {
 		return nil, &net.OpError{Op: "dial", Net: "memnet", Err: fmt.Errorf("connection refused (%s → %s)", h.addr, addr)}
 	}
@@ -181,7 +181,7 @@ func (l *listener) Close() error {
 func (l *listener) Addr() net.Addr { return addr(l.addr) }
 
 // conn is the dialling end; closing it closes the accepted end's reads
-// and writes too (net.Pipe).
+// and writes too (pipeConn).
 type conn struct {
 	net.Conn
 	n    *Network

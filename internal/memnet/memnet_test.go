@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -60,4 +61,50 @@ func TestDialListenCutHeal(t *testing.T) {
 	ln2, err := b.Listen("10.0.0.2:1")
 	require.NoError(t, err)
 	ln2.Close()
+}
+
+// A connection behaves as a socket's: a write returns once buffered (two
+// ends may write to each other before either reads), a deadline set and
+// then cleared does not fire, an expired one times out as net.Error, and
+// a closed end gives its peer what was sent, then EOF.
+func TestPipeConnIsSocketLike(t *testing.T) {
+	a, b := newPipeConn("a:1", "b:1")
+	_, err := a.Write([]byte("from a"))
+	require.NoError(t, err)
+	_, err = b.Write([]byte("from b"))
+	require.NoError(t, err, "no reader yet, and the write returned")
+	buf := make([]byte, 6)
+	_, err = io.ReadFull(b, buf)
+	require.NoError(t, err)
+	assert.Equal(t, "from a", string(buf))
+
+	require.NoError(t, a.SetReadDeadline(time.Now().Add(-time.Second)))
+	require.NoError(t, a.SetReadDeadline(time.Time{}))
+	_, err = io.ReadFull(a, buf)
+	require.NoError(t, err, "a cleared deadline does not fire")
+	assert.Equal(t, "from b", string(buf))
+
+	require.NoError(t, a.SetReadDeadline(time.Now().Add(20*time.Millisecond)))
+	_, err = a.Read(buf)
+	var ne net.Error
+	require.ErrorAs(t, err, &ne)
+	assert.True(t, ne.Timeout())
+	require.NoError(t, a.SetReadDeadline(time.Time{}))
+
+	// A full buffer blocks the writer until its deadline.
+	require.NoError(t, a.SetWriteDeadline(time.Now().Add(50*time.Millisecond)))
+	_, err = a.Write(make([]byte, bufSize+1))
+	require.ErrorAs(t, err, &ne)
+	assert.True(t, ne.Timeout())
+
+	_, err = b.Write([]byte("bye"))
+	require.NoError(t, err)
+	require.NoError(t, b.Close())
+	got, err := io.ReadAll(a)
+	require.NoError(t, err, "EOF after what was sent")
+	assert.Equal(t, "bye", string(got))
+	_, err = a.Write([]byte("x"))
+	assert.Error(t, err, "the peer is gone")
+	_, err = b.Read(buf)
+	assert.ErrorIs(t, err, net.ErrClosed)
 }

@@ -115,9 +115,13 @@ func startRing(t testing.TB, k int) []*node {
 		nodes = append(nodes, startNode(t, nodes[0].Addr()))
 	}
 	require.Eventually(t, func() bool {
+		first := nodes[0].currentMeta()
 		for _, n := range nodes {
 			m := n.currentMeta()
-			if m == nil || len(m.Servers) != k {
+			// The same metadata everywhere, and every server settled: a
+			// change still spreading makes replicas refuse an owner
+			// (correctly) that the test means to be stable.
+			if m == nil || first == nil || len(m.Servers) != k || m.Round != first.Round || m.Version != first.Version || !n.settled.Load() {
 				return false
 			}
 		}
@@ -854,4 +858,42 @@ func TestPartitionedServerRejoinsWhenHealed(t *testing.T) {
 		require.Equal(t, http.StatusOK, code, "k%d", i)
 		assert.Equal(t, fmt.Sprint("v", i), body)
 	}
+}
+
+// A server asks seeds and lost servers for their ring without the cluster
+// secret, and acts only on an answer that proves it came from a server
+// holding it: a stranger learns nothing and cannot pull a server away.
+func TestRingAnswersAreProvedAndAskedWithoutTheSecret(t *testing.T) {
+	withReplicas(t, 0)
+	n := startNode(t)
+	// A real member's answer is proved.
+	m, err := n.fetchMeta(t.Context(), n.Addr())
+	require.NoError(t, err)
+	assert.True(t, m.Has(n.Addr()))
+
+	// A stranger serving a ring of its own, without (or with a forged)
+	// proof.
+	stranger := newAddr()
+	ln, err := testNet.Host(stranger).Listen(stranger)
+	require.NoError(t, err)
+	var sawSecret atomic.Bool
+	var forged atomic.Value
+	body := (&membership.Metadata{Version: 99, Round: 99, Servers: []string{stranger}}).Encode()
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(HeaderSecret) != "" {
+			sawSecret.Store(true)
+		}
+		if f, _ := forged.Load().(string); f != "" {
+			w.Header().Set(HeaderProof, f)
+		}
+		w.Write(body)
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+	for _, f := range []string{"", "00", proof("another-ring-secret!", body)} {
+		forged.Store(f)
+		_, err = n.fetchMeta(t.Context(), stranger)
+		assert.ErrorContains(t, err, "no proof", "proof %q", f)
+	}
+	assert.False(t, sawSecret.Load(), "the question carried the cluster secret")
 }
