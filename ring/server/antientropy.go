@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/hmac"
 	"fmt"
 	"io"
 	"maps"
@@ -108,10 +109,17 @@ func (s *Server) lostServers() []string {
 	return slices.Sorted(maps.Keys(s.lost))
 }
 
+// fetchMeta asks addr — a member, a seed or a server the ring lost, so
+// not necessarily one that knows the secret — for its ring. The question
+// carries no secret; the answer must carry its proof (handleRing).
 func (s *Server) fetchMeta(ctx context.Context, addr string) (*membership.Metadata, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	resp, err := s.peerRequest(ctx, http.MethodGet, addr, "/internal/ring", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/internal/ring", nil)
+	if err != nil {
+		return nil, fmt.Errorf("metadata of %s: %w", addr, err)
+	}
+	resp, err := s.hc.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -122,6 +130,10 @@ func (s *Server) fetchMeta(ctx context.Context, addr string) (*membership.Metada
 	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("metadata of %s: %s", addr, resp.Status)
+	}
+	if !hmac.Equal([]byte(resp.Header.Get(HeaderProof)), []byte(proof(s.cfg.Secret, b))) {
+		s.m.malformed.WithLabelValues("unauthorised").Inc()
+		return nil, fmt.Errorf("metadata of %s: no proof that a server with the cluster secret sent it (%s)", addr, HeaderProof)
 	}
 	return membership.Decode(b)
 }

@@ -21,6 +21,7 @@ const (
 	HeaderEpoch   = "X-Ringside-Epoch"   // its metadata's round.version
 	HeaderHops    = "X-Ringside-Hops"    // forwarding depth, to stop loops on stale metadata
 	HeaderSecret  = "X-Ringside-Secret"  // the cluster secret, on every peer-only request
+	HeaderProof   = "X-Ringside-Proof"   // HMAC-SHA256 of an answer's body under the cluster secret
 	maxHops       = 2
 	// maxTransfers bounds the data moves a server accepts at once: each
 	// buffers up to two chunks.

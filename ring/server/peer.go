@@ -1,6 +1,9 @@
 package server
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -104,6 +107,19 @@ func (s *Server) handleRing(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not in a ring yet", http.StatusServiceUnavailable)
 		return
 	}
+	body := meta.Encode()
 	w.Header().Set("Content-Type", "application/json")
-	w.Write(meta.Encode())
+	// Anyone may ask (clients find the ring here), so the question
+	// carries no secret; a server that would act on the answer — leave its
+	// ring and join this one — checks that a member of a ring with the
+	// same secret gave it.
+	w.Header().Set(HeaderProof, proof(s.cfg.Secret, body))
+	w.Write(body)
+}
+
+// proof is the HMAC of body under the cluster secret, hex.
+func proof(secret string, body []byte) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	return hex.EncodeToString(m.Sum(nil))
 }
