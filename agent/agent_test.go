@@ -72,7 +72,7 @@ func newStack(t *testing.T, specs []runtime.Spec, pc lifecycle.Config, store age
 	}
 	s.b, err = balancer.New(balancer.Options{Log: quiet})
 	require.NoError(t, err)
-	go s.b.Follow(ctx, balancer.FeedOptions{URL: wsURL(s.srv) + "/feed", Token: token, Name: "lb1", TallyEvery: 100 * time.Millisecond})
+	go s.b.Follow(ctx, balancer.FeedOptions{URL: wsURL(s.srv) + "/feed", Token: token, Name: "lb1", TallyEvery: 100 * time.Millisecond, AllowLoopback: true})
 	s.lb = httptest.NewServer(s.b)
 	t.Cleanup(s.lb.Close)
 	require.Eventually(t, func() bool { return len(s.b.Workers()) == len(specs) }, 10*time.Second, 20*time.Millisecond)

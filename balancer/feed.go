@@ -5,7 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -23,6 +27,32 @@ type FeedOptions struct {
 	TallyEvery time.Duration
 	// MaxBackoff caps the reconnect delay (default 5 s).
 	MaxBackoff time.Duration
+	// The feed names the workers, and whoever holds the token can name
+	// any address: a loopback one (a service of this host that is no
+	// worker) is refused unless AllowLoopback, and an address of the
+	// balancer's own (Self: it would proxy to itself, each request again,
+	// without end) always is.
+	AllowLoopback bool
+	Self          []string
+}
+
+// checkAddrs refuses the workers the feed may not name (FeedOptions).
+func (o FeedOptions) checkAddrs(m weightfeed.Weights) error {
+	for _, w := range m.Workers {
+		if slices.Contains(o.Self, w.Addr) {
+			return fmt.Errorf("worker %s: the address is this balancer's own", w.Addr)
+		}
+		host, _, err := net.SplitHostPort(w.Addr)
+		if err != nil {
+			return fmt.Errorf("worker %s: %w", w.Addr, err)
+		}
+		ip, err := netip.ParseAddr(host)
+		loopback := strings.EqualFold(host, "localhost") || (err == nil && (ip.IsLoopback() || ip.IsUnspecified()))
+		if loopback && !o.AllowLoopback {
+			return fmt.Errorf("worker %s: a loopback address from the feed is refused (the balancer's --allow-loopback admits it)", w.Addr)
+		}
+	}
+	return nil
 }
 
 // Follow keeps b's table in step with the agent's weight feed until ctx
@@ -102,6 +132,9 @@ func (b *Balancer) followOnce(ctx context.Context, o FeedOptions) (connected boo
 			return true, err
 		}
 		m, err := weightfeed.DecodeWeights(raw)
+		if err == nil {
+			err = o.checkAddrs(m)
+		}
 		if err == nil {
 			err = b.install(m, !first)
 		}

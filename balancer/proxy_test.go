@@ -104,7 +104,7 @@ func TestDeadWorkerRetriedForIdempotentRequests(t *testing.T) {
 func TestUpdateKeepsLastGoodTable(t *testing.T) {
 	b, err := New(Options{Log: quiet})
 	require.NoError(t, err)
-	good := Static([]string{"127.0.0.1:1", "127.0.0.1:2"}, []float64{1, 2})
+	good := Static([]string{"10.0.0.1:1", "10.0.0.2:2"}, []float64{1, 2})
 	good.Seq = 5
 	require.NoError(t, b.Update(good))
 	bad := good
@@ -196,10 +196,10 @@ func TestFollowFeedRejectsBadMessagesAndReconnects(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go b.Follow(ctx, FeedOptions{URL: "ws" + strings.TrimPrefix(fa.srv.URL, "http"), Token: "tok", Name: "b1",
-		TallyEvery: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
+		TallyEvery: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Self: []string{"10.9.9.9:8080"}})
 	require.Eventually(t, func() bool { fa.mu.Lock(); defer fa.mu.Unlock(); return len(fa.conns) == 1 }, 5*time.Second, 10*time.Millisecond)
 
-	good := Static([]string{"127.0.0.1:1", "127.0.0.1:2"}, []float64{1, 2})
+	good := Static([]string{"10.0.0.1:1", "10.0.0.2:2"}, []float64{1, 2})
 	raw, _ := json.Marshal(good)
 	fa.push(t, raw)
 	require.Eventually(t, func() bool { return len(b.Workers()) == 2 }, 5*time.Second, 10*time.Millisecond)
@@ -212,7 +212,15 @@ func TestFollowFeedRejectsBadMessagesAndReconnects(t *testing.T) {
 	} {
 		fa.push(t, []byte(bad))
 	}
-	require.Eventually(t, func() bool { return b.feedRejected.Load() == 4 }, 5*time.Second, 10*time.Millisecond)
+	// Addresses the feed may not name: this host's loopback, and the
+	// balancer's own address.
+	for _, a := range []string{"127.0.0.1:6379", "localhost:22", "[::1]:80", "0.0.0.0:9090", "10.9.9.9:8080"} {
+		m := Static([]string{"10.0.0.1:1", a}, []float64{1, 1})
+		m.Seq = 9
+		raw, _ := json.Marshal(m)
+		fa.push(t, raw)
+	}
+	require.Eventually(t, func() bool { return b.feedRejected.Load() == 9 }, 5*time.Second, 10*time.Millisecond)
 	assert.Len(t, b.Workers(), 2, "the last good table stays")
 
 	// Reports flow back.
@@ -229,7 +237,7 @@ func TestFollowFeedRejectsBadMessagesAndReconnects(t *testing.T) {
 	require.Eventually(t, func() bool { return fa.dials.Load() > dials }, 5*time.Second, 10*time.Millisecond)
 	assert.Len(t, b.Workers(), 2)
 	require.Eventually(t, func() bool { fa.mu.Lock(); defer fa.mu.Unlock(); return len(fa.conns) == 1 }, 5*time.Second, 10*time.Millisecond)
-	three := Static([]string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"}, []float64{1, 2, 3})
+	three := Static([]string{"10.0.0.1:1", "10.0.0.2:2", "10.0.0.3:3"}, []float64{1, 2, 3})
 	three.Seq = 2
 	raw, _ = json.Marshal(three)
 	fa.push(t, raw)

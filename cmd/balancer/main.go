@@ -8,8 +8,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -38,6 +40,8 @@ func run(ctx context.Context, args []string) error {
 	token := fs.Secret("token", "AGENT_TOKEN", "the agent's feed token")
 	name := fs.String("name", "BALANCER_NAME", "", "name in its tallies to the agent (default: hostname)")
 	workers := fs.String("workers", "BALANCER_WORKERS", "", "fixed workers instead of a feed: host:port=weight, comma-separated")
+	var allowLoopback bool
+	fs.BoolVar(&allowLoopback, "allow-loopback", "BALANCER_ALLOW_LOOPBACK", false, "accept loopback worker addresses from the feed (workers on this host)")
 	level := fs.String("log-level", "BALANCER_LOG", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -68,7 +72,7 @@ func run(ctx context.Context, args []string) error {
 		if *token == "" {
 			return errors.New("--token (AGENT_TOKEN) is required with --feed")
 		}
-		go b.Follow(ctx, balancer.FeedOptions{URL: *feed, Token: *token, Name: *name})
+		go b.Follow(ctx, balancer.FeedOptions{URL: *feed, Token: *token, Name: *name, AllowLoopback: allowLoopback, Self: selfAddrs(*addr, *admin)})
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(b)
@@ -96,4 +100,32 @@ func parseWorkers(s string) (weightfeed.Weights, error) {
 		addrs, ws = append(addrs, a), append(ws, v)
 	}
 	return balancer.Static(addrs, ws), nil
+}
+
+// selfAddrs is every address at which this balancer listens: each listen
+// address, and for one that binds every interface (":8080"), each of this
+// host's addresses with its port — what the agent would see it as.
+func selfAddrs(listen ...string) []string {
+	var ips []string
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if p, err := netip.ParsePrefix(a.String()); err == nil {
+				ips = append(ips, p.Addr().String())
+			}
+		}
+	}
+	var out []string
+	for _, l := range listen {
+		host, port, err := net.SplitHostPort(l)
+		if err != nil {
+			continue
+		}
+		out = append(out, l)
+		if host == "" || host == "0.0.0.0" || host == "::" {
+			for _, ip := range ips {
+				out = append(out, net.JoinHostPort(ip, port))
+			}
+		}
+	}
+	return out
 }

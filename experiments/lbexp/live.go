@@ -419,7 +419,8 @@ func (l *Live) cell(ctx context.Context, env *experiments.Env, a *agent.Agent, f
 	}
 	bctx, stop := context.WithCancel(ctx)
 	defer stop()
-	go b.Follow(bctx, balancer.FeedOptions{URL: feed, Token: token, Name: "lb-live", TallyEvery: l.interval})
+	go b.Follow(bctx, balancer.FeedOptions{URL: feed, Token: token, Name: "lb-live", TallyEvery: l.interval,
+		AllowLoopback: true}) // the workers are this host's: processes on loopback, or containers
 	// The balancer's network front, as cmd/balancer serves it.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

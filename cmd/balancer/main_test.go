@@ -1,0 +1,17 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// A balancer listening on every interface is, to the feed, any of this
+// host's addresses with its port: each is refused as a worker.
+func TestSelfAddrs(t *testing.T) {
+	got := selfAddrs(":8080", "127.0.0.1:9090")
+	assert.Contains(t, got, ":8080")
+	assert.Contains(t, got, "127.0.0.1:8080", "the loopback interface's address, with the proxy's port")
+	assert.Contains(t, got, "127.0.0.1:9090")
+	assert.NotContains(t, got, "127.0.0.1:7000")
+}
