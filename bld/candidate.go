@@ -89,6 +89,9 @@ func NewCandidate(cfg CandidateConfig) (*Candidate, error) {
 	if cfg.Election == "" || cfg.Namespace == "" || cfg.Identity == "" {
 		return nil, fmt.Errorf("candidate: election, namespace and identity are required (got %q, %q, %q)", cfg.Election, cfg.Namespace, cfg.Identity)
 	}
+	if cfg.LeaseDuration > MaxLease {
+		return nil, fmt.Errorf("candidate: lease %s: at most %s", cfg.LeaseDuration, MaxLease)
+	}
 	if cfg.LeaseDuration <= cfg.RenewDeadline || cfg.RenewDeadline <= cfg.RetryPeriod || cfg.RetryPeriod <= 0 {
 		return nil, fmt.Errorf("candidate: want lease %s > renew deadline %s > retry period %s > 0", cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod)
 	}

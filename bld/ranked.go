@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"sort"
+	"strconv"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
@@ -90,8 +94,12 @@ func (c *Candidate) measure(ctx context.Context) []Follower {
 	}
 	var out []Follower
 	for _, p := range pods {
-		addr := p.Annotations[ProbeAnnotation]
-		if p.Name == c.cfg.Identity || addr == "" {
+		if p.Name == c.cfg.Identity || p.Annotations[ProbeAnnotation] == "" {
+			continue
+		}
+		addr, err := probeAddr(&p)
+		if err != nil {
+			c.cfg.Log.Warn("ranked: not probing a follower", "err", err)
 			continue
 		}
 		var rtts []time.Duration
@@ -108,6 +116,39 @@ func (c *Candidate) measure(ctx context.Context) []Follower {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].RTT < out[j].RTT })
 	return out
+}
+
+// probeAddr is the Pod's announced probe address, if it is the Pod's own:
+// its host one of the Pod's IPs — or, for a Pod no kubelet runs (the
+// process backend: no IP), a loopback address. Anyone who may annotate a
+// Pod would otherwise have the leader send requests wherever they like.
+func probeAddr(p *v1.Pod) (string, error) {
+	addr := p.Annotations[ProbeAnnotation]
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("pod %s: %s %q: %w", p.Name, ProbeAnnotation, addr, err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "", fmt.Errorf("pod %s: %s %q: bad port", p.Name, ProbeAnnotation, addr)
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return "", fmt.Errorf("pod %s: %s %q: not an IP address", p.Name, ProbeAnnotation, addr)
+	}
+	var own []string
+	for _, pi := range p.Status.PodIPs {
+		own = append(own, pi.IP)
+	}
+	if p.Status.PodIP != "" {
+		own = append(own, p.Status.PodIP)
+	}
+	switch {
+	case len(own) == 0 && ip.IsLoopback():
+	case slices.ContainsFunc(own, func(s string) bool { o, err := netip.ParseAddr(s); return err == nil && o == ip }):
+	default:
+		return "", fmt.Errorf("pod %s: %s %q: not the Pod's own address (%v)", p.Name, ProbeAnnotation, addr, own)
+	}
+	return addr, nil
 }
 
 func (c *Candidate) probe(ctx context.Context, addr string) (time.Duration, error) {

@@ -38,6 +38,13 @@ type Entry struct {
 // long ago.
 const entryLife = 4
 
+// MaxLease is the longest lease a candidate takes (Kubernetes' own
+// components use 15 s). An entry claiming a node for longer ahead than
+// entryLife such leases was not written by a candidate: it is left out,
+// so a hand-edited or hostile entry (expires in the year 9999) cannot
+// hold a node for ever.
+const MaxLease = 10 * time.Minute
+
 func (e Entry) expired(now time.Time) bool { return !e.Expires.IsZero() && now.After(e.Expires) }
 
 // Record is the leader-management record (the BLD paper's LMEP): which
@@ -72,6 +79,12 @@ func decodeEntries(cm *v1.ConfigMap, log *slog.Logger, now time.Time) map[string
 		if err := json.Unmarshal([]byte(raw), &e); err != nil {
 			if log != nil {
 				log.Warn("leader record: leaving out an entry that does not decode", "record", cm.Namespace+"/"+cm.Name, "entry", app, "err", err)
+			}
+			continue
+		}
+		if e.Expires.After(now.Add(entryLife * MaxLease)) {
+			if log != nil {
+				log.Warn("leader record: leaving out an entry that claims its node too far ahead", "record", cm.Namespace+"/"+cm.Name, "entry", app, "expires", e.Expires)
 			}
 			continue
 		}
