@@ -11,6 +11,21 @@
 ARG GO_IMAGE=golang:1.26-bookworm
 ARG BASE_IMAGE=debian:bookworm-slim
 
+# etcd and kube-apiserver from the Go module proxy, as make kube-tools
+# builds them (tools/README.md). etcd comes first: the engine's classic
+# builder (docker-compose 1.29) builds every stage before its target, and
+# make test has it build etcd alone, which changes only with tools/etcd.
+FROM ${GO_IMAGE} AS etcd-build
+COPY tools/etcd/ /src/tools/etcd/
+WORKDIR /src/tools/etcd
+RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w" -o /out/etcd go.etcd.io/etcd/server/v3
+
+FROM scratch AS etcd
+COPY --from=etcd-build /out/etcd /etcd
+EXPOSE 2379
+USER 65532
+ENTRYPOINT ["/etcd"]
+
 # ringside's binaries. The source commit goes into meta.json.
 FROM ${GO_IMAGE} AS build
 WORKDIR /src
@@ -68,19 +83,7 @@ EXPOSE 8080
 USER 65532
 ENTRYPOINT ["/leaderapp"]
 
-# etcd and kube-apiserver from the Go module proxy, as make kube-tools
-# builds them (tools/README.md).
-FROM ${GO_IMAGE} AS etcd-build
-COPY tools/etcd/ /src/tools/etcd/
-WORKDIR /src/tools/etcd
-RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w" -o /out/etcd go.etcd.io/etcd/server/v3
-
-FROM scratch AS etcd
-COPY --from=etcd-build /out/etcd /etcd
-EXPOSE 2379
-USER 65532
-ENTRYPOINT ["/etcd"]
-
+# kube-apiserver, as make kube-tools builds it.
 FROM ${GO_IMAGE} AS kube-apiserver-build
 ARG KUBE_VERSION=v1.32.13
 COPY tools/kubernetes/ /src/tools/kubernetes/

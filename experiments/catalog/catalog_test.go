@@ -38,21 +38,7 @@ func TestReportsSurviveHostileValues(t *testing.T) {
 		dir := t.TempDir()
 		reg := New()
 		for _, e := range reg.All() {
-			name := e.Spec().Name
-			cols := experiments.Columns(e)
-			row := make([]string, len(cols))
-			for i := range row {
-				row[i] = v
-			}
-			var b strings.Builder
-			w := csv.NewWriter(&b)
-			w.Write(cols)
-			w.Write(row)
-			w.Write(row)
-			w.Flush()
-			require.NoError(t, os.WriteFile(filepath.Join(dir, name+".csv"), []byte(b.String()), 0o644))
-			meta := fmt.Sprintf(`{"experiment":%q,"reps":1,"seed":1,"params":{}}`, name)
-			require.NoError(t, os.WriteFile(filepath.Join(dir, name+".meta.json"), []byte(meta), 0o644))
+			writeRun(t, dir, e, 2, func(int, int) string { return v })
 		}
 		done := make(chan error, 1)
 		go func() { _, err := experiments.WriteReport(dir, reg); done <- err }()
@@ -145,24 +131,12 @@ func FuzzReports(f *testing.F) {
 		e := all[int(which)%len(all)]
 		name := e.Spec().Name
 		dir := t.TempDir()
-		cols := experiments.Columns(e)
-		var sb strings.Builder
-		w := csv.NewWriter(&sb)
-		w.Write(cols)
-		for r := range 3 {
-			row := make([]string, len(cols))
-			for i := range row {
-				row[i] = a
-				if pattern>>((i+r)%64)&1 == 1 {
-					row[i] = b
-				}
+		writeRun(t, dir, e, 3, func(r, c int) string {
+			if pattern>>((r+c)%64)&1 == 1 {
+				return b
 			}
-			w.Write(row)
-		}
-		w.Flush()
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name+".csv"), []byte(sb.String()), 0o644))
-		meta := fmt.Sprintf(`{"experiment":%q,"reps":1,"seed":1,"params":{}}`, name)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name+".meta.json"), []byte(meta), 0o644))
+			return a
+		})
 		done := make(chan error, 1)
 		go func() { _, err := experiments.WriteReport(dir, reg); done <- err }()
 		select {
@@ -175,4 +149,26 @@ func FuzzReports(f *testing.F) {
 		}
 		assert.FileExists(t, filepath.Join(dir, "report.md"))
 	})
+}
+
+// writeRun writes what a run of e leaves in dir: its CSV, rows × its
+// columns with cell(row, column) in each, and its meta.json.
+func writeRun(t *testing.T, dir string, e experiments.Experiment, rows int, cell func(r, c int) string) {
+	t.Helper()
+	name := e.Spec().Name
+	cols := experiments.Columns(e)
+	var b strings.Builder
+	w := csv.NewWriter(&b)
+	w.Write(cols)
+	for r := range rows {
+		row := make([]string, len(cols))
+		for c := range row {
+			row[c] = cell(r, c)
+		}
+		w.Write(row)
+	}
+	w.Flush()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, name+".csv"), []byte(b.String()), 0o644))
+	meta := fmt.Sprintf(`{"experiment":%q,"reps":1,"seed":1,"params":{}}`, name)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, name+".meta.json"), []byte(meta), 0o644))
 }
