@@ -10,9 +10,6 @@ COMPOSE_VERSION ?= v2.40.3
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/...
 
-# go test's default 10-minute limit per package is too short for the
-# stack test on a loaded 2-core machine (it builds images, then runs
-# experiments): 30 minutes.
 # The kube tests run a real kube-apiserver and etcd, built by kube-tools;
 # the compose tests run docker-compose 1.29 and compose v2 (compose-v2) and
 # build the Dockerfile's images from the public bases (base-images); the
@@ -21,6 +18,9 @@ build:
 # elector image in it (kind, kind-node-image, elector-image).
 # The prerequisites build side by side (-j3): debootstrap and the images'
 # apt steps wait on the network and disk while the Go builds use the CPU.
+# go test's default 10-minute limit per package is too short for the stack
+# test on a loaded 2-core machine (it builds images, then runs
+# experiments): 30 minutes.
 TEST_PREREQS = kube-tools compose-v2 base-images stack-images kind kind-node-image elector-image
 test:
 	$(MAKE) -j3 --output-sync=target $(TEST_PREREQS)
