@@ -32,6 +32,13 @@ func StartNginx(ctx context.Context, dir string, addrs []string, weights []float
 	if bin == "" {
 		return nil, errors.New("nginx not found (apt-get install nginx, or leave it out of --baselines)")
 	}
+	// nginx reads -c relative to its prefix (-p): a relative results
+	// folder (make experiments' --out results) would be looked for twice
+	// over.
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
