@@ -44,7 +44,7 @@ var Sources = map[string]string{
 }
 
 func (*Sim) Spec() experiments.Spec {
-	return experiments.Spec{Name: "lb-sim", Backends: []string{"sim"}, Quick: 1, Paper: 5, Row: simRow{},
+	return experiments.Spec{Name: "lb-sim", Backends: []string{"sim"}, Quick: 2, Paper: 5, Row: simRow{},
 		Summary: "every picker before N ∈ {4, 16, 100, 1000} heterogeneous servers (one slowed mid-run) at 50–95 % load, simulated: p50/p99/p99.9 latency, drops, η"}
 }
 
