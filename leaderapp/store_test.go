@@ -44,8 +44,10 @@ func TestFullStoreAnswers507(t *testing.T) {
 		io.WriteString(w, `{"name":"a"}`)
 	}))
 	defer side.Close()
+	// The sidecar always names this replica: a long Stale keeps it the
+	// leader through a poll that a loaded machine delays.
 	s, err := New(Config{Name: "a", Sidecar: side.URL, Peers: map[string]string{"a": "http://127.0.0.1:1"}, Secret: secret,
-		Poll: 10 * time.Millisecond, MaxStoreBytes: 1 << 20})
+		Poll: 10 * time.Millisecond, Stale: time.Minute, MaxStoreBytes: 1 << 20})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
