@@ -342,7 +342,9 @@ func (f *Front) pool(addr string) pool {
 // table, whose pool is then closed whole: a departed worker keeps no file
 // descriptors here.
 func (f *Front) put(addr string, wc *workerConn) {
-	if seq := f.B.Seq(); f.swept.Swap(seq) != seq {
+	// A load first: a swap on every request would write a shared cache
+	// line on the proxy's hot path.
+	if seq := f.B.Seq(); f.swept.Load() != seq && f.swept.Swap(seq) != seq {
 		// A new table: drop the pools of the workers it left out.
 		f.pools.Range(func(a, _ any) bool {
 			if !f.B.serves(a.(string)) {

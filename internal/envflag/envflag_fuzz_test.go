@@ -25,15 +25,9 @@ func FuzzEnvValues(f *testing.F) {
 		t.Setenv("F_DUR", d)
 		t.Setenv("F_BOOL", b)
 		t.Setenv("F_SECRET", secret)
-		s := New(flag.NewFlagSet("fuzz", flag.ContinueOnError))
-		s.SetOutput(io.Discard)
-		gi := s.Int("int", "F_INT", 7, "")
-		gf := s.Float("float", "F_FLOAT", 7, "")
-		gd := s.Duration("dur", "F_DUR", 7, "")
-		var gb bool
-		s.BoolVar(&gb, "bool", "F_BOOL", false, "")
-		gs := s.Secret("secret", "F_SECRET", "")
+		s, v := fuzzSet()
 		err := s.Parse(nil)
+		gi, gf, gd, gb, gs := v.i, v.f, v.d, *v.b, v.s
 
 		wi, ei := strconv.Atoi(i)
 		wf, ef := strconv.ParseFloat(fl, 64)
@@ -62,24 +56,40 @@ func FuzzEnvValues(f *testing.F) {
 		}
 		with := usageOf(s)
 		t.Setenv("F_SECRET", "")
-		if without := usageOf(New(flag.NewFlagSet("fuzz", flag.ContinueOnError))); with != without {
+		if without := usageOf(setOf(fuzzSet())); with != without {
 			t.Fatalf("the usage changes with the secret's value:\n%s", with)
 		}
 	})
 }
 
-// usageOf is what --help prints for s, with the fuzz target's flags.
+type fuzzValues struct {
+	i *int
+	f *float64
+	d *time.Duration
+	b *bool
+	s *string
+}
+
+// fuzzSet defines the fuzz target's flags on a new set, reading the
+// environment as it stands.
+func fuzzSet() (*Set, fuzzValues) {
+	s := New(flag.NewFlagSet("fuzz", flag.ContinueOnError))
+	s.SetOutput(io.Discard)
+	v := fuzzValues{b: new(bool)}
+	v.i = s.Int("int", "F_INT", 7, "")
+	v.f = s.Float("float", "F_FLOAT", 7, "")
+	v.d = s.Duration("dur", "F_DUR", 7, "")
+	s.BoolVar(v.b, "bool", "F_BOOL", false, "")
+	v.s = s.Secret("secret", "F_SECRET", "")
+	return s, v
+}
+
+// usageOf is what --help prints for s.
 func usageOf(s *Set) string {
-	if s.Lookup("secret") == nil {
-		s.Int("int", "F_INT", 7, "")
-		s.Float("float", "F_FLOAT", 7, "")
-		s.Duration("dur", "F_DUR", 7, "")
-		var b bool
-		s.BoolVar(&b, "bool", "F_BOOL", false, "")
-		s.Secret("secret", "F_SECRET", "")
-	}
 	var b strings.Builder
 	s.SetOutput(&b)
 	s.PrintDefaults()
 	return b.String()
 }
+
+func setOf(s *Set, _ fuzzValues) *Set { return s }

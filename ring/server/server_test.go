@@ -165,17 +165,16 @@ func TestJoinPutGetDeleteAnywhere(t *testing.T) {
 
 // boundTCP is the TCP network with the server's socket bound before its
 // address is chosen (port 0), so no test guesses a free port.
-type boundTCP struct{ ln net.Listener }
+type boundTCP struct {
+	tcpNetwork // dials as the server does by default
+	ln         net.Listener
+}
 
 func (b boundTCP) Listen(addr string) (net.Listener, error) {
 	if addr != b.ln.Addr().String() {
 		return nil, fmt.Errorf("listen %s: the bound socket is %s", addr, b.ln.Addr())
 	}
 	return b.ln, nil
-}
-
-func (boundTCP) DialContext(ctx context.Context, addr string) (net.Conn, error) {
-	return new(net.Dialer).DialContext(ctx, "tcp", addr)
 }
 
 // The same server on real sockets: a ring forms over TCP (HTTP and the
@@ -191,7 +190,7 @@ func TestRingOverTCP(t *testing.T) {
 		if i > 0 {
 			join = []string{nodes[0].Addr()}
 		}
-		nodes = append(nodes, run(t, testConfig(ln.Addr().String(), t.TempDir(), boundTCP{ln}, join...)))
+		nodes = append(nodes, run(t, testConfig(ln.Addr().String(), t.TempDir(), boundTCP{ln: ln}, join...)))
 	}
 	require.Eventually(t, func() bool {
 		for _, n := range nodes {
