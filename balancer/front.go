@@ -46,7 +46,7 @@ type Front struct {
 
 // ListenAndServe listens on f.Addr and serves until Shutdown.
 func (f *Front) ListenAndServe() error {
-	ln, err := net.Listen("tcp", f.Addr)
+	ln, err := accept.Listen(f.Addr)
 	if err != nil {
 		return err
 	}

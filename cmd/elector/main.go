@@ -21,6 +21,7 @@ import (
 
 	"github.com/ringside/ringside/bld"
 	"github.com/ringside/ringside/bld/balance"
+	"github.com/ringside/ringside/internal/accept"
 	"github.com/ringside/ringside/internal/envflag"
 	"github.com/ringside/ringside/internal/kubeconfig"
 	"github.com/ringside/ringside/internal/serve"
@@ -122,7 +123,7 @@ func run(ctx context.Context, args []string) error {
 	mux.Handle("/", cand.Handler())
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	srv := serve.Limit(&http.Server{Handler: mux})
-	go srv.Serve(ln)
+	go srv.Serve(accept.Bound(ln))
 
 	log.Info("campaigning", "algorithm", cfg.Algorithm, "lock", cfg.Lock, "http", ln.Addr().String(), "advertise", advertise)
 	err = cand.Run(ctx)

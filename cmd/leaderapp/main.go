@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ringside/ringside/internal/accept"
 	"github.com/ringside/ringside/internal/envflag"
 	"github.com/ringside/ringside/internal/serve"
 	"github.com/ringside/ringside/leaderapp"
@@ -85,7 +86,7 @@ type listenerServer struct {
 	ln net.Listener
 }
 
-func (s listenerServer) ListenAndServe() error { return s.Serve(s.ln) }
+func (s listenerServer) ListenAndServe() error { return s.Serve(accept.Bound(s.ln)) }
 
 // parsePeers reads name=URL,name=URL.
 func parsePeers(s string) (map[string]string, error) {

@@ -7,12 +7,32 @@ import (
 	"errors"
 	"net/http"
 	"time"
+
+	"github.com/ringside/ringside/internal/accept"
 )
 
 // Server is what Until runs: *http.Server, or a server of the same shape.
 type Server interface {
 	ListenAndServe() error
 	Shutdown(ctx context.Context) error
+}
+
+// listenAndServe serves an *http.Server on a bounded listener
+// (accept.Bound); other servers listen their own way.
+func listenAndServe(srv Server) error {
+	hs, ok := srv.(*http.Server)
+	if !ok {
+		return srv.ListenAndServe()
+	}
+	addr := hs.Addr
+	if addr == "" {
+		addr = ":http"
+	}
+	ln, err := accept.Listen(addr)
+	if err != nil {
+		return err
+	}
+	return hs.Serve(ln)
 }
 
 // Until serves every server until ctx ends, then gives in-flight requests
@@ -22,7 +42,7 @@ func Until(ctx context.Context, grace time.Duration, srvs ...Server) error {
 	errc := make(chan error, len(srvs))
 	for _, srv := range srvs {
 		go func() {
-			if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+			if err := listenAndServe(srv); !errors.Is(err, http.ErrServerClosed) {
 				errc <- err
 			}
 		}()

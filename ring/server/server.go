@@ -24,6 +24,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ringside/ringside/internal/accept"
 	"github.com/ringside/ringside/internal/serve"
 	"github.com/ringside/ringside/ring"
 	"github.com/ringside/ringside/ring/coordinator"
@@ -211,6 +212,7 @@ func New(cfg Config) (*Server, error) {
 		store.Close()
 		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
+	ln = accept.Bound(ln)
 	s := &Server{
 		cfg: cfg, self: ring.UIDOf(cfg.Addr), role: role, log: cfg.Log.With("server", cfg.Addr), store: store, ln: ln,
 		hc: &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64,

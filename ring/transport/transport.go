@@ -1,8 +1,9 @@
 // Package transport carries ring messages between servers over TCP, one
 // persistent connection per peer, framed by package wire. Every
-// connection opens with a hello proving the dialler holds the cluster
-// secret; a connection without it is closed before any frame reaches the
-// state machine. Sends are
+// connection opens with a handshake in which the dialler answers the
+// listener's nonce with proof that it holds the cluster secret
+// (wire.Proof); a connection without it is closed before any frame
+// reaches the state machine. Sends are
 // asynchronous so a slow or dead peer never stalls the election loop; a
 // message that cannot be delivered is handed back as unreachable, which is
 // how the state machine learns to skip a dead successor.
@@ -11,7 +12,6 @@ package transport
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"io"
 	"log/slog"
@@ -50,8 +50,8 @@ type Dialer func(ctx context.Context, addr string) (net.Conn, error)
 type Transport struct {
 	h     Handler
 	dial  Dialer
-	log   *slog.Logger
-	proof [sha256.Size]byte
+	log    *slog.Logger
+	secret string
 
 	mu     sync.Mutex
 	addrs  map[ring.UID]string
@@ -69,7 +69,7 @@ func New(secret string, dial Dialer, h Handler, log *slog.Logger) *Transport {
 		d := net.Dialer{}
 		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
 	}
-	return &Transport{h: h, dial: dial, log: log, proof: wire.Proof(secret), addrs: map[ring.UID]string{}, peers: map[ring.UID]*peer{}, conns: map[net.Conn]struct{}{}}
+	return &Transport{h: h, dial: dial, log: log, secret: secret, addrs: map[ring.UID]string{}, peers: map[ring.UID]*peer{}, conns: map[net.Conn]struct{}{}}
 }
 
 // SetPeers installs the UID → peer address map from ring metadata.
@@ -186,9 +186,9 @@ func (t *Transport) ServeConn(c net.Conn, r io.Reader) {
 	if r == nil {
 		r = bufio.NewReader(c)
 	}
-	c.SetReadDeadline(time.Now().Add(helloTimeout))
-	err := wire.ReadHello(r, t.proof)
-	c.SetReadDeadline(time.Time{})
+	c.SetDeadline(time.Now().Add(helloTimeout))
+	err := t.challenge(c, r)
+	c.SetDeadline(time.Time{})
 	if err != nil {
 		t.malformed(c, err)
 		return
@@ -202,6 +202,35 @@ func (t *Transport) ServeConn(c net.Conn, r io.Reader) {
 		}
 		t.h.Deliver(m)
 	}
+}
+
+// challenge is the listener's side of the handshake: the dialler's
+// hello, a fresh nonce back, and the dialler's proof for it.
+func (t *Transport) challenge(c net.Conn, r io.Reader) error {
+	if err := wire.ReadHello(r); err != nil {
+		return err
+	}
+	nonce := wire.NewNonce()
+	if _, err := c.Write(wire.AppendChallenge(nil, nonce)); err != nil {
+		return err
+	}
+	return wire.ReadProof(r, wire.Proof(t.secret, nonce))
+}
+
+// answer is the dialler's side of the handshake on a new connection c:
+// it sends the hello, reads the challenge within WriteTimeout, and
+// returns the proof that must open its first write.
+func (t *Transport) answer(c net.Conn) ([]byte, error) {
+	c.SetDeadline(time.Now().Add(WriteTimeout))
+	defer c.SetDeadline(time.Time{})
+	if _, err := c.Write(wire.AppendHello(nil)); err != nil {
+		return nil, err
+	}
+	nonce, err := wire.ReadChallenge(c)
+	if err != nil {
+		return nil, err
+	}
+	return wire.AppendProof(nil, wire.Proof(t.secret, nonce)), nil
 }
 
 // helloTimeout bounds how long an inbound connection may hold a
@@ -232,7 +261,7 @@ type peer struct {
 	mu    sync.Mutex // guards the connection
 	conn  net.Conn
 	gone  chan struct{} // closed when the peer closes conn
-	hello bool          // conn is new: the next write opens with the hello
+	proof []byte        // conn is new: the next write opens with this proof
 	buf   []byte
 }
 
@@ -294,19 +323,21 @@ func (p *peer) write(m ring.Message) error {
 		if err != nil {
 			return err
 		}
-		p.conn, p.gone = c, make(chan struct{})
-		p.hello = true
-		// Peers never write on this connection, so a read returns only
-		// when the peer's end closes — the earliest sign that it died.
+		proof, err := p.t.answer(c)
+		if err != nil {
+			c.Close()
+			return err
+		}
+		p.conn, p.gone, p.proof = c, make(chan struct{}), proof
+		// Past the challenge peers never write on this connection, so a
+		// read returns only when the peer's end closes — the earliest
+		// sign that it died.
 		go func(c net.Conn, gone chan struct{}) {
 			io.Copy(io.Discard, c)
 			close(gone)
 		}(c, p.gone)
 	}
-	p.buf = p.buf[:0]
-	if p.hello {
-		p.buf = wire.AppendHello(p.buf, p.t.proof)
-	}
+	p.buf = append(p.buf[:0], p.proof...)
 	p.buf = wire.Append(p.buf, m)
 	p.conn.SetWriteDeadline(time.Now().Add(WriteTimeout))
 	if _, err := p.conn.Write(p.buf); err != nil {
@@ -314,6 +345,6 @@ func (p *peer) write(m ring.Message) error {
 		p.conn = nil
 		return err
 	}
-	p.hello = false
+	p.proof = nil
 	return nil
 }

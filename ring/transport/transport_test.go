@@ -131,8 +131,9 @@ func TestMalformedFrameClosesOnlyThatConnection(t *testing.T) {
 const testSecret = "ring-secret-for-tests"
 
 // Frames from a dialler without the cluster secret never reach the state
-// machine: a forged ELECTED without a hello, or behind a hello of another
-// secret, closes the connection unread.
+// machine: a forged ELECTED without a handshake, behind the proof of
+// another secret, or behind a proof seen on another connection (a replay:
+// every connection answers its own nonce) closes the connection unread.
 func TestFramesWithoutTheSecretAreRefused(t *testing.T) {
 	s := newSink()
 	tr := listen(t, s.handler())
@@ -140,17 +141,47 @@ func TestFramesWithoutTheSecretAreRefused(t *testing.T) {
 	u := ring.UIDOf(tr.Addr().String())
 	forged := wire.Append(nil, ring.Message{Type: ring.MsgElected, To: u, Cand: ring.UIDOf("usurper"), Round: 1 << 60})
 
-	for name, preface := range map[string][]byte{
-		"no hello":     nil,
-		"wrong secret": wire.AppendHello(nil, wire.Proof("not-the-ring-secret")),
-	} {
+	// handshake opens a connection and answers its challenge with the
+	// proof prove returns for the nonce.
+	handshake := func(prove func(wire.Nonce) []byte) net.Conn {
 		c, err := net.Dial("tcp", tr.Addr().String())
 		require.NoError(t, err)
-		_, err = c.Write(append(preface, forged...))
+		_, err = c.Write(wire.AppendHello(nil))
+		require.NoError(t, err)
+		nonce, err := wire.ReadChallenge(c)
+		require.NoError(t, err)
+		_, err = c.Write(prove(nonce))
+		require.NoError(t, err)
+		return c
+	}
+	var seen []byte // a proof that opened an earlier, genuine connection
+	genuine := handshake(func(n wire.Nonce) []byte {
+		seen = wire.AppendProof(nil, wire.Proof(testSecret, n))
+		return seen
+	})
+	defer genuine.Close()
+
+	attempts := map[string]func() net.Conn{
+		"no handshake": func() net.Conn {
+			c, err := net.Dial("tcp", tr.Addr().String())
+			require.NoError(t, err)
+			return c
+		},
+		"wrong secret": func() net.Conn {
+			return handshake(func(n wire.Nonce) []byte { return wire.AppendProof(nil, wire.Proof("not-the-ring-secret", n)) })
+		},
+		"replayed proof": func() net.Conn { return handshake(func(wire.Nonce) []byte { return seen }) },
+	}
+	for name, open := range attempts {
+		c := open()
+		_, err := c.Write(forged)
 		require.NoError(t, err)
 		select {
 		case err := <-s.bad:
 			assert.Error(t, err, name)
+			if name != "no handshake" {
+				assert.ErrorIs(t, err, wire.ErrNoSecret, name)
+			}
 		case <-time.After(5 * time.Second):
 			t.Fatalf("%s: refusal not reported", name)
 		}

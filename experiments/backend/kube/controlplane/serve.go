@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/ringside/ringside/internal/accept"
 	"github.com/ringside/ringside/internal/serve"
 )
 
@@ -77,7 +78,7 @@ func Serve(ctx context.Context, o ServeOptions) error {
 		w.Write(kc)
 	})
 	srv := serve.Limit(&http.Server{Handler: mux})
-	go srv.Serve(ln)
+	go srv.Serve(accept.Bound(ln))
 	defer srv.Close()
 	o.Log.Info("kube-apiserver ready", "server", o.Server, "kubeconfig", "http://"+ln.Addr().String()+"/kubeconfig", "workers", o.Workers)
 

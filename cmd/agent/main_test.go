@@ -1,0 +1,23 @@
+package main
+
+import (
+	"os"
+	"testing"
+
+	"github.com/ringside/ringside/internal/fdtest"
+)
+
+func TestMain(m *testing.M) {
+	fdtest.RunChild(main)
+	os.Exit(m.Run())
+}
+
+// Flooded with more connections than it may open files, the agent keeps
+// its process and serves again once the flood has gone.
+func TestOutlivesAConnectionFlood(t *testing.T) {
+	const limit = 64
+	addr := fdtest.FreeAddr(t)
+	p := fdtest.Start(t, limit, []string{"AGENT_TOKEN=0123456789abcdef"}, "--http", addr, "--runtime", "process",
+		"--worker-bin", "/nonexistent/worker", "--min", "0", "--log-level", "error")
+	fdtest.Survives(t, p, limit, "http://"+addr+"/healthz", addr)
+}
