@@ -48,8 +48,8 @@ type Dialer func(ctx context.Context, addr string) (net.Conn, error)
 
 // Transport is one server's endpoint.
 type Transport struct {
-	h     Handler
-	dial  Dialer
+	h      Handler
+	dial   Dialer
 	log    *slog.Logger
 	secret string
 
