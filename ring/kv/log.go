@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"os"
 	"strconv"
 	"time"
@@ -89,16 +90,24 @@ func readRecord(r io.Reader, hdr []byte) (record, string) {
 }
 
 // cut saves the log's bytes from off to size beside it and truncates the
-// log to off, so the bytes are kept for a look but never misread.
+// log to off, so the bytes are kept for a look but never misread. The
+// side file is durable — its contents and its name — before the log
+// loses the bytes, and a later cut at the same offset gets a file of its
+// own instead of overwriting it.
 func (s *Store) cut(off, size int64, reason string) error {
-	side := s.path + ".cut-" + strconv.FormatInt(off, 10)
-	out, err := os.Create(side)
+	out, side, err := createSide(s.path + ".cut-" + strconv.FormatInt(off, 10))
 	if err != nil {
 		return fmt.Errorf("save the cut tail: %w", err)
 	}
 	_, err = io.Copy(out, io.NewSectionReader(s.f, off, size-off))
+	if err == nil {
+		err = s.fsync(out)
+	}
 	if cerr := out.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil {
+		err = s.syncDir(dirOf(s.path))
 	}
 	if err != nil {
 		return fmt.Errorf("save the cut tail to %s: %w", side, err)
@@ -111,6 +120,19 @@ func (s *Store) cut(off, size int64, reason string) error {
 	}
 	s.log.Warn("cut the store's log after its last valid record", "log", s.path, "at", off, "bytes_cut", size-off, "found", reason, "saved_to", side)
 	return nil
+}
+
+// createSide creates base, or base.1, base.2, … when it exists: a file
+// that did not exist before.
+func createSide(base string) (*os.File, string, error) {
+	name := base
+	for i := 1; ; i++ {
+		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if !errors.Is(err, fs.ErrExist) || i > 1000 {
+			return f, name, err
+		}
+		name = base + "." + strconv.Itoa(i)
+	}
 }
 
 // append writes one record at the end and returns the offset of its value.
@@ -128,7 +150,12 @@ func (s *Store) append(flags byte, version uint64, key string, value []byte) (in
 	}
 	switch s.opts.Fsync {
 	case FsyncAlways:
-		if err := s.fsync(s.f); err != nil {
+		if err := s.sync(); err != nil {
+			// The record must not outlive the error it was answered
+			// with: cut it off again (from the OS's cache at least).
+			if terr := s.f.Truncate(s.end); terr != nil {
+				err = errors.Join(err, fmt.Errorf("and cutting it off: %w", terr))
+			}
 			return 0, fmt.Errorf("fsync: %w", err)
 		}
 	case FsyncInterval:
@@ -165,7 +192,7 @@ func (s *Store) syncLoop() {
 		}
 		s.mu.Lock()
 		if s.dirty && s.f != nil {
-			if err := s.fsync(s.f); err != nil {
+			if err := s.sync(); err != nil {
 				s.log.Error("fsync of the store's log failed", "log", s.path, "err", err)
 			} else {
 				s.dirty = false
@@ -176,16 +203,20 @@ func (s *Store) syncLoop() {
 }
 
 // maybeCompact rewrites the log when superseded records pass the
-// threshold and make up half of it. Write lock held.
+// threshold and make up half of it. After a failure (a full disk) it waits
+// until the garbage has grown by half again instead of rewriting the log
+// at every write. Write lock held.
 func (s *Store) maybeCompact() {
-	if s.opts.CompactAt < 0 || s.garbage < s.opts.CompactAt || 2*s.garbage < s.end {
+	if s.opts.CompactAt < 0 || s.garbage < max(s.opts.CompactAt, s.compactRetry) || 2*s.garbage < s.end {
 		return
 	}
 	if err := s.compact(); err != nil {
-		// The old log is intact and in use: compaction is retried at the
-		// next write past the threshold.
-		s.log.Error("compacting the store's log failed", "log", s.path, "err", err)
+		// The old log is intact and in use.
+		s.compactRetry = s.garbage + s.garbage/2
+		s.log.Error("compacting the store's log failed; retrying once its garbage has grown by half", "log", s.path, "err", err, "garbage_bytes", s.garbage)
+		return
 	}
+	s.compactRetry = 0
 }
 
 // compact writes the live records (tombstones included, so deletes keep
@@ -229,21 +260,49 @@ func (s *Store) compact() error {
 		l.off = off
 		s.index[k] = l
 	}
-	if err := tmp.Sync(); err != nil {
+	if err := s.fsync(tmp); err != nil {
 		return fail(err)
 	}
 	if err := os.Rename(tmpPath, s.path); err != nil {
 		return fail(err)
 	}
-	if dir, err := os.Open(dirOf(s.path)); err == nil {
-		dir.Sync() // the rename itself, durable
-		dir.Close()
+	// Until the rename is durable, a power cut brings the old log back:
+	// complete, but without what is written to the new one. sync makes
+	// it durable before the next write is acknowledged.
+	s.renamed = true
+	if err := s.sync(); err != nil {
+		s.log.Error("the compacted log's name is not yet durable; retried before the next write is acknowledged", "log", s.path, "err", err)
 	}
 	old.Close()
 	before := oldEnd
 	s.garbage, s.dirty = 0, false
 	s.log.Info("compacted the store's log", "log", s.path, "bytes_before", before, "bytes_after", s.end, "keys", len(s.index))
 	return nil
+}
+
+// sync makes the log durable: its bytes, and its name after a
+// compaction renamed it.
+func (s *Store) sync() error {
+	if s.renamed {
+		if err := s.syncDir(dirOf(s.path)); err != nil {
+			return fmt.Errorf("fsync the log's directory: %w", err)
+		}
+		s.renamed = false
+	}
+	return s.fsync(s.f)
+}
+
+// syncDir makes the names in the folder dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func dirOf(path string) string {

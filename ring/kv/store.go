@@ -9,6 +9,7 @@ package kv
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"sync"
@@ -58,7 +59,12 @@ type Store struct {
 	cache   *valueCache
 	buf     []byte
 	dirty   bool                 // written since the last fsync (interval policy)
-	fsync   func(*os.File) error // (*os.File).Sync; tests count the calls
+	renamed bool                 // a compaction renamed the log and its folder is not yet fsynced
+	// compactRetry is the garbage at which a failed compaction is tried
+	// again (0: the threshold).
+	compactRetry int64
+	fsync        func(*os.File) error // (*os.File).Sync; tests fail or count the calls
+	syncDir      func(dir string) error
 	stop    chan struct{}
 	done    chan struct{}
 }
@@ -106,11 +112,22 @@ func Open(path string, o Options, log *slog.Logger) (*Store, error) {
 	if o.CompactAt == 0 {
 		o.CompactAt = 64 << 20
 	}
+	// A compaction a crash interrupted left its half-written file: the
+	// log it was to replace is whole.
+	if err := os.Remove(path + ".compact"); err == nil {
+		log.Warn("removed an interrupted compaction's file", "file", path+".compact")
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("open store: remove an interrupted compaction: %w", err)
+	}
+	_, statErr := os.Stat(path)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	s := &Store{path: path, log: log, opts: o, f: f, index: map[string]loc{}, fsync: (*os.File).Sync}
+	s := &Store{path: path, log: log, opts: o, f: f, index: map[string]loc{}, fsync: (*os.File).Sync, syncDir: syncDir}
+	// A new log's name is made durable with the first write the policy
+	// makes durable.
+	s.renamed = errors.Is(statErr, fs.ErrNotExist) && o.Fsync != FsyncNever
 	if o.CacheBytes > 0 {
 		s.cache = newValueCache(o.CacheBytes)
 	}
@@ -258,8 +275,8 @@ func (s *Store) Close() error {
 		return errors.New("store already closed")
 	}
 	var err error
-	if s.dirty {
-		err = s.fsync(s.f)
+	if s.dirty || s.renamed {
+		err = s.sync()
 	}
 	if cerr := s.f.Close(); err == nil {
 		err = cerr

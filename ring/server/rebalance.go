@@ -67,6 +67,9 @@ func (s *Server) moveData(ctx context.Context, old, cur *membership.Metadata) (i
 	batches := map[string][]byte{}
 	failed := map[string]error{}
 	var forget []string
+	// A key whose value cannot be read is neither sent nor forgotten: it
+	// stays here, and the move is retried.
+	unread, firstUnread := 0, error(nil)
 	moved := 0
 	flush := func(to string) {
 		if len(batches[to]) == 0 || failed[to] != nil {
@@ -83,12 +86,20 @@ func (s *Server) moveData(ctx context.Context, old, cur *membership.Metadata) (i
 		if old != nil {
 			before = old.Responsible(key)
 		}
+		readable := true
 		for _, to := range now {
 			if to == s.cfg.Addr || slices.Contains(before, to) {
 				continue
 			}
 			e, ok, err := s.store.Get(key)
-			if err != nil || !ok {
+			if err != nil {
+				if unread++; firstUnread == nil {
+					firstUnread = err
+				}
+				readable = false
+				break
+			}
+			if !ok {
 				continue
 			}
 			batches[to] = AppendItem(batches[to], Item{Key: key, Entry: e})
@@ -97,7 +108,7 @@ func (s *Server) moveData(ctx context.Context, old, cur *membership.Metadata) (i
 				flush(to)
 			}
 		}
-		if !slices.Contains(now, s.cfg.Addr) {
+		if readable && !slices.Contains(now, s.cfg.Addr) {
 			forget = append(forget, key)
 		}
 	}
@@ -117,6 +128,9 @@ func (s *Server) moveData(ctx context.Context, old, cur *membership.Metadata) (i
 	}
 	for to, err := range failed {
 		return moved, fmt.Errorf("transfer to %s: %w", to, err)
+	}
+	if unread > 0 {
+		return moved, fmt.Errorf("%d keys kept unsent: %w", unread, firstUnread)
 	}
 	return moved, nil
 }

@@ -10,12 +10,17 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -895,4 +900,50 @@ func TestRingAnswersAreProvedAndAskedWithoutTheSecret(t *testing.T) {
 		assert.ErrorContains(t, err, "no proof", "proof %q", f)
 	}
 	assert.False(t, sawSecret.Load(), "the question carried the cluster secret")
+}
+
+// A key whose value cannot be read when it moves (the disk failed under
+// it) is neither sent nor forgotten: the server keeps it and retries the
+// move, where it used to forget it unsent.
+func TestAnUnreadableKeyIsKeptWhenItMoves(t *testing.T) {
+	withReplicas(t, 1)
+	nodes := startRing(t, 3)
+	for i := range 60 {
+		code, msg := do(t, http.MethodPut, "http://"+nodes[0].Addr()+"/kv/k"+fmt.Sprint(i), []byte("value"))
+		require.Equal(t, http.StatusNoContent, code, msg)
+	}
+	// Every value on every disk is gone; the indexes still name them.
+	held := map[*node][]string{}
+	for _, n := range nodes {
+		held[n] = n.store.Keys()
+		require.NoError(t, os.Truncate(filepath.Join(n.cfg.Dir, "kv.log"), 0))
+	}
+
+	joined := startNode(t, nodes[0].Addr())
+	leaving := 0
+	for _, n := range nodes {
+		require.Eventually(t, func() bool { return n.currentMeta().Has(joined.Addr()) }, 10*time.Second, 10*time.Millisecond)
+		meta := n.currentMeta()
+		var kept []string
+		for _, k := range held[n] {
+			if !slices.Contains(meta.Responsible(k), n.Addr()) {
+				kept = append(kept, k)
+			}
+		}
+		if len(kept) == 0 {
+			continue
+		}
+		leaving += len(kept)
+		require.Eventually(t, func() bool { return counter(n.m.moveRetries) > 0 }, 10*time.Second, 10*time.Millisecond,
+			"%s tried to move its keys to the new server", n.Addr())
+		assert.Subset(t, n.store.Keys(), kept, "keys %s could not send are kept", n.Addr())
+	}
+	require.Positive(t, leaving, "some keys moved to the new server")
+}
+
+// counter reads a Prometheus counter's value.
+func counter(c prometheus.Counter) float64 {
+	var m dto.Metric
+	c.Write(&m)
+	return m.GetCounter().GetValue()
 }
