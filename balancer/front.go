@@ -244,8 +244,8 @@ func (f *Front) handle(c net.Conn, req *http.Request, bw *bufio.Writer) bool {
 
 	t := b.table.Load()
 	if t == nil {
+		keep = drain(req) && keep
 		writeError(bw, req, http.StatusServiceUnavailable, errNoWorker.Error(), !keep)
-		drain(req)
 		return keep
 	}
 	attempts := 1
@@ -283,8 +283,8 @@ func (f *Front) handle(c net.Conn, req *http.Request, bw *bufio.Writer) bool {
 	if errors.Is(err, errNoWorker) {
 		status = http.StatusServiceUnavailable
 	}
+	keep = drain(req) && keep
 	writeError(bw, req, status, err.Error(), !keep)
-	drain(req)
 	return keep
 }
 
@@ -297,13 +297,21 @@ func isClientErr(err error) bool {
 }
 
 // drain reads what is left of a request body that was not forwarded, so
-// the next request on the connection starts where it should.
-func drain(req *http.Request) {
-	if req.Body != nil {
-		io.Copy(io.Discard, io.LimitReader(req.Body, 1<<20))
-		req.Body.Close()
+// that the next request on the connection starts where it should, and
+// reports whether it does. After a malformed body (a broken chunk) or one
+// with over 1 MiB left, where the next request starts is unknown: the
+// connection must close, or bytes of the body would be read as a request
+// (smuggled past whatever judged the first one).
+func drain(req *http.Request) bool {
+	if req.Body == nil || req.Body == http.NoBody {
+		return true
 	}
+	defer req.Body.Close()
+	n, err := io.Copy(io.Discard, io.LimitReader(req.Body, maxDrain+1))
+	return err == nil && n <= maxDrain
 }
+
+const maxDrain = 1 << 20
 
 func writeError(bw *bufio.Writer, req *http.Request, status int, msg string, closing bool) {
 	body := msg + "\n"
