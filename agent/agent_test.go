@@ -231,7 +231,21 @@ func TestCorruptStoreIsNamed(t *testing.T) {
 	require.NoError(t, rdb.Set(ctx, "t:desired", "2", 0).Err())
 	require.NoError(t, rdb.HSet(ctx, "t:workers", "w1", "{not json").Err())
 	_, _, err := agent.NewRedisStore(rdb, "t").Load(ctx)
-	assert.ErrorContains(t, err, "redis t:workers[w1]")
+	assert.ErrorContains(t, err, `redis t:workers["w1"]`)
+
+	// Well-formed JSON that no agent wrote is refused the same way.
+	for desired, w := range map[string]string{
+		"9223372036854775807": `{"id":"w1","state":"low"}`,
+		"2":                   `{"id":"another","state":"low"}`,
+		"1":                   `{"id":"w1","state":"on fire"}`,
+		"0":                   `{"id":"w1","state":"low","weight":-1}`,
+	} {
+		require.NoError(t, rdb.Set(ctx, "t:desired", desired, 0).Err())
+		require.NoError(t, rdb.HSet(ctx, "t:workers", "w1", w).Err())
+		_, ok, err := agent.NewRedisStore(rdb, "t").Load(ctx)
+		assert.False(t, ok)
+		assert.ErrorContains(t, err, "redis t:", w)
+	}
 }
 
 func TestFeedRequiresTokenAndOrigin(t *testing.T) {

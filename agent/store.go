@@ -4,9 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ringside/ringside/agent/lifecycle"
 )
 
 // WorkerState is everything the agent knows of a worker, as stored in
@@ -91,21 +96,76 @@ func (r *RedisStore) Load(ctx context.Context) (Snapshot, bool, error) {
 	if err != nil {
 		return Snapshot{}, false, fmt.Errorf("load state from redis: %w", err)
 	}
-	var s Snapshot
-	if s.Desired, err = strconv.Atoi(d); err != nil {
-		return Snapshot{}, false, fmt.Errorf("redis %s:desired = %q: %w", r.prefix, d, err)
-	}
 	all, err := r.rdb.HGetAll(ctx, r.prefix+":workers").Result()
 	if err != nil {
 		return Snapshot{}, false, fmt.Errorf("load workers from redis: %w", err)
 	}
-	for id, raw := range all {
+	s, err := decodeSnapshot(r.prefix, d, all)
+	return s, err == nil, err
+}
+
+// Bounds on a stored snapshot: anyone who can write to Redis writes it,
+// and a restarted agent acts on it.
+const (
+	maxStoredWorkers = 4096
+	maxStoredTimes   = 1024
+)
+
+// decodeSnapshot reads PREFIX:desired and the PREFIX:workers hash. Every
+// worker is checked like input: its hash key is its ID, its state one the
+// lifecycle knows, its numbers finite and in range.
+func decodeSnapshot(prefix, desired string, workers map[string]string) (Snapshot, error) {
+	var s Snapshot
+	var err error
+	if s.Desired, err = strconv.Atoi(desired); err != nil || s.Desired < 0 || s.Desired > maxStoredWorkers {
+		return Snapshot{}, fmt.Errorf("redis %s:desired = %q: want a count of workers, 0 to %d", prefix, desired, maxStoredWorkers)
+	}
+	if len(workers) > maxStoredWorkers {
+		return Snapshot{}, fmt.Errorf("redis %s:workers holds %d workers, over %d", prefix, len(workers), maxStoredWorkers)
+	}
+	for id, raw := range workers {
 		var w WorkerState
 		if err := json.Unmarshal([]byte(raw), &w); err != nil {
-			return Snapshot{}, false, fmt.Errorf("redis %s:workers[%s]: %w", r.prefix, id, err)
+			return Snapshot{}, fmt.Errorf("redis %s:workers[%q]: %w", prefix, id, err)
+		}
+		if err := w.check(id); err != nil {
+			return Snapshot{}, fmt.Errorf("redis %s:workers[%q]: %w", prefix, id, err)
+		}
+		if len(w.Times) == 0 {
+			w.Times = nil // as saved: an empty window is left out
 		}
 		s.Workers = append(s.Workers, w)
 	}
 	sortWorkers(s.Workers)
-	return s, true, nil
+	return s, nil
+}
+
+// check validates a stored worker filed under key.
+func (w WorkerState) check(key string) error {
+	switch {
+	case w.ID == "" || w.ID != key:
+		return fmt.Errorf("id %q, filed under %q", w.ID, key)
+	case !slices.Contains([]lifecycle.State{"", lifecycle.Low, lifecycle.Medium, lifecycle.High, lifecycle.Sundown}, lifecycle.State(w.State)):
+		return fmt.Errorf("state %q: want low, medium, high, sundown or none yet", w.State)
+	case len(w.Times) > maxStoredTimes:
+		return fmt.Errorf("%d response times, over %d", len(w.Times), maxStoredTimes)
+	case w.Active < 0:
+		return fmt.Errorf("active %d: negative", w.Active)
+	}
+	for name, v := range map[string]float64{"cpu_limit": w.CPULimit, "cpu_pct": w.CPU, "mem_pct": w.Mem, "net_mbps": w.NetMBps, "weight": w.Weight} {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			return fmt.Errorf("%s %v: want a finite number, 0 or more", name, v)
+		}
+	}
+	for name, v := range map[string]float64{"score": w.Score, "avail_score": w.Avail} {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("%s %v: want a finite number", name, v)
+		}
+	}
+	for _, ms := range w.Times {
+		if math.IsNaN(ms) || ms < 0 || ms > float64(math.MaxInt64/int64(time.Millisecond)) {
+			return fmt.Errorf("response time %v ms: out of range", ms)
+		}
+	}
+	return nil
 }
