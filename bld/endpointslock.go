@@ -39,11 +39,30 @@ func (l *EndpointsLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRe
 	if !ok {
 		return &resourcelock.LeaderElectionRecord{}, nil, nil
 	}
-	var rec resourcelock.LeaderElectionRecord
-	if err := json.Unmarshal([]byte(raw), &rec); err != nil {
+	rec, err := decodeLockRecord(raw)
+	if err != nil {
 		return nil, nil, fmt.Errorf("endpoints %s/%s: annotation %s: %w", e.Namespace, e.Name, LeaderAnnotation, err)
 	}
 	return &rec, []byte(raw), nil
+}
+
+// decodeLockRecord reads the annotation's record, which anyone allowed to
+// edit the Endpoints object writes: a holder is a Pod name (a DNS
+// subdomain, 253 bytes at most) or none, and the counts are not negative.
+func decodeLockRecord(raw string) (resourcelock.LeaderElectionRecord, error) {
+	var rec resourcelock.LeaderElectionRecord
+	if err := json.Unmarshal([]byte(raw), &rec); err != nil {
+		return rec, err
+	}
+	switch {
+	case len(rec.HolderIdentity) > 253:
+		return rec, fmt.Errorf("holderIdentity of %d bytes: a Pod name has at most 253", len(rec.HolderIdentity))
+	case rec.LeaseDurationSeconds < 0:
+		return rec, fmt.Errorf("leaseDurationSeconds %d: negative", rec.LeaseDurationSeconds)
+	case rec.LeaderTransitions < 0:
+		return rec, fmt.Errorf("leaderTransitions %d: negative", rec.LeaderTransitions)
+	}
+	return rec, nil
 }
 
 // Create creates the Endpoints object holding rec.

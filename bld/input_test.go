@@ -85,3 +85,64 @@ func TestProbeAddrIsThePodsOwn(t *testing.T) {
 		assert.Equal(t, tc.want, got)
 	}
 }
+
+// The Endpoints lock's record is an annotation anyone who may edit the
+// object writes: what decodes is a record client-go could have written —
+// a holder of at most 253 bytes, no negative count — and encoding it
+// again decodes to the same record.
+func FuzzDecodeLockRecord(f *testing.F) {
+	f.Add(`{"holderIdentity":"app-0","leaseDurationSeconds":10,"acquireTime":"2026-11-24T12:00:00.000000Z","renewTime":"2026-11-24T12:00:05.000000Z","leaderTransitions":3}`)
+	f.Add(`{"holderIdentity":"","leaseDurationSeconds":-1}`)
+	f.Add(`{"leaderTransitions":-2147483648}`)
+	f.Add(`{"renewTime":"9999-12-31T23:59:59.999999999Z"}`)
+	f.Add(`null`)
+	f.Fuzz(func(t *testing.T, raw string) {
+		rec, err := decodeLockRecord(raw)
+		if err != nil {
+			return
+		}
+		if len(rec.HolderIdentity) > 253 || rec.LeaseDurationSeconds < 0 || rec.LeaderTransitions < 0 {
+			t.Fatalf("accepted %+v", rec)
+		}
+		b, err := json.Marshal(rec)
+		if err != nil {
+			return // a time past year 9999 decodes but does not encode: Update then fails, naming it
+		}
+		again, err := decodeLockRecord(string(b))
+		require.NoError(t, err, "re-encoded %s", b)
+		b2, _ := json.Marshal(again)
+		require.Equal(t, string(b), string(b2), "encode ∘ decode is stable")
+	})
+}
+
+// The ranking annotation: what decodes names each follower once, with no
+// negative RTT and no more than maxRanked of them, and reads back the
+// same once written.
+func FuzzDecodeRanking(f *testing.F) {
+	good, _ := json.Marshal([]Follower{{ID: "app-1", Addr: "10.0.0.2:4040", RTT: 250 * time.Microsecond}, {ID: "app-2", Addr: "10.0.0.3:4040", RTT: time.Millisecond}})
+	f.Add(string(good))
+	f.Add(`[{"id":"a"},{"id":"a"}]`)
+	f.Add(`[{"id":"a","rtt_ns":-1}]`)
+	f.Add(`[{"id":""}]`)
+	f.Add(`[{"id":"a","rtt_ns":9223372036854775807}]`)
+	f.Fuzz(func(t *testing.T, raw string) {
+		out, err := decodeRanking(raw)
+		if err != nil {
+			return
+		}
+		require.LessOrEqual(t, len(out), maxRanked)
+		seen := map[string]bool{}
+		for _, r := range out {
+			require.False(t, r.ID == "" || seen[r.ID] || r.RTT < 0, "accepted %+v", r)
+			seen[r.ID] = true
+			assert.Equal(t, seen[r.ID], Rank(out, r.ID) < len(out))
+		}
+		b, err := json.Marshal(out)
+		require.NoError(t, err)
+		again, err := decodeRanking(string(b))
+		require.NoError(t, err)
+		if len(out) > 0 {
+			require.Equal(t, out, again)
+		}
+	})
+}

@@ -37,9 +37,36 @@ func (c *Candidate) successors(ctx context.Context) ([]Follower, error) {
 	if !ok {
 		return nil, nil
 	}
+	out, err := decodeRanking(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s annotation: %w", SuccessorAnnotation, err)
+	}
+	return out, nil
+}
+
+// maxRanked bounds a ranking: far more replicas than any election has.
+const maxRanked = 1024
+
+// decodeRanking reads a ranking, which anyone allowed to edit the lock
+// object writes: at most maxRanked followers, each named once, none with
+// a negative RTT.
+func decodeRanking(raw string) ([]Follower, error) {
 	var out []Follower
 	if err := json.Unmarshal([]byte(raw), &out); err != nil {
-		return nil, fmt.Errorf("%s annotation: %w", SuccessorAnnotation, err)
+		return nil, err
+	}
+	if len(out) > maxRanked {
+		return nil, fmt.Errorf("%d followers ranked, over %d", len(out), maxRanked)
+	}
+	seen := make(map[string]bool, len(out))
+	for i, f := range out {
+		switch {
+		case f.ID == "" || seen[f.ID]:
+			return nil, fmt.Errorf("follower %d: id %q is empty or ranked twice", i, f.ID)
+		case f.RTT < 0:
+			return nil, fmt.Errorf("follower %s: rtt_ns %d is negative", f.ID, f.RTT)
+		}
+		seen[f.ID] = true
 	}
 	return out, nil
 }

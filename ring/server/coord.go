@@ -154,19 +154,15 @@ type joinRedirect struct {
 
 // handleJoin admits a server (coordinator) or names the coordinator.
 func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
-	var req joinRequest
-	if err := json.NewDecoder(io.LimitReader(r.Body, 4096)).Decode(&req); err != nil {
-		s.badRequest(w, "join", fmt.Errorf("body: %w", err))
-		return
-	}
-	if err := membership.CheckAddr(req.Addr); err != nil {
-		s.badRequest(w, "join", fmt.Errorf("addr: %w", err))
+	req, err := decodeJoin(r.Body)
+	if err != nil {
+		s.badRequest(w, "join", err)
 		return
 	}
 	var nm *membership.Metadata
 	var redirect string
 	var joinErr error
-	err := s.do(r.Context(), func() {
+	err = s.do(r.Context(), func() {
 		var up coordinator.Update
 		nm, redirect, up, joinErr = s.role.Join(s.now(), req.Addr)
 		s.apply(up, nil)

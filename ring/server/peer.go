@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 
 	"github.com/ringside/ringside/ring/kv"
 	"github.com/ringside/ringside/ring/membership"
@@ -20,9 +19,9 @@ func (s *Server) handleReplicate(w http.ResponseWriter, r *http.Request) {
 		s.badRequest(w, "replicate", err)
 		return
 	}
-	v, err := strconv.ParseUint(r.Header.Get(HeaderVersion), 10, 64)
-	if err != nil || v == 0 {
-		s.badRequest(w, "replicate", fmt.Errorf("%s: %q is not a positive version", HeaderVersion, r.Header.Get(HeaderVersion)))
+	v, err := parseVersion(r.Header.Get(HeaderVersion))
+	if err != nil {
+		s.badRequest(w, "replicate", err)
 		return
 	}
 	if err := s.staleOwner(r, key); errors.Is(err, errStaleOwner) {

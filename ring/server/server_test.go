@@ -724,7 +724,12 @@ func TestReplicationFromAStaleOwnerIsRefused(t *testing.T) {
 		assert.Equal(t, ok, code, "%s: a sender with newer metadata is believed", call.path)
 		code, body = send("", "")
 		assert.Equal(t, http.StatusBadRequest, code, call.path)
-		assert.Contains(t, body, HeaderEpoch, call.path)
+		assert.Contains(t, body, HeaderOwner, call.path)
+		for _, epoch := range []string{"", "1", "1.2 and more", "+1.2", "1.-2", "18446744073709551616.0"} {
+			code, body = send(owner, epoch)
+			assert.Equal(t, http.StatusBadRequest, code, "%s: epoch %q", call.path, epoch)
+			assert.Contains(t, body, HeaderEpoch, call.path)
+		}
 	}
 }
 

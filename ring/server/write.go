@@ -140,9 +140,12 @@ func (s *Server) replicateTo(ctx context.Context, method, to, key string, e kv.E
 // acknowledged beside the new owner's.
 func (s *Server) staleOwner(r *http.Request, key string) error {
 	owner := r.Header.Get(HeaderOwner)
-	var round, version uint64
-	if _, err := fmt.Sscanf(r.Header.Get(HeaderEpoch), "%d.%d", &round, &version); err != nil || owner == "" {
-		return fmt.Errorf("%s and %s: want the sender's address and metadata round.version", HeaderOwner, HeaderEpoch)
+	if owner == "" {
+		return fmt.Errorf("%s: want the sender's address", HeaderOwner)
+	}
+	round, version, err := parseEpoch(r.Header.Get(HeaderEpoch))
+	if err != nil {
+		return err
 	}
 	cur := s.currentMeta()
 	if cur == nil || !(cur.Round > round || cur.Round == round && cur.Version > version) {

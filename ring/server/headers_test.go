@@ -1,0 +1,80 @@
+package server
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ringside/ringside/ring/membership"
+)
+
+func digits(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
+}
+
+// An epoch is accepted exactly when it is two decimal numbers in range
+// joined by a dot, and reads as what it says.
+func FuzzParseEpoch(f *testing.F) {
+	for _, s := range []string{"0.1", "3.17", "1.2 and more", "+1.2", "1.-2", "18446744073709551615.18446744073709551615", "18446744073709551616.0", ".", "1..2", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		round, version, err := parseEpoch(s)
+		r, v, ok := strings.Cut(s, ".")
+		wantOK := ok && digits(r) && digits(v)
+		if wantOK {
+			_, e1 := strconv.ParseUint(r, 10, 64)
+			_, e2 := strconv.ParseUint(v, 10, 64)
+			wantOK = e1 == nil && e2 == nil
+		}
+		if (err == nil) != wantOK {
+			t.Fatalf("parseEpoch(%q) = %v; a well-formed epoch: %v", s, err, wantOK)
+		}
+		if err == nil {
+			if a, b, _ := parseEpoch(strconv.FormatUint(round, 10) + "." + strconv.FormatUint(version, 10)); a != round || b != version {
+				t.Fatalf("%q read as %d.%d, which reads back as %d.%d", s, round, version, a, b)
+			}
+		}
+	})
+}
+
+// A version is accepted exactly when it is a positive decimal number in
+// range.
+func FuzzParseVersion(f *testing.F) {
+	for _, s := range []string{"7", "0", "-1", "+7", "007", "18446744073709551615", "18446744073709551616", "7 ", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, err := parseVersion(s)
+		n, perr := strconv.ParseUint(s, 10, 64)
+		wantOK := digits(s) && perr == nil && n > 0
+		if (err == nil) != wantOK {
+			t.Fatalf("parseVersion(%q) = %d, %v; a positive version: %v", s, v, err, wantOK)
+		}
+		if err == nil && strconv.FormatUint(v, 10) != strings.TrimLeft(s, "0") {
+			t.Fatalf("%q read as %d", s, v)
+		}
+	})
+}
+
+// A join body is accepted only with an address a ring member may have,
+// and only from its first 4 KiB.
+func FuzzDecodeJoin(f *testing.F) {
+	for _, s := range []string{`{"addr":"10.0.0.1:7000"}`, `{"addr":"localhost:0"}`, `{"addr":""}`, `{"addr":"10.0.0.1:7000"} trailing`, `[]`, `{"addr":"[::1]:99999"}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		req, err := decodeJoin(strings.NewReader(s))
+		if err != nil {
+			return
+		}
+		if err := membership.CheckAddr(req.Addr); err != nil {
+			t.Fatalf("accepted %q with the address %q: %v", s, req.Addr, err)
+		}
+		var whole joinRequest
+		if len(s) > 4096 || json.Unmarshal([]byte(s), &whole) != nil || whole != req {
+			t.Fatalf("accepted %q (%d bytes), which is not one join request of at most 4 KiB", s, len(s))
+		}
+	})
+}
