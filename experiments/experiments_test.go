@@ -303,6 +303,34 @@ func TestGridSeedsAndCosts(t *testing.T) {
 	assert.LessOrEqual(t, most(2), int32(2), "tasks of 2 units: at most two at once")
 }
 
+// Interleaved, every configuration runs once per repetition, in turn,
+// with the seeds it has in cell order.
+func TestGridInterleaves(t *testing.T) {
+	for _, interleave := range []bool{false, true} {
+		main, err := createCSV(t.TempDir(), "x", fakeRow{})
+		require.NoError(t, err)
+		env := &Env{Seed: 1, Reps: 3, Progress: NewProgress(io.Discard, false, "x", 0), main: main}
+		g := Grid{Cells: 2, Interleave: interleave}
+		var order []Task
+		err = RunGrid(context.Background(), env, g, func(_ context.Context, tk Task) ([]fakeRow, error) {
+			order = append(order, tk)
+			assert.Equal(t, g.Seed(1, 3, tk.Cell, tk.Rep), tk.Seed)
+			return nil, nil
+		})
+		require.NoError(t, err)
+		main.close(false)
+		var got []int
+		for _, tk := range order {
+			got = append(got, tk.Cell*10+tk.Rep)
+		}
+		want := []int{0, 1, 2, 10, 11, 12}
+		if interleave {
+			want = []int{0, 10, 1, 11, 2, 12}
+		}
+		assert.Equal(t, want, got, "interleave %v", interleave)
+	}
+}
+
 func TestProgressStyles(t *testing.T) {
 	var plain bytes.Buffer
 	p := NewProgress(&plain, false, "x", 20)

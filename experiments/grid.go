@@ -26,9 +26,17 @@ type Task struct {
 const AllCPUs = -1
 
 // Grid is the work of an experiment: Cells × env.Reps tasks, run in
-// order cell by cell (task i is cell i / reps, repetition i % reps).
+// order cell by cell (task i is cell i / reps, repetition i % reps), or
+// repetition by repetition when Interleave is set.
 type Grid struct {
 	Cells int
+	// Interleave runs every cell once per repetition, in turn (task i is
+	// cell i % cells, repetition i / cells): configurations measured on
+	// this machine then meet its drift — a warming cache, a neighbour's
+	// load — alike, instead of one configuration getting the quiet
+	// minutes and the next the busy ones. Seeds are the same either way;
+	// rows come out in run order.
+	Interleave bool
 	// SameSeed makes consecutive groups of that many cells share their
 	// repetitions' seeds: common random numbers, so the pickers of one
 	// load level see the same arrivals. 0 or 1: every cell its own.
@@ -41,6 +49,14 @@ type Grid struct {
 	// budget (its elector processes, say); a task that costs more than
 	// the whole budget runs alone. Unset, every task costs 1.
 	Cost func(cell int) int
+}
+
+// task is the i-th task of g to run.
+func (g Grid) task(i, reps int) Task {
+	if g.Interleave {
+		return Task{Cell: i % g.Cells, Rep: i / g.Cells}
+	}
+	return Task{Cell: i / reps, Rep: i % reps}
 }
 
 // Seed is the seed of repetition rep of cell in g under master.
@@ -67,7 +83,7 @@ func RunGrid[R any](ctx context.Context, env *Env, g Grid, task func(ctx context
 		if g.Cost == nil {
 			return 1
 		}
-		return int64(min(max(g.Cost(i/env.Reps), 1), units))
+		return int64(min(max(g.Cost(g.task(i, env.Reps).Cell), 1), units))
 	}
 	type result struct {
 		i    int
@@ -84,7 +100,7 @@ func RunGrid[R any](ctx context.Context, env *Env, g Grid, task func(ctx context
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				t := Task{Cell: i / env.Reps, Rep: i % env.Reps}
+				t := g.task(i, env.Reps)
 				t.Seed = g.Seed(env.Seed, env.Reps, t.Cell, t.Rep)
 				rows, err := task(ctx, t)
 				budget.Release(cost(i))
@@ -122,7 +138,8 @@ func RunGrid[R any](ctx context.Context, env *Env, g Grid, task func(ctx context
 			continue // drain
 		}
 		if r.err != nil {
-			fail(fmt.Errorf("cell %d rep %d: %w", r.i/env.Reps, r.i%env.Reps, r.err))
+			t := g.task(r.i, env.Reps)
+			fail(fmt.Errorf("cell %d rep %d: %w", t.Cell, t.Rep, r.err))
 			continue
 		}
 		pending[r.i] = r.rows

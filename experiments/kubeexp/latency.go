@@ -55,7 +55,7 @@ func (l *Latency) Run(ctx context.Context, env *experiments.Env) error {
 	// drift (etcd and the API server's caches grow with every namespace)
 	// nor a neighbour's CPU load favours one algorithm.
 	algs := l.algs.Vals
-	return experiments.RunGrid(ctx, env, experiments.Grid{Cells: len(l.apps)}, func(ctx context.Context, t experiments.Task) ([]latencyRow, error) {
+	return experiments.RunGrid(ctx, env, experiments.Grid{Cells: len(l.apps), Interleave: true}, func(ctx context.Context, t experiments.Task) ([]latencyRow, error) {
 		n := l.apps[t.Cell]
 		var rows []latencyRow
 		for i := range algs {

@@ -91,7 +91,7 @@ func (t *ThroughputPlacement) Run(ctx context.Context, env *experiments.Env) err
 	}
 	d := t.f.pointDuration(env.Profile)
 	hc := newHTTPClient()
-	return experiments.RunGrid(ctx, env, experiments.Grid{Cells: len(t.placements.Vals)}, func(ctx context.Context, tk experiments.Task) ([]placementRow, error) {
+	return experiments.RunGrid(ctx, env, experiments.Grid{Cells: len(t.placements.Vals), Interleave: true}, func(ctx context.Context, tk experiments.Task) ([]placementRow, error) {
 		pl := t.placements.Vals[tk.Cell]
 		rows, err := t.once(ctx, env, c, hc, cpu, pl, tk, d)
 		if err != nil {

@@ -292,7 +292,7 @@ func (l *Live) Run(ctx context.Context, env *experiments.Env) error {
 	for _, t := range proxyTargets {
 		cells = append(cells, cell{t, WorkloadProxy, l.proxyClient, l.proxyCost})
 	}
-	err = experiments.RunGrid(ctx, env, experiments.Grid{Cells: len(cells)}, func(ctx context.Context, t experiments.Task) ([]liveRow, error) {
+	err = experiments.RunGrid(ctx, env, experiments.Grid{Cells: len(cells), Interleave: true}, func(ctx context.Context, t experiments.Task) ([]liveRow, error) {
 		c := cells[t.Cell]
 		ph.set(c.target, c.workload, c.clients, t.Seed)
 		var during func(context.Context) func()

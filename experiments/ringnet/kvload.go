@@ -81,7 +81,7 @@ func (k *KVLoad) Run(ctx context.Context, env *experiments.Env) error {
 	perRing := len(k.kinds.Vals) * len(clients)
 	var rings ringPerCell
 	defer rings.Close()
-	return experiments.RunGrid(ctx, env, experiments.Grid{Cells: len(cells)}, func(ctx context.Context, t experiments.Task) ([]kvLoadRow, error) {
+	return experiments.RunGrid(ctx, env, experiments.Grid{Cells: len(cells), Interleave: true}, func(ctx context.Context, t experiments.Task) ([]kvLoadRow, error) {
 		c := cells[t.Cell]
 		policy, n := k.fsyncs.Vals[c[0]], k.servers[c[1]]
 		r, err := rings.get(t.Cell/perRing, func() (ringnodes.Ring, error) {
