@@ -60,7 +60,9 @@ func (s *Set) StringVar(p *string, name, key, def, usage string) {
 
 // Secret defines a string flag for a secret, $key when set. Its value
 // never shows: not as the default in usage (--help, or after a flag
-// error), where an environment value would otherwise appear.
+// error), where an environment value would otherwise appear. Read from
+// the environment, it is removed from it, so no process the command
+// starts (a worker, a shell) inherits it.
 func (s *Set) Secret(name, key, usage string) *string {
 	p := new(string)
 	s.SecretVar(p, name, key, usage)
@@ -70,6 +72,7 @@ func (s *Set) Secret(name, key, usage string) *string {
 // SecretVar is Secret into p.
 func (s *Set) SecretVar(p *string, name, key, usage string) {
 	s.env(key, func(v string) error { *p = v; return nil })
+	os.Unsetenv(key)
 	s.FlagSet.Var(secret{p}, name, help(usage, key))
 }
 

@@ -2,6 +2,7 @@ package envflag
 
 import (
 	"flag"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -105,6 +106,7 @@ func TestSecretNeverShows(t *testing.T) {
 	const token = "s3cr3t-from-the-environment"
 	t.Setenv("T_TOKEN", token)
 	for _, args := range [][]string{{"--help"}, {"--bogus"}, {"--n", "x"}} {
+		t.Setenv("T_TOKEN", token)
 		var out strings.Builder
 		fs := flag.NewFlagSet("t", flag.ContinueOnError)
 		fs.SetOutput(&out)
@@ -115,7 +117,10 @@ func TestSecretNeverShows(t *testing.T) {
 		assert.NotContains(t, out.String(), token, "%v", args)
 		assert.Contains(t, out.String(), "the feed token (env T_TOKEN)", "%v", args)
 		assert.Equal(t, token, *tok)
+		_, inherited := os.LookupEnv("T_TOKEN")
+		assert.False(t, inherited, "the secret is gone from the environment a child would inherit")
 	}
+	t.Setenv("T_TOKEN", token)
 	s := New(flag.NewFlagSet("t", flag.ContinueOnError))
 	tok := s.Secret("token", "T_TOKEN", "")
 	require.NoError(t, s.Parse([]string{"--token", "from-the-flag"}))
