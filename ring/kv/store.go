@@ -58,15 +58,15 @@ type Store struct {
 	index   map[string]loc
 	cache   *valueCache
 	buf     []byte
-	dirty   bool                 // written since the last fsync (interval policy)
-	renamed bool                 // a compaction renamed the log and its folder is not yet fsynced
+	dirty   bool // written since the last fsync (interval policy)
+	renamed bool // a compaction renamed the log and its folder is not yet fsynced
 	// compactRetry is the garbage at which a failed compaction is tried
 	// again (0: the threshold).
 	compactRetry int64
 	fsync        func(*os.File) error // (*os.File).Sync; tests fail or count the calls
 	syncDir      func(dir string) error
-	stop    chan struct{}
-	done    chan struct{}
+	stop         chan struct{}
+	done         chan struct{}
 }
 
 // Fsync policies: when a write reaches the disk itself, not just the
