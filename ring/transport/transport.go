@@ -218,10 +218,10 @@ func (t *Transport) challenge(c net.Conn, r io.Reader) error {
 }
 
 // answer is the dialler's side of the handshake on a new connection c:
-// it sends the hello, reads the challenge within WriteTimeout, and
+// it sends the hello, reads the challenge within challengeTimeout, and
 // returns the proof that must open its first write.
 func (t *Transport) answer(c net.Conn) ([]byte, error) {
-	c.SetDeadline(time.Now().Add(WriteTimeout))
+	c.SetDeadline(time.Now().Add(challengeTimeout))
 	defer c.SetDeadline(time.Time{})
 	if _, err := c.Write(wire.AppendHello(nil)); err != nil {
 		return nil, err
@@ -232,6 +232,11 @@ func (t *Transport) answer(c net.Conn) ([]byte, error) {
 	}
 	return wire.AppendProof(nil, wire.Proof(t.secret, nonce)), nil
 }
+
+// challengeTimeout bounds the wait for a listener's nonce: a round trip
+// once per connection, but one a loaded listener may be slow to answer —
+// at WriteTimeout a busy live peer was taken for dead.
+const challengeTimeout = 2 * time.Second
 
 // helloTimeout bounds how long an inbound connection may hold a
 // goroutine without proving it is a peer.
