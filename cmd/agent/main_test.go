@@ -15,9 +15,7 @@ func TestMain(m *testing.M) {
 // Flooded with more connections than it may open files, the agent keeps
 // its process and serves again once the flood has gone.
 func TestOutlivesAConnectionFlood(t *testing.T) {
-	const limit = 64
-	addr := fdtest.FreeAddr(t)
-	p := fdtest.Start(t, limit, []string{"AGENT_TOKEN=0123456789abcdef"}, "--http", addr, "--runtime", "process",
-		"--worker-bin", "/nonexistent/worker", "--min", "0", "--log-level", "error")
-	fdtest.Survives(t, p, limit, "http://"+addr+"/healthz", addr)
+	fdtest.Check(t, []string{"AGENT_TOKEN=0123456789abcdef"}, 1, "/healthz", func(a []string) []string {
+		return []string{"--http", a[0], "--runtime", "process", "--worker-bin", "/nonexistent/worker", "--min", "0", "--log-level", "error"}
+	})
 }

@@ -23,9 +23,7 @@ func TestOutlivesAConnectionFlood(t *testing.T) {
 	cp, err := controlplane.Start(context.Background(), t.TempDir())
 	require.NoError(t, err)
 	t.Cleanup(cp.Stop)
-	const limit = 64
-	addr := fdtest.FreeAddr(t)
-	p := fdtest.Start(t, limit, nil, "--kubeconfig", cp.Kubeconfig, "--http", addr, "--advertise", addr,
-		"--election", "flood", "--id", "flood-0", "--node", "w1", "--log-level", "error")
-	fdtest.Survives(t, p, limit, "http://"+addr+"/healthz", addr)
+	fdtest.Check(t, nil, 1, "/healthz", func(a []string) []string {
+		return []string{"--kubeconfig", cp.Kubeconfig, "--http", a[0], "--advertise", a[0], "--election", "flood", "--id", "flood-0", "--node", "w1", "--log-level", "error"}
+	})
 }

@@ -15,9 +15,7 @@ func TestMain(m *testing.M) {
 // Flooded with more connections than it may open files, a replica keeps
 // its process and serves again once the flood has gone.
 func TestOutlivesAConnectionFlood(t *testing.T) {
-	const limit = 64
-	addr := fdtest.FreeAddr(t)
-	p := fdtest.Start(t, limit, []string{"APP_SECRET=0123456789abcdef"}, "--addr", addr, "--name", "a", "--peers", "a=http://"+addr,
-		"--sidecar", "http://127.0.0.1:1", "--log-level", "error")
-	fdtest.Survives(t, p, limit, "http://"+addr+"/role", addr)
+	fdtest.Check(t, []string{"APP_SECRET=0123456789abcdef"}, 1, "/role", func(a []string) []string {
+		return []string{"--addr", a[0], "--name", "a", "--peers", "a=http://" + a[0], "--sidecar", "http://127.0.0.1:1", "--log-level", "error"}
+	})
 }

@@ -16,8 +16,7 @@ func TestMain(m *testing.M) {
 // its process and serves again once the flood has gone (its accept loop
 // returned on the first EMFILE, and the server never accepted again).
 func TestOutlivesAConnectionFlood(t *testing.T) {
-	const limit = 64
-	addr := fdtest.FreeAddr(t)
-	p := fdtest.Start(t, limit, []string{"RINGNODE_SECRET=0123456789abcdef"}, "--addr", addr, "--data", t.TempDir(), "--log-level", "error")
-	fdtest.Survives(t, p, limit, "http://"+addr+"/healthz", addr)
+	fdtest.Check(t, []string{"RINGNODE_SECRET=0123456789abcdef"}, 1, "/healthz", func(a []string) []string {
+		return []string{"--addr", a[0], "--data", t.TempDir(), "--log-level", "error"}
+	})
 }

@@ -169,3 +169,19 @@ func filesAtLeast(p *proc.Proc, n int, within time.Duration) error {
 	}
 	return fmt.Errorf("the daemon holds %d files, not %d, after %s", have, n, within)
 }
+
+// Check starts the daemon under `ulimit -n 64` with the arguments args
+// builds from as many fresh loopback addresses as it asks for (its
+// listeners), and runs Survives against all of them; health is the path
+// on the last address (a daemon's admin port, where it has one) that
+// must answer 200.
+func Check(t *testing.T, env []string, listeners int, health string, args func(addrs []string) []string) {
+	t.Helper()
+	const limit = 64
+	addrs := make([]string, listeners)
+	for i := range addrs {
+		addrs[i] = FreeAddr(t)
+	}
+	p := Start(t, limit, env, args(addrs)...)
+	Survives(t, p, limit, "http://"+addrs[len(addrs)-1]+health, addrs...)
+}
