@@ -1,7 +1,6 @@
 package ring
 
 import (
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -65,12 +64,53 @@ type Message struct {
 	// not on the wire; it lets transports and the simulator count
 	// retransmissions apart from the algorithm's own messages.
 	Resent bool
+	// Kind, Phase and Dir belong to the algorithm that sent an ELECTION
+	// (see Core): its own message kind (a probe or a reply, say), its
+	// phase, and the way it travels. Chang–Roberts leaves them zero:
+	// DirNext, its only direction.
+	Kind  uint8
+	Phase uint32
+	Dir   Dir
+}
+
+// Dir is the way a message travels: to the next live member clockwise, to
+// the previous one, or straight to the member named in To.
+type Dir uint8
+
+const (
+	DirNext Dir = iota
+	DirPrev
+	DirDirect
+)
+
+func (d Dir) String() string {
+	switch d {
+	case DirNext:
+		return "next"
+	case DirPrev:
+		return "prev"
+	case DirDirect:
+		return "direct"
+	}
+	return fmt.Sprintf("dir(%d)", uint8(d))
+}
+
+// Reverse is the opposite direction along the ring (DirDirect stays).
+func (d Dir) Reverse() Dir {
+	switch d {
+	case DirNext:
+		return DirPrev
+	case DirPrev:
+		return DirNext
+	}
+	return d
 }
 
 // sameHop reports whether a and b are the same hop of the same message:
 // what an acknowledgement and a duplicate are recognised by.
 func sameHop(a, b Message) bool {
-	return a.Type == b.Type && a.Cand == b.Cand && a.Round == b.Round && a.Hops == b.Hops
+	return a.Type == b.Type && a.Cand == b.Cand && a.Round == b.Round && a.Hops == b.Hops &&
+		a.Kind == b.Kind && a.Phase == b.Phase && a.Dir == b.Dir
 }
 
 // acked reports whether t is a type that per-hop acknowledgement covers:
@@ -140,11 +180,8 @@ type Stats struct {
 // variant, DESIGN §3.1). Methods return the messages to send; the returned
 // slice is reused by the next call, so send or copy it first.
 type Node struct {
-	cfg  Config
-	ring *Ring
-	down []bool
-	live int // members not down, self included
-	pos  int
+	liveness
+	cfg Config
 
 	st            Status
 	electionTimer time.Duration // 0 when disarmed
@@ -153,32 +190,16 @@ type Node struct {
 	stats         Stats
 	out           []Message
 	now           time.Duration // of the call being handled
-
-	pend []pendingHop // sent, not yet acknowledged (AckTimeout)
-	seen [32]Message  // hops handled lately: duplicates are only acknowledged
-	next int          // where the next handled hop goes in seen
-}
-
-// pendingHop is a sent ELECTION or ELECTED awaiting its acknowledgement.
-type pendingHop struct {
-	m    Message
-	due  time.Duration
-	left int // retransmissions left
+	acks          hopAcks
 }
 
 // NewNode validates cfg and returns a node at rest: not participating,
 // following cfg.Leader if set.
 func NewNode(cfg Config) (*Node, error) {
-	if cfg.SuspectJitter > 0 && cfg.Rand == nil {
-		return nil, errors.New("ring node: SuspectJitter needs Rand")
+	if err := checkConfig(&cfg); err != nil {
+		return nil, fmt.Errorf("ring node: %w", err)
 	}
-	if cfg.AckTimeout < 0 || cfg.Retries < 0 {
-		return nil, errors.New("ring node: negative AckTimeout or Retries")
-	}
-	if cfg.Retries == 0 {
-		cfg.Retries = 3
-	}
-	n := &Node{cfg: cfg}
+	n := &Node{cfg: cfg, liveness: liveness{self: cfg.Self}, acks: hopAcks{timeout: cfg.AckTimeout, retries: cfg.Retries}}
 	if err := n.SetRing(cfg.Ring); err != nil {
 		return nil, err
 	}
@@ -195,21 +216,11 @@ func NewNode(cfg Config) (*Node, error) {
 // SetRing installs new ring metadata (from the coordinator) and forgets
 // which members were marked down.
 func (n *Node) SetRing(r *Ring) error {
-	if r == nil {
-		return errors.New("ring node: no ring")
+	if err := n.setRing(r); err != nil {
+		return fmt.Errorf("ring node: %w", err)
 	}
-	pos := r.Index(n.cfg.Self)
-	if pos < 0 {
-		return fmt.Errorf("ring node: self %s is not in the ring of %d members", n.cfg.Self.Short(), r.Len())
-	}
-	n.ring, n.pos = r, pos
-	n.down = make([]bool, r.Len())
-	n.live = r.Len()
 	return nil
 }
-
-// Self returns the node's UID.
-func (n *Node) Self() UID { return n.cfg.Self }
 
 // Status returns the node's election state.
 func (n *Node) Status() Status { return n.st }
@@ -220,65 +231,10 @@ func (n *Node) Leader() (UID, bool) { return n.st.Leader, !n.st.Leader.IsZero() 
 // Stats returns counters of the node's own actions.
 func (n *Node) Stats() Stats { return n.stats }
 
-// Ring returns the membership the node uses.
-func (n *Node) Ring() *Ring { return n.ring }
-
-// IsDown reports whether the node considers member u down.
-func (n *Node) IsDown(u UID) bool {
-	i := n.ring.Index(u)
-	return i >= 0 && n.down[i]
-}
-
-// MarkDown records that u is unreachable; messages skip it from now on.
-func (n *Node) MarkDown(u UID) {
-	if i := n.ring.Index(u); i >= 0 && i != n.pos && !n.down[i] {
-		n.down[i] = true
-		n.live--
-	}
-}
-
-// forgetDown lifts every down mark as a new round begins. A mark is a
-// suspicion, lifted by evidence of life, but the evidence may never come:
-// a live server that its predecessor marked down (its acknowledgements
-// lost) sends only to its successor, and its own candidacy is swallowed by
-// larger ones, so the predecessor would skip it in every later round and
-// the election never reach it (ring-chaos found such a run). A server
-// really down is marked again at the cost of one refused or
-// unacknowledged send per round.
-func (n *Node) forgetDown() {
-	clear(n.down)
-	n.live = n.ring.Len()
-}
-
-// MarkUp records that u is reachable again (it rejoined).
-func (n *Node) MarkUp(u UID) {
-	if i := n.ring.Index(u); i >= 0 && n.down[i] {
-		n.down[i] = false
-		n.live++
-	}
-}
-
-// successor returns the next live member clockwise, or self when alone.
-func (n *Node) successor() UID {
-	size := n.ring.Len()
-	for k := 1; k < size; k++ {
-		i := n.pos + k
-		if i >= size {
-			i -= size
-		}
-		if !n.down[i] {
-			return n.ring.order[i]
-		}
-	}
-	return n.cfg.Self
-}
-
 func (n *Node) send(typ MsgType, to, cand UID, hops uint32) {
 	m := Message{Type: typ, From: n.cfg.Self, To: to, Cand: cand, Round: n.st.Round, Hops: hops}
 	n.out = append(n.out, m)
-	if n.cfg.AckTimeout > 0 && acked(typ) {
-		n.pend = append(n.pend, pendingHop{m: m, due: n.now + n.cfg.AckTimeout, left: n.cfg.Retries})
-	}
+	n.acks.track(n.now, m)
 }
 
 func (n *Node) armElection(now time.Duration) {
@@ -301,7 +257,7 @@ func (n *Node) Start(now time.Duration) []Message {
 func (n *Node) start(now time.Duration) {
 	n.stats.Initiated++
 	n.st = Status{Round: n.st.Round + 1, Participant: true}
-	n.pend = n.pend[:0] // the old round's messages no longer matter
+	n.acks.reset() // the old round's messages no longer matter
 	n.armElection(now)
 	n.forwardElection(now, n.cfg.Self, 1)
 }
@@ -348,7 +304,7 @@ func (n *Node) adopt(round uint64) {
 	if round > n.st.Round {
 		n.st = Status{Round: round, Leader: UID{}}
 		n.electionTimer = 0
-		n.pend = n.pend[:0]
+		n.acks.reset()
 	}
 }
 
@@ -378,11 +334,11 @@ func (n *Node) Step(now time.Duration, m Message) []Message {
 		n.acknowledged(m)
 		return n.out
 	}
-	if n.cfg.AckTimeout > 0 && acked(m.Type) {
+	if n.acks.covers(m) {
 		// Acknowledged whatever becomes of it — stale, straggler or
 		// duplicate —: it was delivered, and the sender must stop.
-		n.out = append(n.out, Message{Type: m.Type, Ack: true, From: n.cfg.Self, To: m.From, Cand: m.Cand, Round: m.Round, Hops: m.Hops})
-		if n.duplicate(m) {
+		n.out = append(n.out, ack(n.cfg.Self, m))
+		if n.acks.duplicate(m) {
 			return n.out
 		}
 	}
@@ -508,31 +464,7 @@ func (n *Node) heartbeat(now time.Duration, m Message) {
 // acknowledged drops the pending hop that ack answers.
 func (n *Node) acknowledged(ack Message) {
 	n.MarkUp(ack.From)
-	n.dropPending(ack.From, ack)
-}
-
-// dropPending forgets the pending hop of m to to, if any.
-func (n *Node) dropPending(to UID, m Message) {
-	for i, p := range n.pend {
-		if p.m.To == to && sameHop(p.m, m) {
-			n.pend = append(n.pend[:i], n.pend[i+1:]...)
-			return
-		}
-	}
-}
-
-// duplicate reports whether m is a hop this node has handled lately (a
-// retransmission whose first copy arrived, its acknowledgement lost), and
-// records it otherwise.
-func (n *Node) duplicate(m Message) bool {
-	for _, s := range n.seen {
-		if s.From == m.From && sameHop(s, m) {
-			return true
-		}
-	}
-	n.seen[n.next] = m
-	n.next = (n.next + 1) % len(n.seen)
-	return false
+	n.acks.drop(ack.From, ack)
 }
 
 // Unreachable tells the node that m could not be delivered to m.To. The
@@ -540,7 +472,7 @@ func (n *Node) duplicate(m Message) bool {
 // next live successor, so a dead successor is skipped.
 func (n *Node) Unreachable(now time.Duration, m Message) []Message {
 	n.out, n.now = n.out[:0], now
-	n.dropPending(m.To, m)
+	n.acks.drop(m.To, m)
 	n.unreachable(now, m)
 	return n.out
 }
@@ -598,25 +530,10 @@ func (n *Node) Tick(now time.Duration) []Message {
 // overdue, and gives up on those out of retries: their target is treated
 // as unreachable.
 func (n *Node) retransmit(now time.Duration) {
+	var resent int
 	var gaveUp []Message
-	keep := n.pend[:0]
-	for _, p := range n.pend {
-		switch {
-		case now < p.due:
-			keep = append(keep, p)
-		case p.left > 0:
-			n.stats.Retransmissions++
-			p.left--
-			p.due = now + n.cfg.AckTimeout
-			keep = append(keep, p)
-			m := p.m
-			m.Resent = true
-			n.out = append(n.out, m)
-		default:
-			gaveUp = append(gaveUp, p.m)
-		}
-	}
-	n.pend = keep
+	n.out, resent, gaveUp = n.acks.retransmit(now, n.out)
+	n.stats.Retransmissions += resent
 	for _, m := range gaveUp {
 		n.unreachable(now, m)
 	}
@@ -633,8 +550,8 @@ func (n *Node) Deadline() (at time.Duration, ok bool) {
 	if n.electionTimer > 0 {
 		consider(n.electionTimer)
 	}
-	for _, p := range n.pend {
-		consider(p.due)
+	if due, ok := n.acks.deadline(); ok {
+		consider(due)
 	}
 	if n.det != nil && n.st.Leader != n.cfg.Self && !n.st.Participant && !n.st.Announcing {
 		consider(n.det.Deadline())

@@ -19,6 +19,10 @@ type Config struct {
 	// Rand and Now are filled in per node. Set Leader/Round to start with
 	// an established coordinator.
 	Node ring.Config
+	// Algorithm is the election every node runs; the zero value is
+	// Chang–Roberts. One that needs FIFO links gets them: a message is
+	// never delivered before one sent earlier on the same link.
+	Algorithm ring.Algorithm
 	// Delay draws message delays (default: 1 ms constant).
 	Delay Delay
 	// Loss is the probability that a message is silently dropped.
@@ -79,7 +83,8 @@ type Sim struct {
 	q      queue
 	seq    uint64
 	now    time.Duration
-	nodes  []*ring.Node
+	nodes  []ring.Elector
+	fifo   map[uint64]time.Duration   // with Algorithm.FIFO: the last delivery per link
 	roles  []*coordinator.Coordinator // with Config.Meta
 	addrs  []string                   // with Config.Meta: member addresses by ring index
 	alive  []bool
@@ -107,6 +112,13 @@ func New(cfg Config) (*Sim, error) {
 	if cfg.Loss < 0 || cfg.Loss >= 1 {
 		return nil, fmt.Errorf("sim: loss %v outside [0,1)", cfg.Loss)
 	}
+	if cfg.Algorithm.Name == "" {
+		alg, err := ring.Lookup(ring.ChangRoberts)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Algorithm = alg
+	}
 	if cfg.Delay == nil {
 		cfg.Delay = Constant(time.Millisecond)
 	}
@@ -114,13 +126,16 @@ func New(cfg Config) (*Sim, error) {
 	s := &Sim{
 		cfg:    cfg,
 		rng:    rand.New(rand.NewPCG(cfg.Seed, 0x5eed)),
-		nodes:  make([]*ring.Node, n),
+		nodes:  make([]ring.Elector, n),
 		alive:  make([]bool, n),
 		inc:    make([]uint32, n),
 		tickAt: make([]time.Duration, n),
 		tickOn: make([]bool, n),
 		tickG:  make([]uint32, n),
 		last:   make([]ring.Status, n),
+	}
+	if cfg.Algorithm.FIFO {
+		s.fifo = map[uint64]time.Duration{}
 	}
 	if cfg.Meta != nil {
 		if err := s.initRoles(); err != nil {
@@ -141,7 +156,7 @@ func (s *Sim) boot(i int, round uint64, leader ring.UID) error {
 	if nc.SuspectJitter > 0 {
 		nc.Rand = rand.New(rand.NewPCG(s.cfg.Seed, uint64(i)+1))
 	}
-	node, err := ring.NewNode(nc)
+	node, err := s.cfg.Algorithm.NewElector(nc)
 	if err != nil {
 		return fmt.Errorf("sim: node %d: %w", i, err)
 	}
@@ -294,7 +309,13 @@ func (s *Sim) send(from int, m *ring.Message) {
 	if s.lose() {
 		return
 	}
-	s.push(event{at: s.now + d, kind: evDeliver, node: int32(to), aux: s.inc[to], msg: *m})
+	at := s.now + d
+	if s.fifo != nil {
+		link := uint64(from)<<32 | uint64(to)
+		at = max(at, s.fifo[link])
+		s.fifo[link] = at
+	}
+	s.push(event{at: at, kind: evDeliver, node: int32(to), aux: s.inc[to], msg: *m})
 }
 
 // refused reports whether a message from → to cannot be delivered: the
@@ -340,7 +361,9 @@ func (s *Sim) observe(i int) {
 	if st.Leader != prev.Leader {
 		s.lastChange = s.now
 	}
-	if prev.Announcing && !st.Announcing && st.Leader == s.cfg.Ring.Order()[i] {
+	// An announcement ended with its leader standing: the election is
+	// complete (the announcer is the winner, but for Dolev–Klawe–Rodeh).
+	if prev.Announcing && !st.Announcing && !st.Leader.IsZero() && st.Leader == prev.Leader {
 		s.completions = append(s.completions, Completion{At: s.now, Node: i, Round: st.Round, Leader: st.Leader})
 	}
 	if s.cfg.Observe != nil {
@@ -364,7 +387,7 @@ func (s *Sim) Completions() []Completion { return s.completions }
 func (s *Sim) LastLeaderChange() time.Duration { return s.lastChange }
 
 // Node returns node i's state machine.
-func (s *Sim) Node(i int) *ring.Node { return s.nodes[i] }
+func (s *Sim) Node(i int) ring.Elector { return s.nodes[i] }
 
 // Alive reports whether node i is up.
 func (s *Sim) Alive(i int) bool { return s.alive[i] }

@@ -1,0 +1,93 @@
+package ring
+
+import "fmt"
+
+// liveness is a member's view of the ring: the metadata it uses and which
+// members it has found down. Every election machine embeds it; messages
+// along the ring skip the members marked down.
+type liveness struct {
+	self UID
+	ring *Ring
+	down []bool
+	live int // members not down, self included
+	pos  int
+}
+
+func (l *liveness) setRing(r *Ring) error {
+	if r == nil {
+		return fmt.Errorf("no ring")
+	}
+	pos := r.Index(l.self)
+	if pos < 0 {
+		return fmt.Errorf("self %s is not in the ring of %d members", l.self.Short(), r.Len())
+	}
+	l.ring, l.pos = r, pos
+	l.down = make([]bool, r.Len())
+	l.live = r.Len()
+	return nil
+}
+
+// Self returns the member's UID.
+func (l *liveness) Self() UID { return l.self }
+
+// Ring returns the membership the member uses.
+func (l *liveness) Ring() *Ring { return l.ring }
+
+// IsDown reports whether the member considers u down.
+func (l *liveness) IsDown(u UID) bool {
+	i := l.ring.Index(u)
+	return i >= 0 && l.down[i]
+}
+
+// MarkDown records that u is unreachable; messages skip it from now on.
+func (l *liveness) MarkDown(u UID) {
+	if i := l.ring.Index(u); i >= 0 && i != l.pos && !l.down[i] {
+		l.down[i] = true
+		l.live--
+	}
+}
+
+// MarkUp records that u is reachable again (it rejoined).
+func (l *liveness) MarkUp(u UID) {
+	if i := l.ring.Index(u); i >= 0 && l.down[i] {
+		l.down[i] = false
+		l.live++
+	}
+}
+
+// forgetDown lifts every down mark as a new round begins. A mark is a
+// suspicion, lifted by evidence of life, but the evidence may never come:
+// a live server that its predecessor marked down (its acknowledgements
+// lost) sends only to its successor, and its own candidacy is swallowed by
+// larger ones, so the predecessor would skip it in every later round and
+// the election never reach it (ring-chaos found such a run). A server
+// really down is marked again at the cost of one refused or
+// unacknowledged send per round.
+func (l *liveness) forgetDown() {
+	clear(l.down)
+	l.live = l.ring.Len()
+}
+
+// successor returns the next live member clockwise, or self when alone.
+func (l *liveness) successor() UID { return l.neighbour(1) }
+
+// predecessor returns the previous live member, or self when alone.
+func (l *liveness) predecessor() UID { return l.neighbour(-1) }
+
+func (l *liveness) neighbour(step int) UID {
+	size := l.ring.Len()
+	i := l.pos
+	for range size - 1 {
+		i += step
+		switch {
+		case i >= size:
+			i -= size
+		case i < 0:
+			i += size
+		}
+		if !l.down[i] {
+			return l.ring.order[i]
+		}
+	}
+	return l.self
+}
