@@ -75,9 +75,11 @@ type Algorithm struct {
 	Bound     func(n int) int
 	BoundText string
 	// Horizon bounds, in hops, the longest chain of messages one election
-	// and its announcement need on n live members: a member that has
-	// taken part for Horizon·Config.HopBound without a leader restarts the
-	// election in a new round. Zero means 4n.
+	// and its announcement need on n live members, from the first
+	// initiator to the announcement's end: a Machine member that has taken
+	// part for Horizon·Config.HopBound without a leader restarts the
+	// election in a new round (Chang–Roberts' Node keeps its published
+	// 2n from its own joining). Zero means 4n.
 	Horizon func(n int) int
 	// FIFO says the algorithm needs first-in first-out links, as TCP
 	// gives; the simulator then keeps each link's order.
@@ -171,7 +173,7 @@ func init() {
 		Source:    "E. Chang, R. Roberts: An improved algorithm for decentralized extrema-finding in circular configurations of processes. CACM 22(5), 1979",
 		Bound:     func(n int) int { return n * (n + 1) / 2 },
 		BoundText: "n(n+1)/2",
-		Horizon:   func(n int) int { return 2 * n },
+		Horizon:   func(n int) int { return 3 * n }, // d to the max, n round, n announced
 		New:       func(c Config) (Elector, error) { return NewNode(c) },
 	})
 	Register(Algorithm{

@@ -5,7 +5,7 @@ package ring
 // forwards every UID, so each learns them all. The member whose own UID
 // comes back knows the maximum among those it saw; if that is itself, it
 // leads. Every one of the n UIDs makes n hops: exactly n² election
-// messages, whoever initiates (the first message wakes a member, which
+// messages for n ≥ 2, whoever initiates (the first message wakes a member, which
 // sends its own UID before forwarding).
 //
 // It is the worked example of docs/election-algorithms.md.

@@ -104,7 +104,7 @@ func (m *Messages) Run(ctx context.Context, env *experiments.Env) error {
 			if c.init == InitOne {
 				starters = starters[rng.IntN(c.n):][:1]
 			}
-			res, err := sim.ElectWith(order, starters, t.Seed, delay, ring.Config{AckTimeout: m.ackTimeout})
+			res, err := sim.ElectWith(ring.Algorithm{}, order, starters, t.Seed, delay, ring.Config{AckTimeout: m.ackTimeout})
 			if err != nil {
 				return nil, err
 			}

@@ -62,20 +62,22 @@ type ElectionResult struct {
 	Challenges int
 }
 
-// Elect runs one fault-free election on the ring order, started at time 0
-// by the nodes at positions initiators, and returns once the ring is quiet.
+// Elect runs one fault-free Chang–Roberts election on the ring order,
+// started at time 0 by the nodes at positions initiators, and returns once
+// the ring is quiet.
 func Elect(order []ring.UID, initiators []int, seed uint64, delay Delay) (ElectionResult, error) {
-	return ElectWith(order, initiators, seed, delay, ring.Config{})
+	return ElectWith(ring.Algorithm{}, order, initiators, seed, delay, ring.Config{})
 }
 
-// ElectWith is Elect with every node configured by node (Self and Ring
-// are filled in): per-hop acknowledgement, for one.
-func ElectWith(order []ring.UID, initiators []int, seed uint64, delay Delay, node ring.Config) (ElectionResult, error) {
+// ElectWith is Elect running alg (the zero value: Chang–Roberts) with
+// every node configured by node (Self and Ring are filled in): per-hop
+// acknowledgement, for one.
+func ElectWith(alg ring.Algorithm, order []ring.UID, initiators []int, seed uint64, delay Delay, node ring.Config) (ElectionResult, error) {
 	r, err := ring.NewRing(order)
 	if err != nil {
 		return ElectionResult{}, err
 	}
-	s, err := New(Config{Ring: r, Seed: seed, Delay: delay, Node: node})
+	s, err := New(Config{Ring: r, Seed: seed, Delay: delay, Node: node, Algorithm: alg})
 	if err != nil {
 		return ElectionResult{}, err
 	}

@@ -40,6 +40,9 @@ type Config struct {
 	Meta *membership.Metadata
 	// OnMeta, if set, is called whenever a live node installs metadata.
 	OnMeta func(at time.Duration, node int, m *membership.Metadata)
+	// Trace, if set, sees every message a node sends (acknowledgements
+	// and retransmissions too), before loss or refusal.
+	Trace func(at time.Duration, from int, m ring.Message)
 }
 
 // Counts are message statistics of a run.
@@ -290,6 +293,9 @@ func (s *Sim) emit(i int, out []ring.Message) {
 }
 
 func (s *Sim) send(from int, m *ring.Message) {
+	if s.cfg.Trace != nil {
+		s.cfg.Trace(s.now, from, *m)
+	}
 	switch {
 	case m.Ack:
 		s.counts.HopAcks++
