@@ -391,3 +391,25 @@ func TestJudgeNeedsTheSpreadToAgree(t *testing.T) {
 	assert.Equal(t, "–", Judge([]float64{math.NaN()}, atLeast2))
 	assert.Equal(t, []float64{2, 0.5}, Ratios([]float64{4, 1, 9}, []float64{2, 2}))
 }
+
+// RunCells gives a cell's repetitions the seeds RunGrid gives them, and a
+// cell may run fewer than env.Reps.
+func TestRunCellsSeedsAsRunGrid(t *testing.T) {
+	main, err := createCSV(t.TempDir(), "x", fakeRow{})
+	require.NoError(t, err)
+	defer main.close(false)
+	env := &Env{Seed: 9, Reps: 4, Progress: NewProgress(io.Discard, false, "x", 0), main: main}
+	g := Grid{Cells: 4, SameSeed: 2, Parallel: AllCPUs}
+	ran := make([]int, g.Cells)
+	err = RunCells(context.Background(), env, g, func(_ context.Context, cell int, seed func(int) uint64) ([]fakeRow, error) {
+		for rep := range cell + 1 {
+			assert.Equal(t, g.Seed(9, 4, cell, rep), seed(rep), "cell %d rep %d", cell, rep)
+			ran[cell]++
+		}
+		return []fakeRow{{Task: cell}}, nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, []int{1, 2, 3, 4}, ran)
+	assert.Equal(t, 4, main.Rows(), "one task per cell")
+	assert.Equal(t, 4, env.Reps, "the caller's env is untouched")
+}

@@ -163,6 +163,21 @@ func RunGrid[R any](ctx context.Context, env *Env, g Grid, task func(ctx context
 	return nil
 }
 
+// RunCells runs g with one task per cell that runs the cell's repetitions
+// itself, in order, for experiments whose later repetitions depend on the
+// earlier ones (ring-messages sizes a costly cell by its first). seed(rep)
+// is the seed RunGrid would give the cell's repetition rep, so a cell's
+// rows are RunGrid's rows for the repetitions it runs; rows come out cell
+// by cell. Progress counts cells.
+func RunCells[R any](ctx context.Context, env *Env, g Grid, task func(ctx context.Context, cell int, seed func(rep int) uint64) ([]R, error)) error {
+	perCell := *env // the same sinks and progress; one task per cell
+	perCell.Reps = 1
+	g.Interleave = false
+	return RunGrid(ctx, &perCell, g, func(ctx context.Context, t Task) ([]R, error) {
+		return task(ctx, t.Cell, func(rep int) uint64 { return g.Seed(env.Seed, env.Reps, t.Cell, rep) })
+	})
+}
+
 // Cells enumerates a grid's cells from its axes, the last axis varying
 // fastest: Cells(2, 3) is (0,0) (0,1) (0,2) (1,0)… An experiment indexes
 // its parameter lists with the coordinates of Task.Cell.

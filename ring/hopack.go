@@ -9,16 +9,39 @@ import "time"
 type hopAcks struct {
 	timeout time.Duration
 	retries int
-	pend    []pendingHop // sent, not yet acknowledged
-	seen    [32]Message  // hops handled lately
-	next    int          // where the next handled hop goes in seen
+	// pend holds the hops sent and not yet acknowledged, by due time;
+	// pend[i] is hop number base+i, and index finds a hop's number, so an
+	// acknowledgement costs O(1) however many hops a member awaits (a
+	// Bully member awaits n). An acknowledged hop stays as a tombstone
+	// until it reaches the front.
+	pend  []pendingHop
+	base  uint64
+	index map[hopKey]uint64
+	seen  [32]Message // hops handled lately
+	next  int         // where the next handled hop goes in seen
 }
 
 // pendingHop is a sent ELECTION or ELECTED awaiting its acknowledgement.
 type pendingHop struct {
-	m    Message
-	due  time.Duration
-	left int // retransmissions left
+	m     Message
+	due   time.Duration
+	left  int  // retransmissions left
+	acked bool // a tombstone
+}
+
+// hopKey identifies a hop: its target and what sameHop compares.
+type hopKey struct {
+	to, cand UID
+	round    uint64
+	hops     uint32
+	phase    uint32
+	typ      MsgType
+	kind     uint8
+	dir      Dir
+}
+
+func keyOf(to UID, m Message) hopKey {
+	return hopKey{to: to, cand: m.Cand, round: m.Round, hops: m.Hops, phase: m.Phase, typ: m.Type, kind: m.Kind, dir: m.Dir}
 }
 
 // covers reports whether m is a hop that is acknowledged.
@@ -27,7 +50,37 @@ func (h *hopAcks) covers(m Message) bool { return h.timeout > 0 && acked(m.Type)
 // track records a sent hop until it is acknowledged.
 func (h *hopAcks) track(now time.Duration, m Message) {
 	if h.covers(m) {
-		h.pend = append(h.pend, pendingHop{m: m, due: now + h.timeout, left: h.retries})
+		h.add(pendingHop{m: m, due: now + h.timeout, left: h.retries})
+	}
+}
+
+// add appends p; the same hop sent again supersedes the earlier copy, as
+// one acknowledgement answers both.
+func (h *hopAcks) add(p pendingHop) {
+	if h.index == nil {
+		h.index = map[hopKey]uint64{}
+	}
+	k := keyOf(p.m.To, p.m)
+	if old, ok := h.index[k]; ok {
+		h.pend[old-h.base].acked = true
+	}
+	h.index[k] = h.base + uint64(len(h.pend))
+	h.pend = append(h.pend, p)
+	h.trim()
+}
+
+// trim drops the tombstones at the front.
+func (h *hopAcks) trim() {
+	i := 0
+	for i < len(h.pend) && h.pend[i].acked {
+		i++
+	}
+	if i > 0 {
+		h.pend = h.pend[i:]
+		h.base += uint64(i)
+	}
+	if len(h.pend) == 0 {
+		h.pend = h.pend[:0:0] // let the emptied array go
 	}
 }
 
@@ -39,16 +92,22 @@ func ack(self UID, m Message) Message {
 }
 
 // reset forgets the pending hops: a new round made them moot.
-func (h *hopAcks) reset() { h.pend = h.pend[:0] }
+func (h *hopAcks) reset() {
+	h.base += uint64(len(h.pend))
+	h.pend = h.pend[:0]
+	clear(h.index)
+}
 
 // drop forgets the pending hop of m to to, if any.
 func (h *hopAcks) drop(to UID, m Message) {
-	for i, p := range h.pend {
-		if p.m.To == to && sameHop(p.m, m) {
-			h.pend = append(h.pend[:i], h.pend[i+1:]...)
-			return
-		}
+	k := keyOf(to, m)
+	i, ok := h.index[k]
+	if !ok {
+		return
 	}
+	delete(h.index, k)
+	h.pend[i-h.base].acked = true
+	h.trim()
 }
 
 // duplicate reports whether m is a hop handled lately (a retransmission
@@ -67,35 +126,45 @@ func (h *hopAcks) duplicate(m Message) bool {
 
 // retransmit appends to out every pending hop whose acknowledgement is
 // overdue, marked Resent, and returns the hops out of retries: their
-// targets are to be treated as unreachable.
+// targets are to be treated as unreachable. The timeout is one for all,
+// so hops fall due in the order they were tracked, and a resent hop, due
+// last, goes to the end: pend stays sorted by due time.
 func (h *hopAcks) retransmit(now time.Duration, out []Message) (_ []Message, resent int, gaveUp []Message) {
-	keep := h.pend[:0]
-	for _, p := range h.pend {
-		switch {
-		case now < p.due:
-			keep = append(keep, p)
-		case p.left > 0:
-			resent++
-			p.left--
-			p.due = now + h.timeout
-			keep = append(keep, p)
-			m := p.m
-			m.Resent = true
-			out = append(out, m)
-		default:
-			gaveUp = append(gaveUp, p.m)
-		}
+	k := 0
+	for k < len(h.pend) && h.pend[k].due <= now {
+		k++
 	}
-	h.pend = keep
+	if k == 0 {
+		return out, 0, nil
+	}
+	overdue := append([]pendingHop(nil), h.pend[:k]...)
+	h.pend = h.pend[k:]
+	h.base += uint64(k)
+	for _, p := range overdue {
+		if p.acked {
+			continue
+		}
+		delete(h.index, keyOf(p.m.To, p.m))
+		if p.left == 0 {
+			gaveUp = append(gaveUp, p.m)
+			continue
+		}
+		resent++
+		p.left--
+		p.due = now + h.timeout
+		h.add(p)
+		m := p.m
+		m.Resent = true
+		out = append(out, m)
+	}
+	h.trim()
 	return out, resent, gaveUp
 }
 
 // deadline is the earliest retransmission due.
 func (h *hopAcks) deadline() (at time.Duration, ok bool) {
-	for _, p := range h.pend {
-		if !ok || p.due < at {
-			at, ok = p.due, true
-		}
+	if len(h.pend) == 0 {
+		return 0, false
 	}
-	return at, ok
+	return h.pend[0].due, true
 }

@@ -62,7 +62,7 @@ type confCase struct {
 func confCases(seed uint64) []confCase {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	var out []confCase
-	for _, n := range []int{1, 2, 3, 5, 8, 13, 32, 33} {
+	for _, n := range []int{1, 2, 3, 5, 8, 13, 32, 33, 100} {
 		for _, o := range Orders {
 			order, _ := Arrange(UIDs(n), o, rng)
 			all := rng.Perm(n)

@@ -201,7 +201,7 @@ func (s *Sim) Heal(at time.Duration) { s.push(event{at: at, kind: evHeal}) }
 // Run processes events in time order until none is left or the next one is
 // after until; it returns the virtual time reached.
 func (s *Sim) Run(until time.Duration) time.Duration {
-	for len(s.q.ev) > 0 && s.q.ev[0].at <= until {
+	for s.q.len() > 0 && s.q.next() <= until {
 		e := s.q.pop()
 		s.now = e.at
 		s.handle(&e)
