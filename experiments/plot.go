@@ -20,6 +20,9 @@ type Series struct {
 	Name   string
 	X, Y   []float64
 	Dashed bool // reference curves (theory, paper) are dashed
+	// Of, on a reference curve, names the measured series it belongs to
+	// (an algorithm's bound): it is drawn in that series' colour.
+	Of string
 	// Lo and Hi, when set (one per point), are the spread over
 	// repetitions drawn as error bars: a percentile range around a
 	// median, or ± one standard deviation around a mean.
@@ -85,6 +88,12 @@ func (ax Axes) check(series string, k int, x, y float64) error {
 func LinePlot(path string, ax Axes, series []Series) error {
 	p := newPlot(ax)
 	measured, reference := 0, 0
+	colours := map[string]color.Color{}
+	for _, s := range series {
+		if !s.Dashed {
+			colours[s.Name] = plotutil.Color(len(colours))
+		}
+	}
 	for _, s := range series {
 		pts := make(plotter.XYs, len(s.X))
 		for k := range s.X {
@@ -100,6 +109,9 @@ func LinePlot(path string, ax Axes, series []Series) error {
 		if s.Dashed {
 			// Reference curves: grey, each with its own dash pattern.
 			line.Color = color.Gray{Y: 90}
+			if c, ok := colours[s.Of]; ok {
+				line.Color = c
+			}
 			line.Dashes = plotutil.Dashes(reference + 1)
 			points.Radius = 0
 			reference++

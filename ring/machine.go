@@ -170,6 +170,11 @@ func (m *Machine) announce(leader UID) {
 	m.st.Leader, m.st.Participant, m.st.Announcing = leader, false, true
 	m.core, m.local = nil, m.local[:0]
 	m.armElection(m.now)
+	if m.det != nil {
+		// A leader other than this member (Dolev–Klawe–Rodeh) is watched
+		// from now: the old one's silence must not start another round.
+		m.det.Heard(m.now)
+	}
 	if m.alg.Topology == Complete {
 		for i, u := range m.ring.order {
 			if i != m.pos && !m.down[i] {

@@ -5,8 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -166,104 +164,4 @@ func (m *Messages) Run(ctx context.Context, env *experiments.Env) error {
 		}
 		return rows, nil
 	})
-}
-
-// maxRingSize bounds n in a CSV the report reads (H_n is a loop over n):
-// far beyond any ring the simulator runs.
-const maxRingSize = 1 << 24
-
-// Harmonic is H_n = 1 + 1/2 + … + 1/n.
-func Harmonic(n int) float64 {
-	h := 0.0
-	for k := 1; k <= n; k++ {
-		h += 1 / float64(k)
-	}
-	return h
-}
-
-// theory returns the closed-form expectation of election messages and its
-// name, for the all-initiator case on each order and the single-initiator mean.
-func theory(n int, order, init string) (float64, string) {
-	fn := float64(n)
-	switch {
-	case init == InitOne:
-		return (3*fn - 1) / 2, "(3n−1)/2"
-	case order == sim.OrderSorted:
-		return 2*fn - 1, "best 2n−1"
-	case order == sim.OrderReverse:
-		return fn * (fn + 1) / 2, "worst n(n+1)/2"
-	default:
-		return fn * Harmonic(n), "n·H_n"
-	}
-}
-
-func (m *Messages) Report(in *experiments.ReportInput) (string, error) {
-	t := in.Table
-	var rows [][]string
-	var lines experiments.Lines
-	nonMax, mismatch, challenges := 0, 0, 0
-	var acks, hops, resent float64
-	for _, g := range t.GroupBy("initiators", "order", "n") {
-		init, order := g.Key[0], g.Key[1]
-		n, err := strconv.Atoi(g.Key[2])
-		if err != nil || n < 1 || n > maxRingSize {
-			return "", fmt.Errorf("column n: %q is not a ring size (1 to %d)", g.Key[2], maxRingSize)
-		}
-		el := experiments.Summarize(t.Floats(g.Rows, "election_msgs"))
-		ed := experiments.Summarize(t.Floats(g.Rows, "elected_msgs"))
-		ms := experiments.Summarize(t.Floats(g.Rows, "election_virtual_ms"))
-		want, formula := theory(n, order, init)
-		nonMax += len(g.Rows) - t.Count(g.Rows, "leader_is_max", "true")
-		for _, c := range t.Floats(g.Rows, "challenges") {
-			challenges += int(c)
-		}
-		for _, i := range g.Rows {
-			acks += t.Float(i, "hop_acks")
-			hops += t.Float(i, "election_msgs") + t.Float(i, "elected_msgs")
-			resent += t.Float(i, "retransmissions")
-		}
-		if init == InitOne {
-			for _, i := range g.Rows {
-				if t.Float(i, "election_msgs") != float64(n)+t.Float(i, "max_distance") {
-					mismatch++
-				}
-			}
-		}
-		rows = append(rows, []string{init, order, strconv.Itoa(n), strconv.Itoa(el.N),
-			experiments.Num(el.Mean, 2), experiments.Num(el.Std, 2), experiments.Num(el.Min, 0), experiments.Num(el.Max, 0),
-			experiments.Num(want, 2) + " (" + formula + ")", experiments.Num(100*(el.Mean-want)/want, 2) + "%",
-			experiments.Num(ed.Mean, 2) + " / " + strconv.Itoa(n), experiments.Num(ms.P50, 2)})
-		who := "all initiate"
-		if init == InitOne {
-			who = "one initiator"
-		}
-		y, lo, hi := el.MeanSpread()
-		lines.Of(who+", "+order+" ring").Point(float64(n), y, lo, hi)
-		if th := lines.Of("theory " + formula); !slices.Contains(th.X, float64(n)) {
-			th.Dashed = true
-			th.X, th.Y = append(th.X, float64(n)), append(th.Y, want)
-		}
-	}
-	axes := experiments.Axes{Title: "Chang–Roberts election messages", X: "ring size n", Y: "election messages (mean ± std)", LogX: true, LogY: true}
-	fig, err := in.Figure("messages", "election messages vs n", experiments.Line(axes, lines.List))
-	if err != nil {
-		return "", err
-	}
-	out := experiments.MarkdownTable([]string{"initiators", "order", "n", "reps", "election msgs mean", "std", "min", "max",
-		"theory", "Δ vs theory", "elected msgs / n", "p50 virtual ms"}, rows)
-	out += "\n" + fig + "\n\n"
-	out += fmt.Sprintf("Leader was the max UID in every run: **%v** (%d runs where it was not). "+
-		"Single-initiator runs that miss n + d exactly (d = hops from the initiator to the max UID): **%d**. "+
-		"The elected round adds n messages and the end broadcast n − 1. "+
-		"Elections beyond Chang–Roberts' own (challenges of a smaller leader, which is what makes elections settle under loss — see ring-chaos): **%d** "+
-		"over all runs, so the counts above are the algorithm's alone.\n\n", nonMax == 0, nonMax, mismatch, challenges)
-	if hops > 0 {
-		out += fmt.Sprintf("Per-hop acknowledgement (ack timeout %s, counted apart from the counts above): **%.0f acknowledgements for %.0f election and elected messages** "+
-			"(%.2f each: every hop is acknowledged, a retransmission's too) and **%.0f retransmissions** — the price of settling under loss, "+
-			"which these loss-free runs do not need (see ring-chaos).\n\n", in.Meta.Params["ack-timeout"], acks, hops, acks/hops, resent)
-	}
-	out += "Theory (DESIGN §3.1): all initiators — best case 2n−1 on the consistent-hash (sorted) ring, " +
-		"worst n(n+1)/2 on the reversed ring, n·H_n on average over random orders; " +
-		"one initiator — n + d, mean (3n−1)/2 over random starters, whatever the order.\n"
-	return out, nil
 }

@@ -3,14 +3,17 @@ package ringsim
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ringside/ringside/experiments"
+	"github.com/ringside/ringside/ring"
 )
 
 func run(t *testing.T, e experiments.Experiment, dir string, seed uint64, reps int, args ...string) []byte {
@@ -40,7 +43,7 @@ func TestSameSeedSameCSVBytes(t *testing.T) {
 func TestMessagesCSVAndReport(t *testing.T) {
 	dir := t.TempDir()
 	e := &Messages{}
-	csv := run(t, e, dir, 1, 50, "--n", "4,8,16", "--order", "sorted,random,reverse")
+	csv := run(t, e, dir, 1, 50, "--n", "4,8,16", "--order", "sorted,random,reverse", "--algorithm", "chang-roberts")
 	tab, err := experiments.ReadTable(bytes.NewReader(csv))
 	require.NoError(t, err)
 	require.Len(t, tab.Rows, 3*3*2*50)
@@ -66,9 +69,52 @@ func TestMessagesCSVAndReport(t *testing.T) {
 	md, err := os.ReadFile(path)
 	require.NoError(t, err)
 	assert.Contains(t, string(md), "worst n(n+1)/2")
-	assert.Contains(t, string(md), "| all | reverse | 16 | 50 | 136 |")
-	assert.Contains(t, string(md), "| all | sorted | 8 | 50 | 15 |")
+	assert.Contains(t, string(md), "| chang-roberts | all | reverse | 16 | 50 | 136 |")
+	assert.Contains(t, string(md), "| chang-roberts | all | sorted | 8 | 50 | 15 |")
 	assert.FileExists(t, filepath.Join(dir, "ring-messages-messages.png"))
+}
+
+// Every algorithm side by side: Chang–Roberts' rows are those it writes
+// alone, LeLann's count is n², no run exceeds its bound, and a costly cell
+// runs fewer repetitions.
+func TestMessagesEveryAlgorithm(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"--n", "4,16,64", "--order", "sorted,random"}
+	all := run(t, &Messages{}, dir, 5, 20, append(args, "--max-messages", "1000")...)
+	alone := run(t, &Messages{}, t.TempDir(), 5, 20, append(args, "--algorithm", "chang-roberts", "--max-messages", "1000")...)
+	tab, err := experiments.ReadTable(bytes.NewReader(all))
+	require.NoError(t, err)
+	var cr []string
+	reps := map[string]int{}
+	for i := range tab.Rows {
+		alg, _ := ring.Lookup(tab.Str(i, "algorithm"))
+		n := tab.Float(i, "n")
+		assert.Equal(t, "true", tab.Str(i, "leader_is_max"), "%s n=%v", alg.Name, n)
+		assert.LessOrEqual(t, tab.Float(i, "election_msgs"), float64(alg.Bound(int(n))), "%s n=%v", alg.Name, n)
+		if alg.Name == "lelann" {
+			assert.Equal(t, n*n, tab.Float(i, "election_msgs"))
+		}
+		if alg.Name == ring.ChangRoberts {
+			cr = append(cr, strings.Join(tab.Rows[i], ","))
+		}
+		reps[fmt.Sprintf("%s %v %s %s", alg.Name, n, tab.Str(i, "order"), tab.Str(i, "initiators"))]++
+	}
+	lines := strings.Split(strings.TrimSpace(string(alone)), "\n")[1:]
+	assert.Equal(t, lines, cr, "Chang–Roberts' rows do not depend on the other algorithms")
+	assert.Equal(t, 4, reps["lelann 64 sorted all"], "4,096 messages a run: 20·1,000/4,096 repetitions")
+	assert.Equal(t, 20, reps["dkr 16 random all"], "a cheap cell runs them all")
+
+	reg := &experiments.Registry{}
+	reg.Register(&Messages{})
+	path, err := experiments.WriteReport(dir, reg)
+	require.NoError(t, err)
+	md, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Contains(t, string(md), "| lelann | all | random | 16 | 20 | 256 | 0 | 256 | 256 | 256 | 100% | 256 (n²) | 0% |")
+	assert.Contains(t, string(md), "Runs above their algorithm's worst-case bound: **none**")
+	for _, f := range []string{"messages", "time", "chang-roberts"} {
+		assert.FileExists(t, filepath.Join(dir, "ring-messages-"+f+".png"))
+	}
 }
 
 func TestChaosHasNoViolations(t *testing.T) {

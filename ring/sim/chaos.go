@@ -12,6 +12,7 @@ import (
 // coordinator (the max UID) crashes, servers detect it by missing
 // heartbeats, and up to MaxCrashes more servers crash while they elect.
 type ChaosConfig struct {
+	Algorithm  ring.Algorithm // the zero value: Chang–Roberts
 	N          int
 	Order      string
 	MaxCrashes int           // extra crashes, drawn uniformly from [0, MaxCrashes]
@@ -68,7 +69,7 @@ func Chaos(c ChaosConfig, seed uint64) (ChaosResult, error) {
 	coord, _ := ring.MaxUID(order)
 	const crashAt = time.Second // after the heartbeats have settled
 	s, err := New(Config{
-		Ring: r, Seed: seed, Loss: c.Loss,
+		Ring: r, Seed: seed, Loss: c.Loss, Algorithm: c.Algorithm,
 		Delay: PerLink(seed, c.DelayMin, c.DelayMax, c.Jitter),
 		Node: ring.Config{
 			Leader: coord, Round: 1,

@@ -218,3 +218,25 @@ func TestRegistry(t *testing.T) {
 		ring.Register(ring.Algorithm{Name: ring.ChangRoberts, Source: "x", Bound: func(int) int { return 0 }, BoundText: "0", Core: ring.NewLeLann})
 	}, "a duplicate name")
 }
+
+// A coordinator crash in a ring of ringnode servers (the election beside
+// the coordinator role, heartbeats and the failure detector): one new
+// election, won by the max live UID, which alone takes the role over — no
+// member keeps suspecting the crashed one and starts another round.
+func TestConformanceFailover(t *testing.T) {
+	for _, alg := range ring.Algorithms() {
+		t.Run(alg.Name, func(t *testing.T) {
+			t.Parallel()
+			for seed := uint64(1); seed <= 5; seed++ {
+				c := DefaultFailover
+				c.Algorithm, c.N = alg, []int{3, 8, 16}[seed%3]
+				res, err := Failover(c, seed)
+				require.NoError(t, err)
+				require.True(t, res.NewIsMaxLive, "seed %d: %+v", seed, res)
+				require.Equal(t, 1, res.Coordinators, "seed %d: one coordinator", seed)
+				require.Positive(t, res.Metadata, "seed %d: every survivor holds the new metadata", seed)
+				require.LessOrEqual(t, res.Counts.Of(ring.MsgElected), c.N-1, "seed %d: one announcement among the %d survivors", seed, c.N-1)
+			}
+		})
+	}
+}

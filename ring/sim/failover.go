@@ -12,6 +12,7 @@ import (
 // servers: the election core and the coordinator core of every server, as
 // ring/server runs them, on a consistent-hash (sorted) ring.
 type FailoverConfig struct {
+	Algorithm ring.Algorithm // the zero value: Chang–Roberts
 	N         int
 	Replicas  int
 	DelayMin  time.Duration // per-link base delays are drawn from [DelayMin, DelayMax]
@@ -76,7 +77,7 @@ func Failover(c FailoverConfig, seed uint64) (FailoverResult, error) {
 	newRound := uint64(0)
 	var s *Sim
 	s, err = New(Config{
-		Meta: meta, Seed: seed,
+		Meta: meta, Seed: seed, Algorithm: c.Algorithm,
 		Delay: PerLink(seed, c.DelayMin, c.DelayMax, c.Jitter),
 		Node: ring.Config{
 			Leader: ring.UIDOf(meta.Coordinator), Round: 1,

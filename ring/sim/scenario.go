@@ -52,7 +52,8 @@ type ElectionResult struct {
 	Counts      Counts
 	Leader      ring.UID
 	LeaderIsMax bool
-	// Done is when the winner saw its ELECTED message return.
+	// Done is when the election ended: every member knows the leader
+	// (for a ring, the winner saw its announcement return).
 	Done time.Duration
 	// MaxDistance is the hop distance from the first initiator to the max
 	// UID — the d of the single-initiator formula n + d.
@@ -88,8 +89,11 @@ func ElectWith(alg ring.Algorithm, order []ring.UID, initiators []int, seed uint
 	res := ElectionResult{Counts: s.Counts()}
 	o := s.Outcome()
 	res.Leader, res.LeaderIsMax = o.Leader, o.IsMaxLive
+	// Done is when the last member learnt the leader, or the winner its
+	// announcement's return, whichever is later: a Bully leader tells the
+	// others directly and has nothing come back.
 	if c := s.Completions(); len(c) > 0 {
-		res.Done = c[len(c)-1].At
+		res.Done = max(c[len(c)-1].At, s.LastLeaderChange())
 	}
 	for i := range s.Len() {
 		res.Challenges += s.Node(i).Stats().Challenges
