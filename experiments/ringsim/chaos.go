@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ringside/ringside/experiments"
@@ -16,15 +17,20 @@ import (
 // Chaos is the ring-chaos experiment: a coordinator failover per seed under
 // random crashes, message loss and delays, checked for one leader that is
 // the max live UID.
-type Chaos struct{ cfg sim.ChaosConfig }
+type Chaos struct {
+	cfg        sim.ChaosConfig
+	algorithms experiments.ChoiceList
+}
 
 func (*Chaos) Spec() experiments.Spec {
 	return experiments.Spec{Name: "ring-chaos", Backends: []string{"sim"}, Quick: 1000, Row: chaosRow{},
-		Summary: "coordinator failover under random crashes, message loss and delays: one leader, the max live UID? (simulated)"}
+		Summary: "coordinator failover under random crashes, message loss and delays, every election algorithm on the same faults: one leader, the max live UID? (simulated)"}
 }
 
 func (c *Chaos) Flags(fs *flag.FlagSet) {
 	c.cfg = sim.DefaultChaos
+	c.algorithms = experiments.ChoiceList{Vals: ring.AlgorithmNames(), Allowed: ring.AlgorithmNames()}
+	fs.Var(&c.algorithms, "algorithm", "election algorithms, comma-separated: "+strings.Join(ring.AlgorithmNames(), ", "))
 	fs.IntVar(&c.cfg.N, "n", c.cfg.N, "servers in the ring")
 	fs.StringVar(&c.cfg.Order, "order", c.cfg.Order, "ring order: sorted, random, reverse")
 	fs.IntVar(&c.cfg.MaxCrashes, "max-crashes", c.cfg.MaxCrashes, "extra server crashes per run, drawn from [0, max]")
@@ -43,6 +49,7 @@ func (c *Chaos) Flags(fs *flag.FlagSet) {
 
 // chaosRow is one failover under faults.
 type chaosRow struct {
+	Algorithm     string        `csv:"algorithm"`
 	Rep           int           `csv:"rep"`
 	Seed          uint64        `csv:"seed"`
 	N             int           `csv:"n"`
@@ -96,14 +103,27 @@ func (c *Chaos) Run(ctx context.Context, env *experiments.Env) error {
 	if err := c.validate(); err != nil {
 		return err
 	}
-	return experiments.RunGrid(ctx, env, experiments.Grid{Cells: 1, Parallel: experiments.AllCPUs},
+	algs := make([]ring.Algorithm, len(c.algorithms.Vals))
+	for i, name := range c.algorithms.Vals {
+		a, err := ring.Lookup(name)
+		if err != nil {
+			return err
+		}
+		algs[i] = a
+	}
+	// Every algorithm meets the same faults: a repetition's seed draws the
+	// crashes, losses and delays, whichever algorithm runs.
+	grid := experiments.Grid{Cells: len(algs), SameSeed: len(algs), Parallel: experiments.AllCPUs}
+	return experiments.RunGrid(ctx, env, grid,
 		func(_ context.Context, t experiments.Task) ([]chaosRow, error) {
-			r, err := sim.Chaos(c.cfg, t.Seed)
+			cfg := c.cfg
+			cfg.Algorithm = algs[t.Cell]
+			r, err := sim.Chaos(cfg, t.Seed)
 			if err != nil {
 				return nil, err
 			}
 			o, cnt := r.Outcome, r.Counts
-			return []chaosRow{{Rep: t.Rep, Seed: t.Seed, N: c.cfg.N, Order: c.cfg.Order, ExtraCrashes: r.Crashes,
+			return []chaosRow{{Algorithm: cfg.Algorithm.Name, Rep: t.Rep, Seed: t.Seed, N: c.cfg.N, Order: c.cfg.Order, ExtraCrashes: r.Crashes,
 				NewMaxCrashed: r.CrashedNewMax, Loss: c.cfg.Loss, Lost: cnt.Lost, LostWithCrash: cnt.LostWithCrash,
 				Unreachable: cnt.Unreachable, ElectionMsgs: cnt.Of(ring.MsgElection), ElectedMsgs: cnt.Of(ring.MsgElected),
 				EndMsgs: cnt.Of(ring.MsgEnd), HeartbeatMsgs: cnt.Of(ring.MsgHeartbeat), Initiations: r.Initiations,
@@ -120,34 +140,52 @@ func (c *Chaos) Report(in *experiments.ReportInput) (string, error) {
 	}
 	violations := len(all) - t.Count(all, "leader_is_max_live", "true")
 	split := len(all) - t.Count(all, "one_leader", "true")
-	var rows [][]string
-	for _, g := range t.GroupBy("extra_crashes") {
+	var perAlg, rows [][]string
+	for _, g := range t.GroupBy("algorithm") {
+		st := experiments.Summarize(t.Floats(g.Rows, "stable_ms"))
+		el := experiments.Summarize(t.Floats(g.Rows, "election_msgs"))
+		perAlg = append(perAlg, []string{g.Key[0], strconv.Itoa(len(g.Rows)),
+			strconv.Itoa(len(g.Rows) - t.Count(g.Rows, "leader_is_max_live", "true")),
+			strconv.Itoa(len(g.Rows) - t.Count(g.Rows, "one_leader", "true")),
+			experiments.Num(el.Mean, 1), experiments.Num(st.P50, 1), experiments.Num(st.P90, 1), experiments.Num(st.P99, 1), experiments.Num(st.Max, 1)})
+	}
+	for _, g := range t.GroupBy("algorithm", "extra_crashes") {
 		st := experiments.Summarize(t.Floats(g.Rows, "stable_ms"))
 		el := experiments.Summarize(t.Floats(g.Rows, "election_msgs"))
 		rs := experiments.Summarize(t.Floats(g.Rows, "restarts"))
 		ch := experiments.Summarize(t.Floats(g.Rows, "challenges"))
 		acks := experiments.Summarize(t.Floats(g.Rows, "hop_acks"))
 		re := experiments.Summarize(t.Floats(g.Rows, "retransmissions"))
-		rows = append(rows, []string{g.Key[0], strconv.Itoa(len(g.Rows)), strconv.Itoa(t.Count(g.Rows, "new_max_crashed", "true")),
+		rows = append(rows, []string{g.Key[0], g.Key[1], strconv.Itoa(len(g.Rows)), strconv.Itoa(t.Count(g.Rows, "new_max_crashed", "true")),
 			experiments.Num(el.Mean, 1), experiments.Num(acks.Mean, 1), experiments.Num(re.Mean, 1), experiments.Num(rs.Mean, 2), experiments.Num(ch.Mean, 2),
 			experiments.Num(st.P50, 1), experiments.Num(st.P90, 1), experiments.Num(st.P99, 1), experiments.Num(st.Max, 1),
 			strconv.Itoa(len(g.Rows) - t.Count(g.Rows, "leader_is_max_live", "true"))})
 	}
-	slices.SortFunc(rows, func(a, b []string) int { x, _ := strconv.Atoi(a[0]); y, _ := strconv.Atoi(b[0]); return x - y })
+	slices.SortStableFunc(rows, func(a, b []string) int {
+		if a[0] != b[0] {
+			return 0 // algorithms stay in CSV order
+		}
+		x, _ := strconv.Atoi(a[1])
+		y, _ := strconv.Atoi(b[1])
+		return x - y
+	})
 	axes := experiments.Axes{Title: "time from coordinator crash to stable leader", X: "virtual ms", Y: "runs"}
 	fig, err := in.Figure("stable", "time to stable leader", experiments.Hist(axes, t.Floats(all, "stable_ms"), 40))
 	if err != nil {
 		return "", err
 	}
 	p := in.Meta.Params
-	out := fmt.Sprintf("**Violations: %d of %d runs** (runs whose final leader was not the max live UID; %d of them without a single agreed, live leader).\n\n", violations, len(all), split)
+	out := fmt.Sprintf("**Violations: %d of %d runs**, every algorithm on the same faults (runs whose final leader was not the max live UID; %d of them without a single agreed, live leader).\n\n", violations, len(all), split)
 	acks := "per-hop acknowledgement with retransmission after " + p["ack-timeout"]
 	if d, err := time.ParseDuration(p["ack-timeout"]); err == nil && d == 0 {
 		acks = "no per-hop acknowledgement (Chang–Roberts as published)"
 	}
 	out += fmt.Sprintf("Fault mix: n=%s, %s ring, up to %s extra crashes within %s, loss %s, link delays %s–%s + exp(%s), detector %s + up to %s jitter, heartbeats every %s; %s.\n\n",
 		p["n"], p["order"], p["max-crashes"], p["crash-window"], p["loss"], p["delay-min"], p["delay-max"], p["jitter"], p["suspect"], p["suspect-jitter"], p["heartbeat"], acks)
-	out += experiments.MarkdownTable([]string{"extra crashes", "runs", "new max crashed too", "election msgs mean", "hop acks mean", "retransmissions mean", "restarts mean",
+	out += experiments.MarkdownTable([]string{"algorithm", "runs", "violations", "no single live leader", "election msgs mean",
+		"stable p50 ms", "p90", "p99", "max"}, perAlg)
+	out += "\nBy extra crashes:\n\n"
+	out += experiments.MarkdownTable([]string{"algorithm", "extra crashes", "runs", "new max crashed too", "election msgs mean", "hop acks mean", "retransmissions mean", "restarts mean",
 		"challenges mean", "stable p50 ms", "p90", "p99", "max", "violations"}, rows)
 	out += "\n" + fig + "\n\n"
 	out += "Reference: detection alone takes the detector timeout (seed 002: 700 ms) minus the time since the last heartbeat; " +

@@ -123,17 +123,24 @@ func TestChaosHasNoViolations(t *testing.T) {
 	csv := run(t, e, dir, 3, 200, "--max-crashes", "4", "--loss", "0.05")
 	tab, err := experiments.ReadTable(bytes.NewReader(csv))
 	require.NoError(t, err)
-	require.Len(t, tab.Rows, 200)
+	algs := len(ring.AlgorithmNames())
+	require.Equal(t, 200*algs, len(tab.Rows), "every algorithm, 200 runs each")
+	crashes := map[string]string{}
 	for i := range tab.Rows {
 		require.Equal(t, "true", tab.Str(i, "one_leader"), "row %d", i)
 		require.Equal(t, "true", tab.Str(i, "leader_is_max_live"), "row %d", i)
+		rep := tab.Str(i, "rep")
+		if c, ok := crashes[rep]; ok {
+			require.Equal(t, c, tab.Str(i, "extra_crashes"), "rep %s: every algorithm meets the same faults", rep)
+		}
+		crashes[rep] = tab.Str(i, "extra_crashes")
 	}
 	reg := &experiments.Registry{}
 	reg.Register(e)
 	path, err := experiments.WriteReport(dir, reg)
 	require.NoError(t, err)
 	md, _ := os.ReadFile(path)
-	assert.Contains(t, string(md), "**Violations: 0 of 200 runs**")
+	assert.Contains(t, string(md), fmt.Sprintf("**Violations: 0 of %d runs**", 200*algs))
 }
 
 func TestBadParametersAreRejected(t *testing.T) {
