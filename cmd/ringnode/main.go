@@ -1,5 +1,6 @@
-// Command ringnode is a key-value server that is a member of the
-// Chang–Roberts ring and, when elected, its coordinator. See ring/server.
+// Command ringnode is a key-value server that is a member of a ring —
+// Chang–Roberts' by default, or any registered election — and, when
+// elected, its coordinator. See ring/server.
 package main
 
 import (
@@ -12,6 +13,7 @@ import (
 
 	"github.com/ringside/ringside/internal/envflag"
 	"github.com/ringside/ringside/internal/serve"
+	"github.com/ringside/ringside/ring"
 	"github.com/ringside/ringside/ring/server"
 )
 
@@ -33,10 +35,12 @@ func run(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.SuspectTimeout, "suspect", "RINGNODE_SUSPECT", 700*time.Millisecond, "no heartbeat from the coordinator for this long starts an election")
 	fs.DurationVar(&cfg.SuspectJitter, "suspect-jitter", "RINGNODE_SUSPECT_JITTER", 0, "random extra suspicion timeout, up to this")
 	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat", "RINGNODE_HEARTBEAT", 100*time.Millisecond, "coordinator heartbeat interval")
-	fs.DurationVar(&cfg.HopBound, "hop-bound", "RINGNODE_HOP_BOUND", 10*time.Millisecond, "per-hop bound; an election silent for 2·n·bound restarts")
+	fs.DurationVar(&cfg.HopBound, "hop-bound", "RINGNODE_HOP_BOUND", 10*time.Millisecond, "per-hop bound; an election that outlives its horizon (Chang–Roberts: 2·n hops) of bounds restarts")
 	fs.DurationVar(&cfg.AckTimeout, "ack-timeout", "RINGNODE_ACK_TIMEOUT", 10*time.Millisecond,
 		"per-hop acknowledgement: an election or elected message not acknowledged this long is sent again (3 times, then its target is skipped); 0: off, Chang–Roberts as published")
 	fs.DurationVar(&cfg.JoinTimeout, "join-timeout", "RINGNODE_JOIN_TIMEOUT", 5*time.Second, "give up joining after this long")
+	fs.StringVar(&cfg.Election, "election", "RINGNODE_ELECTION", ring.ChangRoberts,
+		"election algorithm, the same on every server of the ring: "+strings.Join(ring.AlgorithmNames(), ", "))
 	fs.BoolVar(&cfg.CrashOnElection, "fault-crash-on-election", "RINGNODE_FAULT_CRASH_ON_ELECTION", false, "fault injection: exit as soon as an ELECTION message arrives (it is lost with this server)")
 	fs.StringVar(&level, "log-level", "RINGNODE_LOG", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -68,7 +72,7 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	log.Info("ringnode starting", "addr", cfg.Addr, "join", cfg.Join, "data", cfg.Dir)
+	log.Info("ringnode starting", "addr", cfg.Addr, "join", cfg.Join, "data", cfg.Dir, "election", cfg.Election)
 	return s.Run(ctx)
 }
 

@@ -33,6 +33,12 @@ func TestMalformedEnvironmentIsAnError(t *testing.T) {
 	t.Run("no secret", func(t *testing.T) {
 		require.ErrorContains(t, run(context.Background(), []string{"--data", t.TempDir()}), "RINGNODE_SECRET")
 	})
+	t.Run("election", func(t *testing.T) {
+		t.Setenv("RINGNODE_ELECTION", "raft")
+		t.Setenv("RINGNODE_SECRET", "a-secret-of-16-chars")
+		err := run(context.Background(), []string{"--data", t.TempDir(), "--addr", "127.0.0.1:1"})
+		require.ErrorContains(t, err, `election algorithm "raft": want one of chang-roberts`)
+	})
 	t.Run("log level", func(t *testing.T) {
 		t.Setenv("RINGNODE_LOG", "loud")
 		require.ErrorContains(t, run(context.Background(), []string{"--data", t.TempDir()}), `log-level "loud"`)

@@ -80,7 +80,7 @@ func (s *Server) publish(nm *membership.Metadata) {
 		if nc.SuspectJitter > 0 {
 			nc.Rand = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), s.self.Lo))
 		}
-		node, err := ring.NewNode(nc)
+		node, err := s.alg.NewElector(nc)
 		if err != nil {
 			s.log.Error("cannot start the ring state machine", "err", err)
 			return
@@ -143,6 +143,9 @@ func (s *Server) pushMeta(nm *membership.Metadata) {
 
 type joinRequest struct {
 	Addr string `json:"addr"`
+	// Election is the joiner's algorithm; empty from a server that
+	// predates the field, which ran Chang–Roberts.
+	Election string `json:"election,omitempty"`
 }
 
 type joinRedirect struct {
@@ -157,6 +160,15 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 	req, err := decodeJoin(r.Body)
 	if err != nil {
 		s.badRequest(w, "join", err)
+		return
+	}
+	if req.Election != s.alg.Name {
+		// One ring, one election: members of different algorithms would
+		// misread each other's messages, so the joiner is told why and
+		// gives up rather than retrying.
+		s.log.Warn("refused a server running another election", "addr", req.Addr, "election", req.Election, "ours", s.alg.Name)
+		http.Error(w, fmt.Sprintf("%s: this ring runs the %s election, %s runs %s", errElectionMismatch, s.alg.Name, req.Addr, req.Election),
+			http.StatusPreconditionFailed)
 		return
 	}
 	var nm *membership.Metadata
@@ -187,7 +199,10 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-var errUnreachable = errors.New("unreachable")
+var (
+	errUnreachable      = errors.New("unreachable")
+	errElectionMismatch = errors.New("election algorithm mismatch")
+)
 
 // tryJoin asks one server to admit us: metadata, or the coordinator to ask.
 func (s *Server) tryJoin(ctx context.Context, addr string) (*membership.Metadata, string, error) {
@@ -197,7 +212,7 @@ func (s *Server) tryJoin(ctx context.Context, addr string) (*membership.Metadata
 
 // askJoin is tryJoin that also tells who answered when it is joining too.
 func (s *Server) askJoin(ctx context.Context, addr string) (*membership.Metadata, joinRedirect, error) {
-	body, _ := json.Marshal(joinRequest{Addr: s.cfg.Addr})
+	body, _ := json.Marshal(joinRequest{Addr: s.cfg.Addr, Election: s.alg.Name})
 	resp, err := s.peerRequest(ctx, http.MethodPost, addr, "/internal/join", body)
 	if err != nil {
 		return nil, joinRedirect{}, fmt.Errorf("%w: %v", errUnreachable, err)
@@ -217,6 +232,8 @@ func (s *Server) askJoin(ctx context.Context, addr string) (*membership.Metadata
 			return nil, joinRedirect{}, fmt.Errorf("join redirect from %s: %w", addr, err)
 		}
 		return nil, red, nil
+	case http.StatusPreconditionFailed:
+		return nil, joinRedirect{}, fmt.Errorf("join via %s: %w: %s", addr, errElectionMismatch, bytes.TrimSpace(b))
 	}
 	return nil, joinRedirect{}, fmt.Errorf("join via %s: %s: %s", addr, resp.Status, bytes.TrimSpace(b))
 }
@@ -250,6 +267,9 @@ func (s *Server) join(ctx context.Context) error {
 			}
 			if m != nil {
 				return s.do(ctx, func() { s.installMeta(m) })
+			}
+			if errors.Is(err, errElectionMismatch) {
+				return err // retrying cannot help
 			}
 			if err != nil {
 				s.log.Debug("join attempt failed", "seed", seed, "err", err)

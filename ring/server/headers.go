@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ringside/ringside/ring"
 	"github.com/ringside/ringside/ring/membership"
 )
 
@@ -52,6 +53,12 @@ func decodeJoin(body io.Reader) (joinRequest, error) {
 	}
 	if err := membership.CheckAddr(req.Addr); err != nil {
 		return req, fmt.Errorf("addr: %w", err)
+	}
+	if req.Election == "" {
+		req.Election = ring.ChangRoberts
+	}
+	if _, err := ring.Lookup(req.Election); err != nil {
+		return req, fmt.Errorf("election: %w", err)
 	}
 	return req, nil
 }

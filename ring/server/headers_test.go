@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ringside/ringside/ring"
 	"github.com/ringside/ringside/ring/membership"
 )
 
@@ -58,10 +59,12 @@ func FuzzParseVersion(f *testing.F) {
 	})
 }
 
-// A join body is accepted only with an address a ring member may have,
-// and only from its first 4 KiB.
+// A join body is accepted only with an address a ring member may have and
+// a registered election (none: Chang–Roberts, from a server that predates
+// the field), and only from its first 4 KiB.
 func FuzzDecodeJoin(f *testing.F) {
-	for _, s := range []string{`{"addr":"10.0.0.1:7000"}`, `{"addr":"localhost:0"}`, `{"addr":""}`, `{"addr":"10.0.0.1:7000"} trailing`, `[]`, `{"addr":"[::1]:99999"}`} {
+	for _, s := range []string{`{"addr":"10.0.0.1:7000"}`, `{"addr":"localhost:0"}`, `{"addr":""}`, `{"addr":"10.0.0.1:7000"} trailing`, `[]`, `{"addr":"[::1]:99999"}`,
+		`{"addr":"10.0.0.1:7000","election":"lelann"}`, `{"addr":"10.0.0.1:7000","election":"raft"}`, `{"addr":"10.0.0.1:7000","election":7}`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -72,8 +75,15 @@ func FuzzDecodeJoin(f *testing.F) {
 		if err := membership.CheckAddr(req.Addr); err != nil {
 			t.Fatalf("accepted %q with the address %q: %v", s, req.Addr, err)
 		}
+		if _, err := ring.Lookup(req.Election); err != nil {
+			t.Fatalf("accepted %q with the election %q: %v", s, req.Election, err)
+		}
 		var whole joinRequest
-		if len(s) > 4096 || json.Unmarshal([]byte(s), &whole) != nil || whole != req {
+		err = json.Unmarshal([]byte(s), &whole)
+		if whole.Election == "" {
+			whole.Election = ring.ChangRoberts
+		}
+		if len(s) > 4096 || err != nil || whole != req {
 			t.Fatalf("accepted %q (%d bytes), which is not one join request of at most 4 KiB", s, len(s))
 		}
 	})

@@ -56,6 +56,10 @@ type Config struct {
 	HopBound          time.Duration // per-hop bound for the election-restart timeout
 	AckTimeout        time.Duration // per-hop acknowledgement (ring.Config.AckTimeout); 0: off
 	JoinTimeout       time.Duration
+	// Election is the registered election algorithm the server runs
+	// (ring.Lookup; default Chang–Roberts). Every server of a ring runs
+	// the same: a server asking to join with another is refused.
+	Election string
 
 	// CrashOnElection is a fault to inject on purpose: the server dies
 	// (Exit) as soon as it receives an ELECTION message, so the message is
@@ -86,6 +90,9 @@ func (c *Config) Defaults() {
 	}
 	if c.JoinTimeout == 0 {
 		c.JoinTimeout = 5 * time.Second
+	}
+	if c.Election == "" {
+		c.Election = ring.ChangRoberts
 	}
 	if c.Log == nil {
 		c.Log = slog.Default()
@@ -130,6 +137,7 @@ type Events struct {
 // Server is one ringnode.
 type Server struct {
 	cfg   Config
+	alg   ring.Algorithm
 	self  ring.UID
 	log   *slog.Logger
 	store *kv.Store
@@ -148,14 +156,14 @@ type Server struct {
 	transfers chan struct{} // one slot per data move being received
 	timer     *time.Timer
 
-	// lmu guards the election state: the ring.Node and the coordinator
+	// lmu guards the election state: the ring.Elector and the coordinator
 	// role. Every input — a peer message, an undeliverable one, a timer,
 	// a metadata change — takes it, runs to completion and re-arms the
 	// timer. Handling a message on the goroutine that read it keeps one
 	// hop to a read, a Step and a write, with no hand-offs.
 	lmu sync.Mutex
 	// State guarded by lmu.
-	node      *ring.Node
+	node      ring.Elector
 	role      *coordinator.Coordinator // the coordinator (ECS) core
 	last      ring.Status
 	initiated int
@@ -187,6 +195,10 @@ func New(cfg Config) (*Server, error) {
 	if err := membership.CheckAddr(cfg.Addr); err != nil {
 		return nil, fmt.Errorf("addr: %w", err)
 	}
+	alg, err := ring.Lookup(cfg.Election)
+	if err != nil {
+		return nil, err
+	}
 	role, err := coordinator.New(cfg.Addr, cfg.SuspectTimeout)
 	if err != nil {
 		return nil, err
@@ -214,7 +226,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	ln = accept.Bound(ln)
 	s := &Server{
-		cfg: cfg, self: ring.UIDOf(cfg.Addr), role: role, log: cfg.Log.With("server", cfg.Addr), store: store, ln: ln,
+		cfg: cfg, alg: alg, self: ring.UIDOf(cfg.Addr), role: role, log: cfg.Log.With("server", cfg.Addr), store: store, ln: ln,
 		hc: &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64,
 			DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) { return cfg.Network.DialContext(ctx, addr) }}},
 		rebal:     make(chan struct{}, 1),

@@ -88,8 +88,20 @@ func startNodeAt(t testing.TB, addr, dir string, join ...string) *node {
 	return run(t, testConfig(addr, dir, testNet.Host(addr), join...))
 }
 
+// testElection is the election the servers the tests start run
+// (withElection).
+var testElection = ring.ChangRoberts
+
+// withElection makes the servers the test starts run the named election.
+func withElection(t testing.TB, name string) {
+	old := testElection
+	testElection = name
+	t.Cleanup(func() { testElection = old })
+}
+
 func testConfig(addr, dir string, network Network, join ...string) Config {
 	return Config{Addr: addr, Join: join, Dir: dir, HopBound: 5 * time.Millisecond, AckTimeout: 5 * time.Millisecond, Secret: testSecret, Replicas: testReplicas,
+		Election: testElection,
 		SuspectTimeout: 300 * time.Millisecond, HeartbeatInterval: 50 * time.Millisecond,
 		Network: network, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }

@@ -1,19 +1,26 @@
 // Package wire is the framed binary format ring members use to exchange
 // election and heartbeat messages over TCP.
 //
-// Every frame is 66 bytes, big-endian:
+// Every frame is 72 bytes, big-endian:
 //
 //	offset size field
 //	0      2    magic "RG" (0x52 0x47)
-//	2      1    version, 1
+//	2      1    version, 2
 //	3      1    type: 1 election, 2 elected, 3 end, 4 heartbeat, 16 heartbeat-ack;
 //	            0x80 | 1 or 2: the per-hop acknowledgement of an election or elected
-//	4      2    body length, 60 in version 1
+//	4      2    body length, 66 in version 2
 //	6      16   from UID (MD5 of "ip:port")
 //	22     16   to UID
 //	38     16   candidate UID (the leader for every type but election)
 //	54     8    round
 //	62     4    hops since the candidate was written
+//	66     1    kind: the election algorithm's own message kind (ring.Message.Kind)
+//	67     1    direction: 0 next, 1 previous, 2 direct (ring.Dir)
+//	68     4    phase (ring.Message.Phase)
+//
+// Version 1 (Chang–Roberts only) ended at offset 66; version 2 carries
+// what every algorithm of the ring package needs. A server speaks one
+// version and names the other's in its error.
 //
 // A fixed length keeps the decoder trivial to validate; the length field
 // is there so a later version can grow the body and old readers can say
@@ -31,12 +38,12 @@ import (
 
 const (
 	// Version is the wire format version this package speaks.
-	Version = 1
+	Version = 2
 	// HeaderSize is the fixed header in front of the body.
 	HeaderSize = 6
-	// BodySize is the body length of version 1.
-	BodySize = 60
-	// FrameSize is a whole version-1 frame.
+	// BodySize is the body length of version 2.
+	BodySize = 66
+	// FrameSize is a whole version-2 frame.
 	FrameSize = HeaderSize + BodySize
 	// MsgHeartbeatAck is a server's answer to the coordinator's heartbeat:
 	// the second side of the two-sided heartbeat. The ring state machine
@@ -67,6 +74,8 @@ func Append(b []byte, m ring.Message) []byte {
 	copy(f[38:], cand[:])
 	binary.BigEndian.PutUint64(f[54:], m.Round)
 	binary.BigEndian.PutUint32(f[62:], m.Hops)
+	f[66], f[67] = m.Kind, byte(m.Dir)
+	binary.BigEndian.PutUint32(f[68:], m.Phase)
 	return append(b, f[:]...)
 }
 
@@ -78,6 +87,9 @@ func Decode(b []byte) (ring.Message, error) {
 	if len(b) < FrameSize {
 		return ring.Message{}, fmt.Errorf("%w: truncated body, %d of %d bytes", ErrMalformed, len(b)-HeaderSize, BodySize)
 	}
+	if d := ring.Dir(b[67]); d > ring.DirDirect {
+		return ring.Message{}, fmt.Errorf("%w: direction %d, want 0 (next), 1 (previous) or 2 (direct)", ErrMalformed, d)
+	}
 	return ring.Message{
 		Type:  ring.MsgType(b[3] &^ ackBit),
 		Ack:   b[3]&ackBit != 0,
@@ -86,6 +98,9 @@ func Decode(b []byte) (ring.Message, error) {
 		Cand:  ring.UIDFromBytes([16]byte(b[38:54])),
 		Round: binary.BigEndian.Uint64(b[54:]),
 		Hops:  binary.BigEndian.Uint32(b[62:]),
+		Kind:  b[66],
+		Dir:   ring.Dir(b[67]),
+		Phase: binary.BigEndian.Uint32(b[68:]),
 	}, nil
 }
 

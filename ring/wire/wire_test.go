@@ -13,7 +13,8 @@ import (
 )
 
 func sample() ring.Message {
-	return ring.Message{Type: ring.MsgElection, From: ring.UIDOf("a:1"), To: ring.UIDOf("b:2"), Cand: ring.UIDOf("c:3"), Round: 1 << 40, Hops: 7}
+	return ring.Message{Type: ring.MsgElection, From: ring.UIDOf("a:1"), To: ring.UIDOf("b:2"), Cand: ring.UIDOf("c:3"), Round: 1 << 40, Hops: 7,
+		Kind: 3, Dir: ring.DirPrev, Phase: 1<<32 - 1}
 }
 
 func TestRoundTrip(t *testing.T) {
@@ -58,6 +59,8 @@ func TestMalformedFramesNameTheProblem(t *testing.T) {
 		{mutate(3, 0x83), "acknowledgement of type 3"},
 		{mutate(3, 0x90), "acknowledgement of type 16"},
 		{mutate(5, 61), "body length 61"},
+		{mutate(2, 1), "version 1, want 2"},
+		{mutate(67, 3), "direction 3"},
 		{good[:20], "truncated body"},
 	} {
 		_, err := Decode(tc.b)
@@ -76,7 +79,7 @@ func TestMalformedFramesNameTheProblem(t *testing.T) {
 
 func FuzzDecode(f *testing.F) {
 	f.Add(Append(nil, sample()))
-	f.Add([]byte("RG\x01\x04\x00\x3c"))
+	f.Add([]byte("RG\x02\x04\x00\x42"))
 	f.Add(Append(nil, ring.Message{Type: ring.MsgElected, Ack: true}))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {

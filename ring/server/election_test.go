@@ -1,0 +1,72 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ringside/ringside/ring"
+)
+
+// Every registered election runs ringnode's coordinator failover: the
+// coordinator dies, the survivors elect the max live UID over the wire
+// (version 2 frames carry each algorithm's kinds, phases and directions),
+// and it alone takes the role over.
+func TestEveryElectionFailsOver(t *testing.T) {
+	for _, name := range ring.AlgorithmNames() {
+		t.Run(name, func(t *testing.T) {
+			withElection(t, name)
+			nodes := startRing(t, 5)
+			nodes[0].stop() // the bootstrap server is the coordinator
+			live := nodes[1:]
+			var maxLive string
+			for _, n := range live {
+				if maxLive == "" || ring.UIDOf(maxLive).Less(ring.UIDOf(n.Addr())) {
+					maxLive = n.Addr()
+				}
+			}
+			require.Eventually(t, func() bool {
+				for _, n := range live {
+					if st := n.Snapshot(); st.Leader != maxLive || len(st.Servers) != 4 {
+						return false
+					}
+				}
+				return true
+			}, 10*time.Second, 10*time.Millisecond, "every live server follows the max live UID")
+			coords := 0
+			for _, n := range live {
+				if n.Snapshot().Coordinator {
+					coords++
+				}
+			}
+			assert.Equal(t, 1, coords, "one coordinator")
+		})
+	}
+}
+
+// A server running another election is refused at join with both names,
+// and gives up at once instead of retrying until its join timeout.
+func TestJoinRefusesAnotherElection(t *testing.T) {
+	withReplicas(t, 0)
+	withElection(t, "lelann")
+	first := startNode(t)
+
+	addr := newAddr()
+	cfg := testConfig(addr, t.TempDir(), testNet.Host(addr), first.Addr())
+	cfg.Election, cfg.JoinTimeout = "bully", time.Minute
+	s, err := New(cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = s.Run(ctx)
+	require.ErrorContains(t, err, "election algorithm mismatch: this ring runs the lelann election, "+addr+" runs bully")
+	require.NoError(t, ctx.Err(), "refused at once, not after the join timeout")
+	assert.Len(t, first.currentMeta().Servers, 1, "the ring did not admit it")
+
+	code, body := do(t, http.MethodGet, "http://"+first.Addr()+"/healthz", nil)
+	assert.Equal(t, http.StatusOK, code, body)
+}
