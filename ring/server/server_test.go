@@ -101,7 +101,7 @@ func withElection(t testing.TB, name string) {
 
 func testConfig(addr, dir string, network Network, join ...string) Config {
 	return Config{Addr: addr, Join: join, Dir: dir, HopBound: 5 * time.Millisecond, AckTimeout: 5 * time.Millisecond, Secret: testSecret, Replicas: testReplicas,
-		Election: testElection,
+		Election:       testElection,
 		SuspectTimeout: 300 * time.Millisecond, HeartbeatInterval: 50 * time.Millisecond,
 		Network: network, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
