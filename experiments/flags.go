@@ -45,7 +45,8 @@ func (l *IntList) Set(s string) error {
 	return nil
 }
 
-// ChoiceList is a comma-separated subset of allowed words.
+// ChoiceList is a comma-separated subset of allowed words; "all" is every
+// one.
 type ChoiceList struct {
 	Vals    []string
 	Allowed []string
@@ -54,6 +55,10 @@ type ChoiceList struct {
 func (l *ChoiceList) String() string { return strings.Join(l.Vals, ",") }
 
 func (l *ChoiceList) Set(s string) error {
+	if strings.TrimSpace(s) == "all" && !slices.Contains(l.Allowed, "all") {
+		l.Vals = slices.Clone(l.Allowed)
+		return nil
+	}
 	var out []string
 	for _, p := range strings.Split(s, ",") {
 		p = strings.TrimSpace(p)

@@ -23,6 +23,7 @@ type serverFlags struct {
 	replicas                     int
 	fsync                        string // "": the server's default
 	logLevel                     string
+	election                     string // "": the server's default, Chang–Roberts
 }
 
 func (f *serverFlags) define(fs *flag.FlagSet) {
@@ -39,6 +40,9 @@ func (f *serverFlags) args() []string {
 	if f.fsync != "" {
 		args = append(args, "--fsync", f.fsync)
 	}
+	if f.election != "" {
+		args = append(args, "--election", f.election)
+	}
 	return args
 }
 
@@ -47,6 +51,9 @@ func (f *serverFlags) env() []string {
 		"RINGNODE_HOP_BOUND=" + f.hopBound.String(), "RINGNODE_REPLICAS=" + fmt.Sprint(f.replicas), "RINGNODE_LOG=" + f.logLevel}
 	if f.fsync != "" {
 		env = append(env, "RINGNODE_FSYNC="+f.fsync)
+	}
+	if f.election != "" {
+		env = append(env, "RINGNODE_ELECTION="+f.election)
 	}
 	return env
 }

@@ -30,7 +30,7 @@ func (*Chaos) Spec() experiments.Spec {
 func (c *Chaos) Flags(fs *flag.FlagSet) {
 	c.cfg = sim.DefaultChaos
 	c.algorithms = experiments.ChoiceList{Vals: ring.AlgorithmNames(), Allowed: ring.AlgorithmNames()}
-	fs.Var(&c.algorithms, "algorithm", "election algorithms, comma-separated: "+strings.Join(ring.AlgorithmNames(), ", "))
+	fs.Var(&c.algorithms, "algorithm", "election algorithms, comma-separated or all: "+strings.Join(ring.AlgorithmNames(), ", "))
 	fs.IntVar(&c.cfg.N, "n", c.cfg.N, "servers in the ring")
 	fs.StringVar(&c.cfg.Order, "order", c.cfg.Order, "ring order: sorted, random, reverse")
 	fs.IntVar(&c.cfg.MaxCrashes, "max-crashes", c.cfg.MaxCrashes, "extra server crashes per run, drawn from [0, max]")
@@ -103,13 +103,9 @@ func (c *Chaos) Run(ctx context.Context, env *experiments.Env) error {
 	if err := c.validate(); err != nil {
 		return err
 	}
-	algs := make([]ring.Algorithm, len(c.algorithms.Vals))
-	for i, name := range c.algorithms.Vals {
-		a, err := ring.Lookup(name)
-		if err != nil {
-			return err
-		}
-		algs[i] = a
+	algs, err := lookupAll(c.algorithms.Vals)
+	if err != nil {
+		return err
 	}
 	// Every algorithm meets the same faults: a repetition's seed draws the
 	// crashes, losses and delays, whichever algorithm runs.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ringside/ringside/experiments"
@@ -17,6 +19,7 @@ import (
 // runs compare row for row.
 type FailoverRow struct {
 	Backend        string        `csv:"backend"`
+	Algorithm      string        `csv:"algorithm"`
 	N              int           `csv:"n"`
 	Rep            int           `csv:"rep"`
 	Killed         string        `csv:"killed"`
@@ -39,8 +42,9 @@ type FailoverRow struct {
 // with the same election and coordinator cores as ringnode, in virtual
 // time, on rings up to 1,024 servers.
 type FailoverSim struct {
-	ns  experiments.IntList
-	cfg sim.FailoverConfig
+	ns         experiments.IntList
+	algorithms experiments.ChoiceList
+	cfg        sim.FailoverConfig
 }
 
 func (*FailoverSim) Spec() experiments.Spec {
@@ -51,7 +55,9 @@ func (*FailoverSim) Spec() experiments.Spec {
 func (f *FailoverSim) Flags(fs *flag.FlagSet) {
 	f.ns = experiments.IntList{16, 64, 256, 1024}
 	f.cfg = sim.DefaultFailover
+	f.algorithms = experiments.ChoiceList{Vals: ring.AlgorithmNames(), Allowed: ring.AlgorithmNames()}
 	fs.Var(&f.ns, "n", "ring sizes, comma-separated")
+	fs.Var(&f.algorithms, "algorithm", "election algorithms, comma-separated or all: "+strings.Join(ring.AlgorithmNames(), ", "))
 	fs.DurationVar(&f.cfg.DelayMin, "delay-min", f.cfg.DelayMin, "smallest per-link base delay")
 	fs.DurationVar(&f.cfg.DelayMax, "delay-max", f.cfg.DelayMax, "largest per-link base delay")
 	fs.DurationVar(&f.cfg.Jitter, "jitter", f.cfg.Jitter, "mean of the per-message exponential jitter")
@@ -76,16 +82,22 @@ func (f *FailoverSim) Run(ctx context.Context, env *experiments.Env) error {
 			return fmt.Errorf("n=%d: a failover needs at least 2 servers", n)
 		}
 	}
-	return experiments.RunGrid(ctx, env, experiments.Grid{Cells: len(f.ns), Parallel: experiments.AllCPUs},
+	algs, err := lookupAll(f.algorithms.Vals)
+	if err != nil {
+		return err
+	}
+	// The algorithms of one ring size meet the same delays.
+	grid := experiments.Grid{Cells: len(f.ns) * len(algs), SameSeed: len(algs), Parallel: experiments.AllCPUs}
+	return experiments.RunGrid(ctx, env, grid,
 		func(_ context.Context, t experiments.Task) ([]FailoverRow, error) {
 			c := c // tasks run side by side
-			c.N = f.ns[t.Cell]
+			c.N, c.Algorithm = f.ns[t.Cell/len(algs)], algs[t.Cell%len(algs)]
 			r, err := sim.Failover(c, t.Seed)
 			if err != nil {
 				return nil, err
 			}
 			cnt := r.Counts
-			return []FailoverRow{{Backend: env.Backend, N: c.N, Rep: t.Rep, Killed: r.Killed, NewCoordinator: r.NewCoordinator,
+			return []FailoverRow{{Backend: env.Backend, Algorithm: c.Algorithm.Name, N: c.N, Rep: t.Rep, Killed: r.Killed, NewCoordinator: r.NewCoordinator,
 				NewIsMaxLive: r.NewIsMaxLive, Coordinators: r.Coordinators, Detect: r.Detect, Propagation: r.Propagation,
 				AllKnow: r.AllKnow, Metadata: r.Metadata, ElectionMsgs: cnt.Of(ring.MsgElection), ElectedMsgs: cnt.Of(ring.MsgElected),
 				EndMsgs: cnt.Of(ring.MsgEnd), Suspect: c.Suspect, Seed: t.Seed, ElectedRound: r.ElectedRound}}, nil
@@ -99,7 +111,7 @@ func (f *FailoverSim) Report(in *experiments.ReportInput) (string, error) {
 	}
 	p := in.Meta.Params
 	return out + fmt.Sprintf("\nSimulated: link delays %s–%s + exp(%s) per message, detector %s, heartbeats every %s, virtual time. "+
-		"The cores are ringnode's own (ring.Node, ring/coordinator); run ring-failover --n 16 beside it to compare with real processes row for row.\n",
+		"The cores are ringnode's own (ring's electors, ring/coordinator); run ring-failover --n 16 beside it to compare with real processes row for row.\n",
 		p["delay-min"], p["delay-max"], p["jitter"], p["suspect"], p["heartbeat"]), nil
 }
 
@@ -108,12 +120,11 @@ func (f *FailoverSim) Report(in *experiments.ReportInput) (string, error) {
 func FailoverReport(in *experiments.ReportInput, targets func(n int, propP50, knowP99, suspect float64) string) (string, error) {
 	t := in.Table
 	var rows [][]string
-	var prop, know, detect experiments.Series
-	// Medians, with the 10th–90th percentiles as error bars.
-	prop.Name, know.Name, detect.Name = "election propagation p50", "all know new coordinator p50", "detection p50"
+	var lines experiments.Lines
 	bad := 0
-	for _, g := range t.GroupBy("backend", "n") {
-		n, _ := strconv.Atoi(g.Key[1])
+	algs := len(t.GroupBy("algorithm"))
+	for _, g := range t.GroupBy("backend", "algorithm", "n") {
+		n, _ := strconv.Atoi(g.Key[2])
 		d := experiments.Summarize(t.Floats(g.Rows, "detect_ms"))
 		p := experiments.Summarize(t.Floats(g.Rows, "propagation_ms"))
 		k := experiments.Summarize(t.Floats(g.Rows, "all_know_ms"))
@@ -126,28 +137,40 @@ func FailoverReport(in *experiments.ReportInput, targets func(n int, propP50, kn
 		if targets != nil {
 			verdict = targets(n, p.P50, k.P99, suspect)
 		}
-		rows = append(rows, []string{g.Key[0], g.Key[1], strconv.Itoa(len(g.Rows)),
+		rows = append(rows, []string{g.Key[0], g.Key[1], g.Key[2], strconv.Itoa(len(g.Rows)),
 			experiments.Num(d.P50, 1), experiments.Num(p.P50, 2), experiments.Num(p.P99, 2),
 			experiments.Num(k.P50, 1), experiments.Num(k.P99, 1), experiments.Num(m.P99, 1),
 			experiments.Num(el.Mean, 1), strconv.Itoa(wrong), verdict})
-		for _, c := range []struct {
-			s   *experiments.Series
-			sum experiments.Summary
-		}{{&prop, p}, {&know, k}, {&detect, d}} {
+		// Medians, with the 10th–90th percentiles as error bars; with
+		// several algorithms, their propagation side by side.
+		series := []struct {
+			name string
+			sum  experiments.Summary
+		}{{"detection p50", d}, {"all know new coordinator p50", k}, {"election propagation p50", p}}
+		if algs > 1 {
+			series = series[2:]
+			series[0].name = g.Key[1] + " propagation p50"
+		}
+		for _, c := range series {
 			y, lo, hi := c.sum.MedianSpread()
-			c.s.Point(float64(n), y, lo, hi)
+			lines.Of(c.name).Point(float64(n), y, lo, hi)
 		}
 	}
-	paperLo := experiments.Series{Name: "seed 002: propagation 50–100 ms", Dashed: true, X: prop.X}
-	for range prop.X {
-		paperLo.Y = append(paperLo.Y, 50)
+	paperLo := experiments.Series{Name: "seed 002: propagation 50–100 ms", Dashed: true}
+	for _, s := range lines.List {
+		for _, x := range s.X {
+			if !slices.Contains(paperLo.X, x) {
+				paperLo.X, paperLo.Y = append(paperLo.X, x), append(paperLo.Y, 50)
+			}
+		}
 	}
+	slices.Sort(paperLo.X)
 	axes := experiments.Axes{Title: "coordinator failover (p50, p10–p90)", X: "servers n", Y: "ms", LogX: true, LogY: true}
-	fig, err := in.Figure("latency", "failover latency", experiments.Line(axes, []experiments.Series{detect, know, prop, paperLo}))
+	fig, err := in.Figure("latency", "failover latency", experiments.Line(axes, append(lines.List, paperLo)))
 	if err != nil {
 		return "", err
 	}
-	out := experiments.MarkdownTable([]string{"backend", "n", "reps", "detect p50 ms", "propagation p50 ms", "p99", "all know p50 ms", "p99",
+	out := experiments.MarkdownTable([]string{"backend", "algorithm", "n", "reps", "detect p50 ms", "propagation p50 ms", "p99", "all know p50 ms", "p99",
 		"metadata p99 ms", "election msgs", "wrong coordinator", "targets"}, rows)
 	out += "\n" + fig + "\n\n"
 	out += fmt.Sprintf("Repetitions where the new coordinator was not the max live UID or not exactly one server claimed the role: **%d**.\n\n", bad)
@@ -155,4 +178,17 @@ func FailoverReport(in *experiments.ReportInput, targets func(n int, propP50, kn
 		"and failover times dominated by failure detection. *detect* is kill → first server suspects; *propagation* is first ELECTION sent → ELECTED back at the winner; " +
 		"*all know* is kill → every live server follows the new coordinator; *metadata* is kill → every live server holds the ring without the dead one.\n"
 	return out, nil
+}
+
+// lookupAll resolves algorithm names from a flag.
+func lookupAll(names []string) ([]ring.Algorithm, error) {
+	algs := make([]ring.Algorithm, len(names))
+	for i, name := range names {
+		a, err := ring.Lookup(name)
+		if err != nil {
+			return nil, err
+		}
+		algs[i] = a
+	}
+	return algs, nil
 }

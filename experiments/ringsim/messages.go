@@ -46,7 +46,7 @@ func (m *Messages) Flags(fs *flag.FlagSet) {
 	fs.Var(&m.ns, "n", "ring sizes, comma-separated")
 	fs.Var(&m.orders, "order", "ring orders: sorted (consistent hash), random, reverse")
 	fs.Var(&m.initiators, "initiators", "who starts the election: one (a random server), all")
-	fs.Var(&m.algorithms, "algorithm", "election algorithms, comma-separated: "+strings.Join(ring.AlgorithmNames(), ", "))
+	fs.Var(&m.algorithms, "algorithm", "election algorithms, comma-separated or all: "+strings.Join(ring.AlgorithmNames(), ", "))
 	fs.DurationVar(&m.delayMin, "delay-min", time.Millisecond, "minimum one-way delay")
 	fs.DurationVar(&m.delayMax, "delay-max", 3*time.Millisecond, "maximum one-way delay (uniform)")
 	fs.DurationVar(&m.ackTimeout, "ack-timeout", 10*time.Millisecond,
@@ -90,13 +90,9 @@ func (m *Messages) Run(ctx context.Context, env *experiments.Env) error {
 	if m.maxMessages < 1 {
 		return fmt.Errorf("max-messages %d: must be positive", m.maxMessages)
 	}
-	algs := make([]ring.Algorithm, len(m.algorithms.Vals))
-	for i, name := range m.algorithms.Vals {
-		a, err := ring.Lookup(name)
-		if err != nil {
-			return err
-		}
-		algs[i] = a
+	algs, err := lookupAll(m.algorithms.Vals)
+	if err != nil {
+		return err
 	}
 	type cell struct {
 		n           int

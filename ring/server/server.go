@@ -128,7 +128,7 @@ type Events struct {
 	Suspected     int64 `json:"suspected_ns"`      // its detector fired and it started an election
 	ElectionSent  int64 `json:"election_sent_ns"`  // first ELECTION it sent in its current round
 	Announced     int64 `json:"announced_ns"`      // its own ELECTION came back: it sent ELECTED
-	Won           int64 `json:"won_ns"`            // its ELECTED came back: it won
+	Won           int64 `json:"won_ns"`            // its ELECTED came back: the election ended (it won, or named the winner)
 	LeaderKnown   int64 `json:"leader_known_ns"`   // it learned its current leader
 	MetaApplied   int64 `json:"meta_applied_ns"`   // it installed its current metadata
 	RebalanceDone int64 `json:"rebalance_done_ns"` // its last data move finished
@@ -426,8 +426,10 @@ func (s *Server) observe() {
 	if st.Announcing && !prev.Announcing {
 		s.events.Announced = now
 	}
-	won := prev.Announcing && !st.Announcing && st.Leader == s.self
-	if won {
+	// The announcement came back: the election ended here. Its announcer
+	// is the winner, but for Dolev–Klawe–Rodeh, whose announcer names
+	// another.
+	if prev.Announcing && !st.Announcing && !st.Leader.IsZero() {
 		s.events.Won = now
 	}
 	s.status = st

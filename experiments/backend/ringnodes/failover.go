@@ -94,9 +94,14 @@ func KillCoordinator(ctx context.Context, r Ring) (Failover, error) {
 		return Failover{}, err
 	}
 	f := Failover{Killed: coord, NewCoordinator: newCoord, NewIsMaxLive: newCoord == maxLive, Sent: map[string]int64{}}
-	var detect, firstSent, allKnow, meta int64
+	var detect, firstSent, allKnow, meta, won, announced int64
 	for a, st := range after {
 		ev := st.Events
+		// The election ended where its announcement came back: at the
+		// winner, or (Dolev–Klawe–Rodeh) at the member that named it.
+		if ev.Won > kill && ev.Won > won {
+			won, announced = ev.Won, ev.Announced
+		}
 		if st.Coordinator {
 			f.Coordinators++
 		}
@@ -112,7 +117,6 @@ func KillCoordinator(ctx context.Context, r Ring) (Failover, error) {
 			f.Sent[k] += v - before[a].Sent[k]
 		}
 	}
-	won, announced := after[newCoord].Events.Won, after[newCoord].Events.Announced
 	since := func(t int64) time.Duration {
 		if t == 0 {
 			return -1
