@@ -68,6 +68,9 @@ func (f *Failover) Run(ctx context.Context, env *experiments.Env) error {
 		if err != nil {
 			return nil, fmt.Errorf("n=%d: %w", n, err)
 		}
+		if res.Election != alg {
+			return nil, fmt.Errorf("n=%d: the servers run the %s election, not %s", n, res.Election, alg)
+		}
 		row := ringsim.FailoverRow{Backend: env.Backend, Algorithm: alg, N: n, Rep: t.Rep, Killed: res.Killed, NewCoordinator: res.NewCoordinator,
 			NewIsMaxLive: res.NewIsMaxLive, Coordinators: res.Coordinators, Detect: res.Detect, Propagation: res.Propagation,
 			AllKnow: res.AllKnow, Metadata: res.Metadata, ElectionMsgs: int(res.Sent["election"]), ElectedMsgs: int(res.Sent["elected"]),
@@ -171,12 +174,13 @@ func bareSection(t, bare *experiments.Table) string {
 			"propagation µs per election message", "ratio", "target (ELECTED)"}, rows)
 }
 
-// targets states the targets for one ring size: propagation p50
-// under 5 ms at n = 16, and every server knowing the new coordinator within
-// the heartbeat timeout + 100 ms at p99.
-func targets(n int, propP50, knowP99, suspect float64) string {
+// targets states the targets for one ring size: every server
+// knowing the new coordinator within the heartbeat timeout + 100 ms at
+// p99, and Chang–Roberts' propagation p50 under 5 ms at n = 16 (seed 002's
+// algorithm; the others are measured beside it, not held to it).
+func targets(alg string, n int, propP50, knowP99, suspect float64) string {
 	out := "all know ≤ suspect+100 ms: " + experiments.Verdict(knowP99 <= suspect+100)
-	if n == 16 {
+	if n == 16 && alg == ring.ChangRoberts {
 		out = "propagation < 5 ms: " + experiments.Verdict(propP50 < 5) + "; " + out
 	}
 	return out

@@ -116,11 +116,13 @@ func (f *FailoverSim) Report(in *experiments.ReportInput) (string, error) {
 }
 
 // FailoverReport summarises failover rows by backend and ring size, with
-// a latency plot; targets, when set, states a verdict per ring size.
-func FailoverReport(in *experiments.ReportInput, targets func(n int, propP50, knowP99, suspect float64) string) (string, error) {
+// a latency plot; targets, when set, states a verdict per algorithm and
+// ring size.
+func FailoverReport(in *experiments.ReportInput, targets func(alg string, n int, propP50, knowP99, suspect float64) string) (string, error) {
 	t := in.Table
 	var rows [][]string
 	var lines experiments.Lines
+	var zeros []string
 	bad := 0
 	algs := len(t.GroupBy("algorithm"))
 	for _, g := range t.GroupBy("backend", "algorithm", "n") {
@@ -135,7 +137,7 @@ func FailoverReport(in *experiments.ReportInput, targets func(n int, propP50, kn
 		bad += wrong
 		verdict := "—"
 		if targets != nil {
-			verdict = targets(n, p.P50, k.P99, suspect)
+			verdict = targets(g.Key[1], n, p.P50, k.P99, suspect)
 		}
 		rows = append(rows, []string{g.Key[0], g.Key[1], g.Key[2], strconv.Itoa(len(g.Rows)),
 			experiments.Num(d.P50, 1), experiments.Num(p.P50, 2), experiments.Num(p.P99, 2),
@@ -153,7 +155,13 @@ func FailoverReport(in *experiments.ReportInput, targets func(n int, propP50, kn
 		}
 		for _, c := range series {
 			y, lo, hi := c.sum.MedianSpread()
-			lines.Of(c.name).Point(float64(n), y, lo, hi)
+			if y <= 0 {
+				// Bully's largest survivor elects itself without a
+				// message: nothing to draw on a log axis.
+				zeros = append(zeros, c.name+" at n="+g.Key[2])
+				continue
+			}
+			lines.Of(c.name).Point(float64(n), y, max(lo, y/1e3), hi)
 		}
 	}
 	paperLo := experiments.Series{Name: "seed 002: propagation 50–100 ms", Dashed: true}
@@ -174,6 +182,9 @@ func FailoverReport(in *experiments.ReportInput, targets func(n int, propP50, kn
 		"metadata p99 ms", "election msgs", "wrong coordinator", "targets"}, rows)
 	out += "\n" + fig + "\n\n"
 	out += fmt.Sprintf("Repetitions where the new coordinator was not the max live UID or not exactly one server claimed the role: **%d**.\n\n", bad)
+	if len(zeros) > 0 {
+		out += "Left off the log figure, their median being 0: " + strings.Join(zeros, ", ") + ".\n\n"
+	}
 	out += "Seed 002 (Docker on a Ryzen 5600X, 700 ms heartbeat timeout) reports 50–100 ms for the election's message propagation alone, " +
 		"and failover times dominated by failure detection. *detect* is kill → first server suspects; *propagation* is first ELECTION sent → ELECTED back at the winner; " +
 		"*all know* is kill → every live server follows the new coordinator; *metadata* is kill → every live server holds the ring without the dead one.\n"

@@ -12,6 +12,7 @@ import (
 type Status struct {
 	Addr        string           `json:"addr"`
 	UID         string           `json:"uid"`
+	Election    string           `json:"election"` // the algorithm it runs
 	Leader      string           `json:"leader"` // address, when it is a member
 	LeaderUID   string           `json:"leader_uid"`
 	Coordinator bool             `json:"coordinator"`
@@ -32,7 +33,7 @@ func (s *Server) Snapshot() Status {
 	s.mu.RLock()
 	st, meta, ev := s.status, s.meta, s.events
 	s.mu.RUnlock()
-	out := Status{Addr: s.cfg.Addr, UID: s.self.String(), Round: st.Round, Participant: st.Participant,
+	out := Status{Addr: s.cfg.Addr, UID: s.self.String(), Election: s.alg.Name, Round: st.Round, Participant: st.Participant,
 		Keys: s.store.Len(), Moved: s.moved.Load(), Events: ev, Sent: map[string]int64{}, Time: time.Now().UnixNano()}
 	if !st.Leader.IsZero() {
 		out.LeaderUID = st.Leader.String()

@@ -13,6 +13,7 @@ import (
 
 // Failover is what one coordinator kill measured. Times are from the kill.
 type Failover struct {
+	Election               string // the algorithm every server reported running
 	Killed, NewCoordinator string
 	NewIsMaxLive           bool
 	Coordinators           int // live servers that claim the role afterwards
@@ -74,6 +75,12 @@ func KillCoordinator(ctx context.Context, r Ring) (Failover, error) {
 	if err != nil {
 		return Failover{}, err
 	}
+	election := before[coord].Election
+	for a, st := range before {
+		if st.Election != election {
+			return Failover{}, fmt.Errorf("%s runs the %s election, %s the %s one: not one ring", a, st.Election, coord, election)
+		}
+	}
 	live := slices.DeleteFunc(slices.Clone(addrs), func(a string) bool { return a == coord })
 	maxLive := live[0]
 	for _, a := range live {
@@ -93,7 +100,7 @@ func KillCoordinator(ctx context.Context, r Ring) (Failover, error) {
 	if err != nil {
 		return Failover{}, err
 	}
-	f := Failover{Killed: coord, NewCoordinator: newCoord, NewIsMaxLive: newCoord == maxLive, Sent: map[string]int64{}}
+	f := Failover{Election: election, Killed: coord, NewCoordinator: newCoord, NewIsMaxLive: newCoord == maxLive, Sent: map[string]int64{}}
 	var detect, firstSent, allKnow, meta, won, announced int64
 	for a, st := range after {
 		ev := st.Events
