@@ -13,7 +13,7 @@ type Status struct {
 	Addr        string           `json:"addr"`
 	UID         string           `json:"uid"`
 	Election    string           `json:"election"` // the algorithm it runs
-	Leader      string           `json:"leader"` // address, when it is a member
+	Leader      string           `json:"leader"`   // address, when it is a member
 	LeaderUID   string           `json:"leader_uid"`
 	Coordinator bool             `json:"coordinator"`
 	Round       uint64           `json:"round"`
