@@ -42,9 +42,10 @@ type FailoverRow struct {
 // with the same election and coordinator cores as ringnode, in virtual
 // time, on rings up to 1,024 servers.
 type FailoverSim struct {
-	ns         experiments.IntList
-	algorithms experiments.ChoiceList
-	cfg        sim.FailoverConfig
+	ns          experiments.IntList
+	algorithms  experiments.ChoiceList
+	cfg         sim.FailoverConfig
+	maxMessages int
 }
 
 func (*FailoverSim) Spec() experiments.Spec {
@@ -65,6 +66,7 @@ func (f *FailoverSim) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&f.cfg.Heartbeat, "heartbeat", f.cfg.Heartbeat, "coordinator heartbeat interval")
 	fs.DurationVar(&f.cfg.HopBound, "hop-bound", f.cfg.HopBound, "per-hop bound of the election-restart timeout")
 	fs.DurationVar(&f.cfg.Horizon, "horizon", f.cfg.Horizon, "virtual time simulated after the crash, at most")
+	fs.IntVar(&f.maxMessages, "max-messages", 10_000, maxMessagesUsage)
 }
 
 func (f *FailoverSim) Run(ctx context.Context, env *experiments.Env) error {
@@ -86,22 +88,35 @@ func (f *FailoverSim) Run(ctx context.Context, env *experiments.Env) error {
 	if err != nil {
 		return err
 	}
+	if f.maxMessages < 1 {
+		return fmt.Errorf("max-messages %d: must be positive", f.maxMessages)
+	}
 	// The algorithms of one ring size meet the same delays.
 	grid := experiments.Grid{Cells: len(f.ns) * len(algs), SameSeed: len(algs), Parallel: experiments.AllCPUs}
-	return experiments.RunGrid(ctx, env, grid,
-		func(_ context.Context, t experiments.Task) ([]FailoverRow, error) {
-			c := c // tasks run side by side
-			c.N, c.Algorithm = f.ns[t.Cell/len(algs)], algs[t.Cell%len(algs)]
-			r, err := sim.Failover(c, t.Seed)
+	return experiments.RunCells(ctx, env, grid, func(ctx context.Context, cell int, seed func(int) uint64) ([]FailoverRow, error) {
+		c := c // cells run side by side
+		c.N, c.Algorithm = f.ns[cell/len(algs)], algs[cell%len(algs)]
+		var rows []FailoverRow
+		reps := env.Reps
+		for rep := 0; rep < reps; rep++ {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			r, err := sim.Failover(c, seed(rep))
 			if err != nil {
 				return nil, err
 			}
 			cnt := r.Counts
-			return []FailoverRow{{Backend: env.Backend, Algorithm: c.Algorithm.Name, N: c.N, Rep: t.Rep, Killed: r.Killed, NewCoordinator: r.NewCoordinator,
+			rows = append(rows, FailoverRow{Backend: env.Backend, Algorithm: c.Algorithm.Name, N: c.N, Rep: rep, Killed: r.Killed, NewCoordinator: r.NewCoordinator,
 				NewIsMaxLive: r.NewIsMaxLive, Coordinators: r.Coordinators, Detect: r.Detect, Propagation: r.Propagation,
 				AllKnow: r.AllKnow, Metadata: r.Metadata, ElectionMsgs: cnt.Of(ring.MsgElection), ElectedMsgs: cnt.Of(ring.MsgElected),
-				EndMsgs: cnt.Of(ring.MsgEnd), Suspect: c.Suspect, Seed: t.Seed, ElectedRound: r.ElectedRound}}, nil
-		})
+				EndMsgs: cnt.Of(ring.MsgEnd), Suspect: c.Suspect, Seed: seed(rep), ElectedRound: r.ElectedRound})
+			if rep == 0 {
+				reps = costlyReps(reps, cnt.Of(ring.MsgElection), f.maxMessages)
+			}
+		}
+		return rows, nil
+	})
 }
 
 func (f *FailoverSim) Report(in *experiments.ReportInput) (string, error) {

@@ -169,7 +169,7 @@ func TestBadParametersAreRejected(t *testing.T) {
 // live UID always wins, exactly one server coordinates, and the phases
 // follow each other as they do on the network.
 func TestFailoverSimRows(t *testing.T) {
-	csv := run(t, &FailoverSim{}, t.TempDir(), 3, 20, "--n", "3,16,128", "--algorithm", "all")
+	csv := run(t, &FailoverSim{}, t.TempDir(), 3, 20, "--n", "3,16,128", "--algorithm", "all", "--max-messages", "1000000")
 	tab, err := experiments.ReadTable(bytes.NewReader(csv))
 	require.NoError(t, err)
 	algs := len(ring.AlgorithmNames())
