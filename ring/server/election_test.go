@@ -22,28 +22,7 @@ func TestEveryElectionFailsOver(t *testing.T) {
 			withElection(t, name)
 			nodes := startRing(t, 5)
 			nodes[0].stop() // the bootstrap server is the coordinator
-			live := nodes[1:]
-			var maxLive string
-			for _, n := range live {
-				if maxLive == "" || ring.UIDOf(maxLive).Less(ring.UIDOf(n.Addr())) {
-					maxLive = n.Addr()
-				}
-			}
-			require.Eventually(t, func() bool {
-				for _, n := range live {
-					if st := n.Snapshot(); st.Leader != maxLive || len(st.Servers) != 4 {
-						return false
-					}
-				}
-				return true
-			}, 10*time.Second, 10*time.Millisecond, "every live server follows the max live UID")
-			coords := 0
-			for _, n := range live {
-				if n.Snapshot().Coordinator {
-					coords++
-				}
-			}
-			assert.Equal(t, 1, coords, "one coordinator")
+			requireFailedOver(t, nodes[1:], 10*time.Second)
 		})
 	}
 }

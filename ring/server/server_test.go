@@ -242,28 +242,7 @@ func TestCoordinatorFailoverElectsMaxLive(t *testing.T) {
 	}
 	nodes[0].stop() // the bootstrap server is the coordinator
 	live := nodes[1:]
-	var maxLive string
-	for _, n := range live {
-		if maxLive == "" || ring.UIDOf(maxLive).Less(ring.UIDOf(n.Addr())) {
-			maxLive = n.Addr()
-		}
-	}
-	require.Eventually(t, func() bool {
-		for _, n := range live {
-			st := n.Snapshot()
-			if st.Leader != maxLive || len(st.Servers) != 4 {
-				return false
-			}
-		}
-		return true
-	}, 5*time.Second, 10*time.Millisecond, "every live server follows the max live UID with the dead one removed")
-	coords := 0
-	for _, n := range live {
-		if n.Snapshot().Coordinator {
-			coords++
-		}
-	}
-	assert.Equal(t, 1, coords)
+	requireFailedOver(t, live, 5*time.Second)
 	for i := range 30 {
 		code, _ := do(t, http.MethodGet, fmt.Sprintf("http://%s/kv/k%d", live[i%4].Addr(), i), nil)
 		assert.Equal(t, http.StatusOK, code, "k%d survives its owner", i)
@@ -275,6 +254,34 @@ func TestCoordinatorFailoverElectsMaxLive(t *testing.T) {
 		}
 		return total == 30*3
 	}, 5*time.Second, 20*time.Millisecond, "re-replication restores three copies")
+}
+
+// requireFailedOver waits until every live server follows the max live
+// UID with the dead one removed from the ring, and checks that it alone
+// holds the coordinator role.
+func requireFailedOver(t *testing.T, live []*node, within time.Duration) {
+	t.Helper()
+	var maxLive string
+	for _, n := range live {
+		if maxLive == "" || ring.UIDOf(maxLive).Less(ring.UIDOf(n.Addr())) {
+			maxLive = n.Addr()
+		}
+	}
+	require.Eventually(t, func() bool {
+		for _, n := range live {
+			if st := n.Snapshot(); st.Leader != maxLive || len(st.Servers) != len(live) {
+				return false
+			}
+		}
+		return true
+	}, within, 10*time.Millisecond, "every live server follows the max live UID with the dead one removed")
+	coords := 0
+	for _, n := range live {
+		if n.Snapshot().Coordinator {
+			coords++
+		}
+	}
+	assert.Equal(t, 1, coords, "one coordinator")
 }
 
 func TestMalformedInputKeepsServing(t *testing.T) {
