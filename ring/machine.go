@@ -1,7 +1,6 @@
 package ring
 
 import (
-	"errors"
 	"fmt"
 	"time"
 )
@@ -31,20 +30,6 @@ type Machine struct {
 	local         []Message // the Core's messages to itself, received after the call
 	now           time.Duration
 	acks          hopAcks
-}
-
-// checkConfig validates what Node and Machine share, and fills defaults.
-func checkConfig(cfg *Config) error {
-	if cfg.SuspectJitter > 0 && cfg.Rand == nil {
-		return errors.New("SuspectJitter needs Rand")
-	}
-	if cfg.AckTimeout < 0 || cfg.Retries < 0 {
-		return errors.New("negative AckTimeout or Retries")
-	}
-	if cfg.Retries == 0 {
-		cfg.Retries = 3
-	}
-	return nil
 }
 
 // NewMachine returns a member running alg's Core, at rest.
