@@ -58,9 +58,6 @@ func NewMachine(cfg Config, alg Algorithm) (*Machine, error) {
 	return m, nil
 }
 
-// Algorithm is the algorithm the member runs.
-func (m *Machine) Algorithm() Algorithm { return m.alg }
-
 // SetRing installs new ring metadata and forgets which members were down.
 func (m *Machine) SetRing(r *Ring) error {
 	if err := m.setRing(r); err != nil {
