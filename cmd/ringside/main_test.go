@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -11,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/ringside/ringside/ring"
 )
 
 func cli(args ...string) (string, string, error) {
@@ -30,7 +33,7 @@ func TestRunAndReport(t *testing.T) {
 	dir := t.TempDir()
 	out, status, err := cli("run", "ring-messages", "--seed", "1", "--reps", "5", "--n", "4,8", "--out", dir)
 	require.NoError(t, err, status)
-	assert.Contains(t, out, "ring-messages: 40 rows")
+	assert.Contains(t, out, fmt.Sprintf("ring-messages: %d rows", 40*len(ring.AlgorithmNames())), "2 sizes × 2 orders × 2 initiators × 5 reps per algorithm")
 	assert.Contains(t, status, "ring-messages: done")
 	for _, f := range []string{"ring-messages.csv", "ring-messages.meta.json"} {
 		assert.FileExists(t, filepath.Join(dir, f))
