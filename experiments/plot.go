@@ -86,6 +86,14 @@ func (ax Axes) check(series string, k int, x, y float64) error {
 // LinePlot writes a line (with points, and error bars where a series has
 // a spread) per series.
 func LinePlot(path string, ax Axes, series []Series) error {
+	points := 0
+	for _, s := range series {
+		points += len(s.X)
+	}
+	if points == 0 && (ax.LogX || ax.LogY) {
+		// gonum cannot range an empty log axis (it panics).
+		return fmt.Errorf("plot %q: no point to draw", ax.Title)
+	}
 	p := newPlot(ax)
 	measured, reference := 0, 0
 	colours := map[string]color.Color{}

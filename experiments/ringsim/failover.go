@@ -189,9 +189,12 @@ func FailoverReport(in *experiments.ReportInput, targets func(alg string, n int,
 	}
 	slices.Sort(paperLo.X)
 	axes := experiments.Axes{Title: "coordinator failover (p50, p10–p90)", X: "servers n", Y: "ms", LogX: true, LogY: true}
-	fig, err := in.Figure("latency", "failover latency", experiments.Line(axes, append(lines.List, paperLo)))
-	if err != nil {
-		return "", err
+	fig := "(no latency above zero to draw)"
+	if len(lines.List) > 0 {
+		var err error
+		if fig, err = in.Figure("latency", "failover latency", experiments.Line(axes, append(lines.List, paperLo))); err != nil {
+			return "", err
+		}
 	}
 	out := experiments.MarkdownTable([]string{"backend", "algorithm", "n", "reps", "detect p50 ms", "propagation p50 ms", "p99", "all know p50 ms", "p99",
 		"metadata p99 ms", "election msgs", "wrong coordinator", "targets"}, rows)

@@ -127,14 +127,16 @@ func (m *Messages) Report(in *experiments.ReportInput) (string, error) {
 			experiments.Num(ed.Mean, 2) + " / " + strconv.Itoa(n), experiments.Num(ms.P50, 2)})
 
 		y, lo, hi := el.MeanSpread()
-		if init == InitAll && order == shown {
-			msgs.Of(name).Point(float64(n), y, lo, hi)
+		// A ring of one elects without a message, at once: nothing for
+		// the log axes (the table has it).
+		if init == InitAll && order == shown && y > 0 && ms.Mean > 0 {
+			msgs.Of(name).Point(float64(n), y, max(lo, y/1e3), hi)
 			if b := msgs.Of("bound " + name + ": " + plotFormula.Replace(alg.BoundText)); !slices.Contains(b.X, float64(n)) {
 				b.Dashed, b.Of = true, name
 				b.X, b.Y = append(b.X, float64(n)), append(b.Y, bound)
 			}
 			tm, tlo, thi := ms.MeanSpread()
-			times.Of(name).Point(float64(n), tm, tlo, thi)
+			times.Of(name).Point(float64(n), tm, max(tlo, tm/1e3), thi)
 		}
 		if name != ring.ChangRoberts {
 			continue
@@ -143,7 +145,10 @@ func (m *Messages) Report(in *experiments.ReportInput) (string, error) {
 		if init == InitOne {
 			who = "one initiator"
 		}
-		cr.Of(who+", "+order+" ring").Point(float64(n), y, lo, hi)
+		if y <= 0 {
+			continue
+		}
+		cr.Of(who+", "+order+" ring").Point(float64(n), y, max(lo, y/1e3), hi)
 		if th := cr.Of("theory " + formula); !slices.Contains(th.X, float64(n)) {
 			th.Dashed = true
 			th.X, th.Y = append(th.X, float64(n)), append(th.Y, want)
