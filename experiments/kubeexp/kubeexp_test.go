@@ -175,9 +175,9 @@ func TestThroughputExperimentsWriteCSVAndReport(t *testing.T) {
 			assert.NotEqual(t, role.Str(i, "leader_node"), role.Str(i, "target_node"), "the follower is on another node")
 		}
 	}
-	place := runKube(t, &ThroughputPlacement{}, dir, 1, "--clients", "2", "--duration", "300ms", "--placements", "concentrated,balanced,bld")
+	place := runKube(t, &ThroughputPlacement{}, dir, 1, "--clients", "2", "--duration", "300ms", "--placements", "concentrated,balanced,bld,balanced-again")
 	r.Register(&ThroughputPlacement{})
-	require.Len(t, place.Rows, 3*3)
+	require.Len(t, place.Rows, 4*3)
 	for i := range place.Rows {
 		assert.Positive(t, place.Float(i, "throughput_rps"), "row %d", i)
 		// A broken path fails every request; a saturated node's replica
@@ -188,7 +188,7 @@ func TestThroughputExperimentsWriteCSVAndReport(t *testing.T) {
 		switch place.Str(i, "placement") {
 		case concentrated:
 			assert.Equal(t, "5:0:0", place.Str(i, "leaders"))
-		case balanced:
+		case balanced, balancedAgain:
 			assert.Equal(t, "2:2:1", place.Str(i, "leaders"))
 		}
 	}
@@ -199,5 +199,6 @@ func TestThroughputExperimentsWriteCSVAndReport(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(b), "Leader / follower write throughput at 1 client")
 	assert.Contains(t, string(b), "Balanced over concentrated")
+	assert.Contains(t, string(b), "The noise floor — forced balance measured twice")
 	assert.Contains(t, string(b), "CPU per node during writes")
 }

@@ -32,10 +32,14 @@ type ThroughputPlacement struct {
 	placements experiments.ChoiceList
 }
 
-// Placements: two forced, two that an election produces.
+// Placements: forced ones, and those an election produces. balancedAgain
+// is forced balance measured a second time, as a cell of its own: two
+// identical configurations, whose difference is the noise floor the
+// elected placements are judged against.
 const (
-	concentrated = "concentrated"
-	balanced     = "balanced"
+	concentrated  = "concentrated"
+	balanced      = "balanced"
+	balancedAgain = "balanced-again"
 )
 
 func (*ThroughputPlacement) Spec() experiments.Spec {
@@ -47,8 +51,9 @@ func (t *ThroughputPlacement) Flags(fs *flag.FlagSet) {
 	t.f.define(fs)
 	fs.IntVar(&t.apps, "apps", 5, "applications")
 	fs.IntVar(&t.replicas, "replicas", 5, "replicas per application")
-	t.placements = experiments.ChoiceList{Vals: []string{concentrated, balanced, balance.Default, balance.BLD}, Allowed: []string{concentrated, balanced, balance.Default, balance.BLD, balance.BLDPlus}}
-	fs.Var(&t.placements, "placements", "leader placements: concentrated, balanced (forced), default, bld, bld-plus (elected)")
+	t.placements = experiments.ChoiceList{Vals: []string{concentrated, balanced, balance.Default, balance.BLD, balancedAgain},
+		Allowed: []string{concentrated, balanced, balancedAgain, balance.Default, balance.BLD, balance.BLDPlus}}
+	fs.Var(&t.placements, "placements", "leader placements: concentrated, balanced (forced), balanced-again (forced balance once more: the noise floor), default, bld, bld-plus (elected)")
 }
 
 // placementRow is one load point under one leader placement.
@@ -109,7 +114,7 @@ func (t *ThroughputPlacement) target(pl string, workers []string) []string {
 		switch pl {
 		case concentrated:
 			out = append(out, workers[0])
-		case balanced:
+		case balanced, balancedAgain:
 			// Fill each node up to ⌈apps/nodes⌉ in turn: 2:2:1 for five.
 			per := (t.apps + len(workers) - 1) / len(workers)
 			out = append(out, workers[min(i/per, len(workers)-1)])
@@ -330,6 +335,7 @@ func (t *ThroughputPlacement) gains(reps, placed map[[3]string][]float64, leader
 		}
 	}
 	out := "Balanced over concentrated:\n\n" + experiments.MarkdownTable([]string{"operation", "clients", "ratio", "gain", "seed 000", "target"}, rows)
+	out += noiseFloor(reps)
 	rows = nil
 	for _, pl := range []string{balance.BLD, balance.BLDPlus, balance.Default} {
 		for _, n := range []string{"16"} {
@@ -357,6 +363,42 @@ func (t *ThroughputPlacement) gains(reps, placed map[[3]string][]float64, leader
 			experiments.MarkdownTable([]string{"election", "clients", "leaders", "elected / balanced", "target", "placed as balanced (" + strings.Join(leaders[balanced], ", ") + ")"}, rows)
 	}
 	return out + "\nThe nodes are cgroups with a CPU limit each (--node-cpus), not the paper's 12-core machines: the ratios are the claim.\n"
+}
+
+// noiseFloor compares forced balance with itself measured again: the
+// honest check of "identical configurations agree within the spread". An
+// elected placement is judged against balanced; how far two runs of
+// balanced itself fall apart is the yardstick for that judgement.
+func noiseFloor(reps map[[3]string][]float64) string {
+	var keys [][3]string
+	for k := range reps {
+		if k[0] == balancedAgain && len(reps[[3]string{balanced, k[1], k[2]}]) > 0 {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(x, y [3]string) int {
+		if c := strings.Compare(x[1], y[1]); c != 0 {
+			return c
+		}
+		a, _ := strconv.Atoi(x[2])
+		b, _ := strconv.Atoi(y[2])
+		return a - b
+	})
+	var rows [][]string
+	for _, k := range keys {
+		op, n := k[1], k[2]
+		sa, sb := experiments.Summarize(reps[k]), experiments.Summarize(reps[[3]string{balanced, op, n}])
+		verdict := "ranges overlap: the spread holds the noise"
+		if !experiments.Overlap(sa, sb) {
+			verdict = "**ranges apart**: runs of one configuration differ beyond the quick profile's spread"
+		}
+		rows = append(rows, []string{op, n, experiments.Num(sa.Mean/sb.Mean, 2), sa.Spread(1), sb.Spread(1), verdict})
+	}
+	if len(rows) == 0 {
+		return ""
+	}
+	return "\nThe noise floor — forced balance measured twice, as two cells of the same run:\n\n" +
+		experiments.MarkdownTable([]string{"operation", "clients", "again / balanced", "balanced-again req/s", "balanced req/s", "same configuration"}, rows)
 }
 
 // cpuReport is Fig. 6: each node's CPU use during writes at the largest
