@@ -14,22 +14,13 @@ import (
 // topology), the leader sends heartbeats, a silent leader is suspected,
 // and a member that sees a smaller leader than itself challenges it.
 type Machine struct {
-	liveness
-	cfg  Config
+	member
 	alg  Algorithm
 	core Core // nil while the member takes no part in the round
 	env  Env
 
-	st            Status
-	electionTimer time.Duration // 0 when disarmed
-	announceDue   time.Duration // complete topology: the announcement ends at this Tick
-	det           *Detector
-	nextBeat      time.Duration
-	stats         Stats
-	out           []Message
-	local         []Message // the Core's messages to itself, received after the call
-	now           time.Duration
-	acks          hopAcks
+	announceDue time.Duration // complete topology: the announcement ends at this Tick
+	local       []Message     // the Core's messages to itself, received after the call
 }
 
 // NewMachine returns a member running alg's Core, at rest.
@@ -37,23 +28,13 @@ func NewMachine(cfg Config, alg Algorithm) (*Machine, error) {
 	if alg.Core == nil {
 		return nil, fmt.Errorf("ring %s: no Core", alg.Name)
 	}
-	if err := checkConfig(&cfg); err != nil {
-		return nil, fmt.Errorf("ring %s: %w", alg.Name, err)
-	}
 	if alg.Horizon == nil {
 		alg.Horizon = func(n int) int { return 4 * n }
 	}
-	m := &Machine{cfg: cfg, alg: alg, liveness: liveness{self: cfg.Self}, acks: hopAcks{timeout: cfg.AckTimeout, retries: cfg.Retries}}
+	m := &Machine{alg: alg}
 	m.env.m = m
-	if err := m.SetRing(cfg.Ring); err != nil {
+	if err := m.init(cfg, "ring "+alg.Name); err != nil {
 		return nil, err
-	}
-	m.st.Round, m.st.Leader = cfg.Round, cfg.Leader
-	if cfg.SuspectTimeout > 0 {
-		m.det = NewDetector(cfg.Now, cfg.SuspectTimeout, cfg.SuspectJitter, cfg.Rand)
-	}
-	if cfg.Leader == cfg.Self {
-		m.nextBeat = cfg.Now
 	}
 	return m, nil
 }
@@ -66,9 +47,6 @@ func (m *Machine) SetRing(r *Ring) error {
 	return nil
 }
 
-func (m *Machine) Status() Status          { return m.st }
-func (m *Machine) Stats() Stats            { return m.stats }
-func (m *Machine) Leader() (UID, bool)     { return m.st.Leader, !m.st.Leader.IsZero() }
 func (m *Machine) begin(now time.Duration) { m.out, m.now = m.out[:0], now }
 
 func (m *Machine) emit(msg Message) {

@@ -8,36 +8,14 @@ import (
 // Node is one ring member's Chang–Roberts state machine (participant-flag
 // variant, DESIGN §3.1). Methods return the messages to send; the returned
 // slice is reused by the next call, so send or copy it first.
-type Node struct {
-	liveness
-	cfg Config
-
-	st            Status
-	electionTimer time.Duration // 0 when disarmed
-	det           *Detector
-	nextBeat      time.Duration
-	stats         Stats
-	out           []Message
-	now           time.Duration // of the call being handled
-	acks          hopAcks
-}
+type Node struct{ member }
 
 // NewNode validates cfg and returns a node at rest: not participating,
 // following cfg.Leader if set.
 func NewNode(cfg Config) (*Node, error) {
-	if err := checkConfig(&cfg); err != nil {
-		return nil, fmt.Errorf("ring node: %w", err)
-	}
-	n := &Node{cfg: cfg, liveness: liveness{self: cfg.Self}, acks: hopAcks{timeout: cfg.AckTimeout, retries: cfg.Retries}}
-	if err := n.SetRing(cfg.Ring); err != nil {
+	n := &Node{}
+	if err := n.init(cfg, "ring node"); err != nil {
 		return nil, err
-	}
-	n.st.Round, n.st.Leader = cfg.Round, cfg.Leader
-	if cfg.SuspectTimeout > 0 {
-		n.det = NewDetector(cfg.Now, cfg.SuspectTimeout, cfg.SuspectJitter, cfg.Rand)
-	}
-	if cfg.Leader == cfg.Self {
-		n.nextBeat = cfg.Now
 	}
 	return n, nil
 }
@@ -50,15 +28,6 @@ func (n *Node) SetRing(r *Ring) error {
 	}
 	return nil
 }
-
-// Status returns the node's election state.
-func (n *Node) Status() Status { return n.st }
-
-// Leader returns the known leader; ok is false while unknown.
-func (n *Node) Leader() (UID, bool) { return n.st.Leader, !n.st.Leader.IsZero() }
-
-// Stats returns counters of the node's own actions.
-func (n *Node) Stats() Stats { return n.stats }
 
 func (n *Node) send(typ MsgType, to, cand UID, hops uint32) {
 	m := Message{Type: typ, From: n.cfg.Self, To: to, Cand: cand, Round: n.st.Round, Hops: hops}

@@ -1,0 +1,55 @@
+package ring
+
+import (
+	"fmt"
+	"time"
+)
+
+// member is the state every elector shares, Chang–Roberts' Node and the
+// Machine that drives the other algorithms alike: its configuration and
+// view of the ring, its election status and counters, the failure
+// detector and heartbeat schedule, per-hop acknowledgement, and the
+// messages of the call being handled.
+type member struct {
+	liveness
+	cfg Config
+
+	st            Status
+	electionTimer time.Duration // 0 when disarmed
+	det           *Detector
+	nextBeat      time.Duration
+	stats         Stats
+	out           []Message
+	now           time.Duration // of the call being handled
+	acks          hopAcks
+}
+
+// init validates cfg and sets the member at rest: not participating,
+// following cfg.Leader if set. what names the elector in errors.
+func (m *member) init(cfg Config, what string) error {
+	if err := checkConfig(&cfg); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	m.cfg, m.liveness = cfg, liveness{self: cfg.Self}
+	m.acks = hopAcks{timeout: cfg.AckTimeout, retries: cfg.Retries}
+	if err := m.setRing(cfg.Ring); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	m.st.Round, m.st.Leader = cfg.Round, cfg.Leader
+	if cfg.SuspectTimeout > 0 {
+		m.det = NewDetector(cfg.Now, cfg.SuspectTimeout, cfg.SuspectJitter, cfg.Rand)
+	}
+	if cfg.Leader == cfg.Self {
+		m.nextBeat = cfg.Now
+	}
+	return nil
+}
+
+// Status returns the member's election state.
+func (m *member) Status() Status { return m.st }
+
+// Leader returns the known leader; ok is false while unknown.
+func (m *member) Leader() (UID, bool) { return m.st.Leader, !m.st.Leader.IsZero() }
+
+// Stats returns counters of the member's own actions.
+func (m *member) Stats() Stats { return m.stats }
