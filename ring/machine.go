@@ -326,38 +326,15 @@ func (m *Machine) Tick(now time.Duration) []Message {
 	if m.st.Announcing && m.alg.Topology == Complete && now >= m.announceDue {
 		m.finish(now)
 	}
-	if m.cfg.HeartbeatInterval > 0 && m.st.Leader == m.self && !m.st.Announcing && now >= m.nextBeat {
-		m.nextBeat = now + m.cfg.HeartbeatInterval
-		for i, u := range m.ring.order {
-			if i != m.pos && !m.down[i] {
-				m.emit(Message{Type: MsgHeartbeat, From: m.self, To: u, Cand: m.self, Round: m.st.Round})
-			}
-		}
-	}
+	m.beat(now)
 	return m.out
 }
 
 // Deadline is the earliest instant Tick has work.
-func (m *Machine) Deadline() (at time.Duration, ok bool) {
-	consider := func(t time.Duration) {
-		if !ok || t < at {
-			at, ok = t, true
-		}
-	}
-	if m.electionTimer > 0 {
-		consider(m.electionTimer)
-	}
-	if due, dok := m.acks.deadline(); dok {
-		consider(due)
-	}
-	if m.st.Announcing && m.alg.Topology == Complete {
-		consider(m.announceDue)
-	}
-	if m.det != nil && m.st.Leader != m.self && !m.st.Participant && !m.st.Announcing {
-		consider(m.det.Deadline())
-	}
-	if m.cfg.HeartbeatInterval > 0 && m.st.Leader == m.self && !m.st.Announcing {
-		consider(m.nextBeat)
+func (m *Machine) Deadline() (time.Duration, bool) {
+	at, ok := m.deadline()
+	if m.st.Announcing && m.alg.Topology == Complete && (!ok || m.announceDue < at) {
+		at, ok = m.announceDue, true
 	}
 	return at, ok
 }

@@ -53,3 +53,47 @@ func (m *member) Leader() (UID, bool) { return m.st.Leader, !m.st.Leader.IsZero(
 
 // Stats returns counters of the member's own actions.
 func (m *member) Stats() Stats { return m.stats }
+
+// beating reports whether this member leads and sends heartbeats.
+func (m *member) beating() bool {
+	return m.cfg.HeartbeatInterval > 0 && m.st.Leader == m.self && !m.st.Announcing
+}
+
+// beat sends the coordinator's heartbeat to every live member when due.
+func (m *member) beat(now time.Duration) {
+	if !m.beating() || now < m.nextBeat {
+		return
+	}
+	m.nextBeat = now + m.cfg.HeartbeatInterval
+	for i, u := range m.ring.order {
+		if i != m.pos && !m.down[i] {
+			hb := Message{Type: MsgHeartbeat, From: m.self, To: u, Cand: m.self, Round: m.st.Round}
+			m.out = append(m.out, hb)
+			m.acks.track(now, hb)
+		}
+	}
+}
+
+// deadline is the earliest instant the timers every elector shares have
+// work: the election timeout, a retransmission, the failure detector, the
+// next heartbeat.
+func (m *member) deadline() (at time.Duration, ok bool) {
+	consider := func(t time.Duration) {
+		if !ok || t < at {
+			at, ok = t, true
+		}
+	}
+	if m.electionTimer > 0 {
+		consider(m.electionTimer)
+	}
+	if due, dok := m.acks.deadline(); dok {
+		consider(due)
+	}
+	if m.det != nil && m.st.Leader != m.self && !m.st.Participant && !m.st.Announcing {
+		consider(m.det.Deadline())
+	}
+	if m.beating() {
+		consider(m.nextBeat)
+	}
+	return at, ok
+}

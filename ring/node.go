@@ -313,14 +313,7 @@ func (n *Node) Tick(now time.Duration) []Message {
 		n.MarkDown(n.st.Leader)
 		n.start(now)
 	}
-	if n.cfg.HeartbeatInterval > 0 && n.st.Leader == n.cfg.Self && !n.st.Announcing && now >= n.nextBeat {
-		n.nextBeat = now + n.cfg.HeartbeatInterval
-		for i, u := range n.ring.order {
-			if i != n.pos && !n.down[i] {
-				n.send(MsgHeartbeat, u, n.cfg.Self, 0)
-			}
-		}
-	}
+	n.beat(now)
 	return n.out
 }
 
@@ -339,23 +332,4 @@ func (n *Node) retransmit(now time.Duration) {
 
 // Deadline returns the earliest instant at which Tick has work; ok is false
 // when no timer is armed.
-func (n *Node) Deadline() (at time.Duration, ok bool) {
-	consider := func(t time.Duration) {
-		if !ok || t < at {
-			at, ok = t, true
-		}
-	}
-	if n.electionTimer > 0 {
-		consider(n.electionTimer)
-	}
-	if due, ok := n.acks.deadline(); ok {
-		consider(due)
-	}
-	if n.det != nil && n.st.Leader != n.cfg.Self && !n.st.Participant && !n.st.Announcing {
-		consider(n.det.Deadline())
-	}
-	if n.cfg.HeartbeatInterval > 0 && n.st.Leader == n.cfg.Self && !n.st.Announcing {
-		consider(n.nextBeat)
-	}
-	return at, ok
-}
+func (n *Node) Deadline() (time.Duration, bool) { return n.deadline() }
