@@ -251,14 +251,6 @@ func (m *Machine) challenge(now time.Duration) {
 	m.start(now)
 }
 
-// suspectQuietLeader: see Node.suspectQuietLeader.
-func (m *Machine) suspectQuietLeader(now time.Duration) {
-	if l := m.st.Leader; m.det != nil && m.cfg.HeartbeatInterval > 0 && !l.IsZero() && l != m.self &&
-		m.det.Silence(now) > 2*m.cfg.HeartbeatInterval {
-		m.MarkDown(l)
-	}
-}
-
 func (m *Machine) heartbeat(now time.Duration, msg Message) {
 	m.MarkUp(msg.From)
 	busy := m.st.Participant || m.st.Announcing

@@ -112,13 +112,13 @@ func (n *Node) adopt(round uint64) {
 // message sent to a vanished host would be lost silently. A coordinator
 // this node still hears stays in the ring, so a false suspicion elsewhere
 // cannot push a live max UID out of the election.
-func (n *Node) suspectQuietLeader(now time.Duration) {
-	l := n.st.Leader
-	if n.det == nil || n.cfg.HeartbeatInterval <= 0 || l.IsZero() || l == n.cfg.Self {
+func (m *member) suspectQuietLeader(now time.Duration) {
+	l := m.st.Leader
+	if m.det == nil || m.cfg.HeartbeatInterval <= 0 || l.IsZero() || l == m.self {
 		return
 	}
-	if n.det.Silence(now) > 2*n.cfg.HeartbeatInterval {
-		n.MarkDown(l)
+	if m.det.Silence(now) > 2*m.cfg.HeartbeatInterval {
+		m.MarkDown(l)
 	}
 }
 
