@@ -30,7 +30,7 @@ func stackCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("stack: the experiments need the Docker socket: %w", err)
 	}
 	defer cli.Close()
-	self, labels, _, err := dockerapi.Self(ctx, cli)
+	_, labels, _, err := dockerapi.Self(ctx, cli)
 	if err != nil {
 		return err
 	}
@@ -39,13 +39,13 @@ func stackCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		stack = "ringside"
 	}
 	os.Setenv(dockerapi.StackEnv, stack)
-	if err := dockerapi.RemoveStack(ctx, cli, stack, self); err != nil {
+	if err := dockerapi.RemoveStack(ctx, cli, stack); err != nil {
 		return fmt.Errorf("stack: remove what an earlier run left: %w", err)
 	}
 	defer func() {
 		c, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := dockerapi.RemoveStack(c, cli, stack, self); err != nil {
+		if err := dockerapi.RemoveStack(c, cli, stack); err != nil {
 			fmt.Fprintln(stderr, "ringside: stack:", err)
 		}
 	}()

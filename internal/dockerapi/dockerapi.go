@@ -84,9 +84,13 @@ func StackLabels() map[string]string {
 
 // RemoveStack removes the containers and networks labelled
 // StackLabel=stack: what the experiments of a stack started and an
-// interrupted run left behind. self (this process's container, or "") is
-// disconnected from those networks first.
-func RemoveStack(ctx context.Context, cli *client.Client, stack, self string) error {
+// interrupted run left behind. Every container still attached to those
+// networks is disconnected first: this process's own container (it joins
+// them to reach the nodes), or an endpoint the engine kept for a container
+// already gone (20.10 leaves one behind when a container is removed while
+// its disconnect is in flight; such a network refuses removal with "has
+// active endpoints" until the endpoint is disconnected by name).
+func RemoveStack(ctx context.Context, cli *client.Client, stack string) error {
 	f := client.Filters{}.Add("label", StackLabel+"="+stack)
 	ctrs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
 	if err != nil {
@@ -103,12 +107,32 @@ func RemoveStack(ctx context.Context, cli *client.Client, stack, self string) er
 		return errors.Join(append(errs, fmt.Errorf("list the stack's networks: %w", err))...)
 	}
 	for _, n := range nets.Items {
-		if self != "" {
-			cli.NetworkDisconnect(ctx, n.ID, client.NetworkDisconnectOptions{Container: self, Force: true})
-		}
-		if _, err := cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{}); err != nil {
-			errs = append(errs, fmt.Errorf("remove network %s: %w", n.Name, err))
+		if err := removeNetwork(ctx, cli, n.ID, n.Name); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// removeNetwork disconnects whatever is attached to a network, by ID and,
+// for an endpoint whose container is gone, by name, then removes it.
+func removeNetwork(ctx context.Context, cli *client.Client, id, name string) error {
+	ins, err := cli.NetworkInspect(ctx, id, client.NetworkInspectOptions{})
+	if err != nil {
+		return fmt.Errorf("inspect network %s: %w", name, err)
+	}
+	var errs []error
+	for key, ep := range ins.Network.Containers {
+		opts := client.NetworkDisconnectOptions{Container: key, Force: true}
+		if _, err := cli.NetworkDisconnect(ctx, id, opts); err != nil {
+			opts.Container = ep.Name
+			if _, err2 := cli.NetworkDisconnect(ctx, id, opts); err2 != nil {
+				errs = append(errs, fmt.Errorf("disconnect %s (%.12s) from network %s: %w", ep.Name, key, name, err))
+			}
+		}
+	}
+	if _, err := cli.NetworkRemove(ctx, id, client.NetworkRemoveOptions{}); err != nil {
+		return errors.Join(append(errs, fmt.Errorf("remove network %s: %w", name, err))...)
+	}
+	return nil
 }
