@@ -36,8 +36,8 @@ func TestRemoveStackDisconnectsWhatIsAttached(t *testing.T) {
 
 	start := func(name string, labels map[string]string) string {
 		c, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-			Name:   name,
-			Config: &container.Config{Image: image, Labels: labels},
+			Name:       name,
+			Config:     &container.Config{Image: image, Labels: labels},
 			HostConfig: &container.HostConfig{NetworkMode: container.NetworkMode(stack + "_default")},
 		})
 		require.NoError(t, err)
