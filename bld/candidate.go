@@ -68,6 +68,10 @@ type Candidate struct {
 
 	mu      sync.Mutex
 	leader  string
+	// The holder and leaderTransitions of the last lock record read or
+	// written (termLock).
+	recHolder string
+	recTerm   int
 	ranking []Follower
 	// The record as read ahead for this try (see ElectorConfig.Prefetch).
 	ahead   *Snapshot
@@ -119,6 +123,7 @@ func NewCandidate(cfg CandidateConfig) (*Candidate, error) {
 	default:
 		return nil, fmt.Errorf("lock %q: want lease or endpoints", cfg.Lock)
 	}
+	c.lock = termLock{c.lock, c.noteRecord}
 	return c, nil
 }
 

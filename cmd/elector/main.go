@@ -24,6 +24,7 @@ import (
 	"github.com/ringside/ringside/internal/accept"
 	"github.com/ringside/ringside/internal/envflag"
 	"github.com/ringside/ringside/internal/kubeconfig"
+	"github.com/ringside/ringside/internal/rateclock"
 	"github.com/ringside/ringside/internal/serve"
 )
 
@@ -34,6 +35,7 @@ func run(ctx context.Context, args []string) error {
 	var cfg bld.CandidateConfig
 	var httpAddr, advertise, kubeconfigPath, level string
 	var events bool
+	var rate float64
 	fs.StringVar(&cfg.Algorithm, "algorithm", "ELECTOR_ALGORITHM", balance.Default, "default, bld, bld-literal, bld-plus or ranked")
 	fs.StringVar(&cfg.Lock, "lock", "ELECTOR_LOCK", bld.LockLease, "lease or endpoints")
 	fs.StringVar(&cfg.Election, "election", "ELECTOR_ELECTION", "", "election (lock object) name; the application's name")
@@ -47,6 +49,7 @@ func run(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.RetryPeriod, "retry-period", "ELECTOR_RETRY_PERIOD", 2*time.Second, "interval between acquisition attempts and renewals")
 	fs.DurationVar(&cfg.RankInterval, "rank-interval", "ELECTOR_RANK_INTERVAL", time.Second, "ranked: how often the leader re-measures follower RTTs")
 	fs.StringVar(&kubeconfigPath, "kubeconfig", "KUBECONFIG", "", "kubeconfig (default: in-cluster)")
+	fs.Float64Var(&rate, "clock-rate", "ELECTOR_CLOCK_RATE", 1, "fault injection: this elector's clock runs at this rate of real time (kube-split-brain's clock rate skew; not with the default algorithm, whose client-go elector keeps its own clock)")
 	fs.BoolVar(&events, "events", "ELECTOR_EVENTS", false, "print leadership events as JSON lines on stdout (for experiments)")
 	fs.StringVar(&level, "log-level", "ELECTOR_LOG", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -58,6 +61,16 @@ func run(ctx context.Context, args []string) error {
 	}
 	log = log.With("id", cfg.Identity, "election", cfg.Election)
 	cfg.Log = log
+	if rate != 1 {
+		if cfg.Algorithm == balance.Default {
+			return fmt.Errorf("--clock-rate %v: the default algorithm is client-go's elector, which reads the real clock (its clock is not injectable)", rate)
+		}
+		rc, err := rateclock.New(rate)
+		if err != nil {
+			return fmt.Errorf("--clock-rate: %w", err)
+		}
+		cfg.Clock = rc
+	}
 
 	rc, err := kubeconfig.Load(kubeconfigPath)
 	if err != nil {

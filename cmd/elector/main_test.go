@@ -32,13 +32,13 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func getJSON(addr, path string) (map[string]string, string, error) {
+func getJSON(addr, path string) (map[string]any, string, error) {
 	resp, err := http.Get("http://" + addr + path)
 	if err != nil {
 		return nil, "", err
 	}
 	defer resp.Body.Close()
-	var m map[string]string
+	var m map[string]any
 	err = json.NewDecoder(resp.Body).Decode(&m)
 	return m, resp.Header.Get("Content-Type"), err
 }
@@ -90,27 +90,54 @@ func TestSidecarHTTPContract(t *testing.T) {
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	}
 
+	// The leader every live sidecar names, with the term all of them
+	// report for it (-1 while any does not know it).
+	var term float64
 	leaderOfAll := func() string {
 		var leader string
+		terms := map[float64]bool{}
+		term = -1
+		defer func() {
+			for tm := range terms {
+				if len(terms) == 1 {
+					term = tm
+				}
+			}
+		}()
 		for _, id := range ids {
 			if procs[id].ProcessState != nil {
 				continue
 			}
 			m, ct, err := getJSON(addrs[id], "/")
-			if err != nil || m["name"] == "" || (leader != "" && m["name"] != leader) {
+			name, _ := m["name"].(string)
+			if err != nil || name == "" || (leader != "" && name != leader) {
 				return ""
 			}
 			if ct != "application/json" {
 				return ""
 			}
-			leader = m["name"]
+			leader = name
+			tm, ok := m["term"].(float64)
+			if !ok {
+				tm = -1
+			}
+			terms[tm] = true
 		}
 		return leader
+	}
+	leaseTerm := func() float64 {
+		l, err := cs.CoordinationV1().Leases(ns).Get(ctx, election, metav1.GetOptions{})
+		require.NoError(t, err)
+		return float64(*l.Spec.LeaseTransitions)
 	}
 	var leader string
 	require.Eventually(t, func() bool { leader = leaderOfAll(); return leader != "" }, 30*time.Second, 50*time.Millisecond,
 		"every sidecar names the same leader")
 	assert.Contains(t, ids, leader)
+	require.Eventually(t, func() bool { return leaderOfAll() == leader && term >= 0 }, 10*time.Second, 50*time.Millisecond,
+		"every sidecar reports the leader's term")
+	first := term
+	assert.Equal(t, leaseTerm(), first, "the term is the Lease's leaseTransitions")
 	for _, id := range ids {
 		assert.Equal(t, "ok\n", body(t, addrs[id], "/healthz"))
 		want := "elector_is_leader 0"
@@ -134,6 +161,9 @@ func TestSidecarHTTPContract(t *testing.T) {
 	var next string
 	require.Eventually(t, func() bool { next = leaderOfAll(); return next != "" && next != leader }, 8*time.Second, 20*time.Millisecond, "hand-over, not lease expiry")
 	assert.Contains(t, ids, next)
+	require.Eventually(t, func() bool { return leaderOfAll() == next && term > first }, 10*time.Second, 50*time.Millisecond,
+		"the new leader's term is larger than its predecessor's")
+	assert.Equal(t, leaseTerm(), term)
 
 	out, err := exec.Command(bin, "--algorithm", "fastest", "--election", "x", "--id", "y", "--kubeconfig", cp.Kubeconfig, "--http", freeAddr(t)).CombinedOutput()
 	require.Error(t, err)
