@@ -40,7 +40,8 @@ func (c *SmartClient) leaderURL(ctx context.Context) (string, error) {
 	var errs []error
 	for i := range c.Sidecars {
 		sc := c.Sidecars[(start+i)%len(c.Sidecars)]
-		name, err := AskSidecar(ctx, c.HC, sc)
+		ans, err := AskSidecar(ctx, c.HC, sc)
+		name := ans.Name
 		if err == nil && c.Peers[name] != "" {
 			c.mu.Lock()
 			c.leader, c.next = c.Peers[name], start+i+1

@@ -46,7 +46,12 @@ type replica struct {
 	app     *Server
 	appSrv  *httptest.Server
 	sideSrv *httptest.Server
-	cancel  context.CancelFunc
+	// frozen, once set, is what the sidecar answers from then on: the
+	// answer of an elector that stopped while its application runs on.
+	frozen  atomic.Pointer[[]byte]
+	applied atomic.Int64
+	cancel  context.CancelFunc // the replica
+	elector context.CancelFunc // its elector alone
 	done    chan struct{}
 	once    sync.Once
 }
@@ -65,7 +70,7 @@ func (r *replica) kill() {
 
 // application starts n replicas of one application with the default
 // election; listeners first, so every replica knows every peer's URL.
-func application(t *testing.T, n, writeWork int) []*replica {
+func application(t *testing.T, n, writeWork int, fencing ...bool) []*replica {
 	t.Helper()
 	ns, err := cs.CoreV1().Namespaces().Create(context.Background(), &v1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "app-"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -86,8 +91,16 @@ func application(t *testing.T, n, writeWork int) []*replica {
 			Log: slog.New(slog.DiscardHandler),
 		})
 		require.NoError(t, err)
-		r.sideSrv = httptest.NewServer(cand.Handler())
-		r.app, err = New(Config{Name: name, Sidecar: r.sideSrv.URL, Peers: peers, Secret: secret, WriteWork: writeWork, Poll: 20 * time.Millisecond})
+		h := cand.Handler()
+		r.sideSrv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if b := r.frozen.Load(); b != nil {
+				w.Write(*b)
+				return
+			}
+			h.ServeHTTP(w, req)
+		}))
+		r.app, err = New(Config{Name: name, Sidecar: r.sideSrv.URL, Peers: peers, Secret: secret, WriteWork: writeWork, Poll: 20 * time.Millisecond,
+			Fencing: len(fencing) > 0 && fencing[0], OnApply: func(Applied) { r.applied.Add(1) }})
 		require.NoError(t, err)
 		r.appSrv = httptest.NewUnstartedServer(r.app.Handler())
 		r.appSrv.Listener.Close()
@@ -95,7 +108,9 @@ func application(t *testing.T, n, writeWork int) []*replica {
 		r.appSrv.Start()
 		ctx, cancel := context.WithCancel(context.Background())
 		r.cancel = cancel
-		go func() { defer close(r.done); cand.Run(ctx) }()
+		ectx, ecancel := context.WithCancel(ctx)
+		r.elector = ecancel
+		go func() { defer close(r.done); cand.Run(ectx) }()
 		go r.app.Run(ctx)
 		t.Cleanup(r.kill)
 		out = append(out, r)
@@ -158,6 +173,104 @@ func get(t *testing.T, base, key string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// A stale leader fenced end to end on the real API server: the leader's
+// elector stops (its lease released, a follower takes over with a newer
+// term) while its sidecar goes on naming it, as a paused or cut-off
+// elector's would. The new leader announces its term: every replica
+// learns it, the stale leader stops acting as leader although its sidecar
+// still names it, and a write of the old term is refused by every
+// follower. The new leader's writes reach every replica, the stale one
+// included.
+func TestFencingRefusesAStaleLeader(t *testing.T) {
+	rs := application(t, 3, 0, true)
+	old := leader(t, rs)
+	require.Equal(t, http.StatusNoContent, put(t, old.appSrv.URL, "k", "v1").StatusCode)
+	_, _, oldTerm := old.app.roleTerm()
+	require.GreaterOrEqual(t, oldTerm, int64(0), "the sidecar reports the term")
+
+	resp, err := http.Get(old.sideSrv.URL + "/")
+	require.NoError(t, err)
+	ans, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	old.frozen.Store(&ans)
+	old.elector() // releases the lease; the sidecar keeps answering as before
+	<-old.done
+	var next *replica
+	require.Eventually(t, func() bool {
+		for _, r := range rs {
+			if k, _ := r.app.Role(); r != old && k == Leader {
+				next = r
+				return true
+			}
+		}
+		return false
+	}, 20*time.Second, 20*time.Millisecond, "a follower takes over")
+	_, _, term := next.app.roleTerm()
+	require.Greater(t, term, oldTerm)
+	require.Eventually(t, func() bool {
+		for _, r := range rs {
+			if r.app.fence.Newest() < uint64(term) {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 10*time.Millisecond, "every replica learns the new term")
+	a, _ := AskSidecar(context.Background(), http.DefaultClient, old.sideSrv.URL)
+	require.Equal(t, old.name, a.Name, "the stale leader's sidecar still names it")
+	k, _ := old.app.Role()
+	assert.Equal(t, Leaderless, k, "fenced, the stale leader no longer acts as leader")
+
+	before := map[*replica]int64{}
+	for _, r := range rs {
+		before[r] = r.applied.Load()
+	}
+	assert.Equal(t, http.StatusServiceUnavailable, put(t, old.appSrv.URL, "k", "stale").StatusCode)
+	// The stale leader's own write, as it would send it had it not heard
+	// of the new term yet: every follower refuses it by term.
+	for _, r := range rs {
+		if r == old {
+			continue
+		}
+		req, _ := http.NewRequest(http.MethodPut, r.appSrv.URL+"/internal/apply/k", strings.NewReader("stale"))
+		req.Header.Set(HeaderSeq, "999999")
+		req.Header.Set(HeaderTerm, strconv.FormatInt(oldTerm, 10))
+		req.Header.Set(HeaderSecret, secret)
+		req.Header.Set(HeaderLeader, old.name)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusConflict, resp.StatusCode, r.name)
+		assert.Contains(t, string(b), "fenced")
+		assert.Equal(t, strconv.FormatInt(term, 10), resp.Header.Get(HeaderFence))
+	}
+	for _, r := range rs {
+		assert.Equal(t, before[r], r.applied.Load(), "%s applied nothing of the stale leader", r.name)
+		_, val := get(t, r.appSrv.URL, "k")
+		assert.Equal(t, "v1", val, r.name)
+	}
+
+	require.Equal(t, http.StatusNoContent, put(t, next.appSrv.URL, "k", "v2").StatusCode)
+	for _, r := range rs {
+		_, val := get(t, r.appSrv.URL, "k")
+		assert.Equal(t, "v2", val, "%s: the new leader's write outranks the stale one, at the stale leader too", r.name)
+	}
+
+	// Terms that are not a number are refused as such.
+	req, _ := http.NewRequest(http.MethodPut, next.appSrv.URL+"/internal/apply/k", nil)
+	req.Header.Set(HeaderSeq, "999999")
+	req.Header.Set(HeaderSecret, secret)
+	req.Header.Set(HeaderLeader, old.name)
+	for _, h := range []string{"", "-2", "x", "99999999999999999999999"} {
+		req.Header.Set(HeaderTerm, h)
+		req.Body = io.NopCloser(strings.NewReader("forged"))
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "term %q", h)
+	}
 }
 
 // A write to a follower is forwarded to the leader, which propagates it to

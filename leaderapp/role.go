@@ -19,6 +19,8 @@ type Role struct {
 	self   string
 	stale  time.Duration
 	leader string
+	term   uint64
+	known  bool // the sidecar reported the leader's term
 	at     time.Time
 }
 
@@ -27,10 +29,18 @@ func NewRole(self string, stale time.Duration) *Role {
 	return &Role{self: self, stale: stale}
 }
 
-// Observe records the sidecar's answer at now ("" while no one leads).
-func (r *Role) Observe(now time.Time, leader string) {
-	r.leader, r.at = leader, now
+// Observe records the sidecar's answer at now (Name "" while no one
+// leads).
+func (r *Role) Observe(now time.Time, ans Answer) {
+	r.leader, r.at = ans.Name, now
+	r.term, r.known = 0, ans.Term != nil
+	if r.known {
+		r.term = *ans.Term
+	}
 }
+
+// Term is the term of the leader last observed, if the sidecar said.
+func (r *Role) Term() (uint64, bool) { return r.term, r.known }
 
 // At returns the role at now and the leader it follows.
 func (r *Role) At(now time.Time) (Kind, string) {

@@ -30,6 +30,8 @@ const (
 	HeaderRole      = "X-Role"   // the answering replica's role
 	HeaderLeader    = "X-Leader" // on /internal/apply: the sending leader
 	HeaderSeq       = "X-Seq"    // the write's sequence number
+	HeaderTerm      = "X-Term"   // the term of the leader that numbered the write (fencing)
+	HeaderFence     = "X-Fence"  // on a 409: the newest term the refusing replica has seen
 	HeaderForwarded = "X-Forwarded-By"
 	HeaderSecret    = "X-App-Secret" // on replica-to-replica requests
 )
@@ -49,14 +51,36 @@ type Config struct {
 	// MaxStoreBytes bounds the keys and values a replica holds (default
 	// 256 MiB): past it, writes get 507 and the store keeps what it has.
 	MaxStoreBytes int64
-	Log           *slog.Logger
+	// Fencing orders writes by their leader's term and refuses those of a
+	// term older than one the replica has seen (fence.go); off, a
+	// follower takes a write from whichever replica its sidecar names.
+	Fencing bool
+	// OnApply, if set, is told of every write this replica applies.
+	OnApply func(Applied)
+	Log     *slog.Logger
+}
+
+// Applied is a write a replica applied: as the leader that numbered it,
+// or as a follower of Leader. Term is that leader's term as its sidecar
+// reported it (-1: not reported), with fencing on or off.
+type Applied struct {
+	At      time.Time
+	Key     string
+	Version Version
+	Term    int64
+	As      Kind
+	Leader  string
 }
 
 // Server is one replica: its store, its role and its HTTP API.
 type Server struct {
 	cfg   Config
 	store *Store
-	mu    sync.Mutex
+	fence Fence
+	// applyMu makes the fence check and the store's apply one step: a
+	// write of an older term must not land after a newer one was taken.
+	applyMu sync.Mutex
+	mu      sync.Mutex
 	role  *Role
 	now   func() time.Time
 }
@@ -91,6 +115,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.OnApply == nil {
+		cfg.OnApply = func(Applied) {}
+	}
 	return &Server{cfg: cfg, store: NewStore(cfg.MaxStoreBytes), role: NewRole(cfg.Name, cfg.Stale), now: time.Now}, nil
 }
 
@@ -99,9 +126,28 @@ func (s *Server) Store() *Store { return s.store }
 
 // Role returns the replica's role now and the leader it follows.
 func (s *Server) Role() (Kind, string) {
+	k, leader, _ := s.roleTerm()
+	return k, leader
+}
+
+// roleTerm is Role with the leader's term (-1: not reported). With
+// fencing, a leader whose term is unknown, or older than one this replica
+// has seen, does not act as leader.
+func (s *Server) roleTerm() (Kind, string, int64) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.role.At(s.now())
+	k, leader := s.role.At(s.now())
+	term, known := s.role.Term()
+	s.mu.Unlock()
+	if !known {
+		if s.cfg.Fencing && k == Leader {
+			return Leaderless, "", -1
+		}
+		return k, leader, -1
+	}
+	if s.cfg.Fencing && k == Leader && term < s.fence.Newest() {
+		return Leaderless, "", int64(term)
+	}
+	return k, leader, int64(term)
 }
 
 // Run asks the sidecar who leads every Poll until ctx ends, and logs
@@ -109,14 +155,20 @@ func (s *Server) Role() (Kind, string) {
 func (s *Server) Run(ctx context.Context) {
 	var was Kind
 	for {
-		if leader, err := s.askSidecar(ctx); err == nil {
+		if ans, err := AskSidecar(ctx, s.cfg.Client, s.cfg.Sidecar); err == nil {
 			s.mu.Lock()
-			s.role.Observe(s.now(), leader)
+			s.role.Observe(s.now(), ans)
 			s.mu.Unlock()
+			if s.cfg.Fencing && ans.Term != nil {
+				s.fence.Admit(*ans.Term) // an older term than seen changes nothing
+			}
 		}
-		if k, leader := s.Role(); k != was {
-			s.cfg.Log.Info("role", "role", k, "leader", leader)
+		if k, leader, term := s.roleTerm(); k != was {
+			s.cfg.Log.Info("role", "role", k, "leader", leader, "term", term)
 			was = k
+			if k == Leader && s.cfg.Fencing {
+				go s.announce(ctx, term)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -126,31 +178,32 @@ func (s *Server) Run(ctx context.Context) {
 	}
 }
 
-func (s *Server) askSidecar(ctx context.Context) (string, error) {
-	return AskSidecar(ctx, s.cfg.Client, s.cfg.Sidecar)
+// Answer is what an elector sidecar says: the leader ("" for none) and,
+// if it knows it, the leader's term.
+type Answer struct {
+	Name string  `json:"name"`
+	Term *uint64 `json:"term"`
 }
 
-// AskSidecar returns the leader an elector sidecar names ("" for none).
-func AskSidecar(ctx context.Context, hc *http.Client, sidecar string) (string, error) {
+// AskSidecar returns an elector sidecar's answer.
+func AskSidecar(ctx context.Context, hc *http.Client, sidecar string) (Answer, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, sidecar+"/", nil)
 	if err != nil {
-		return "", fmt.Errorf("sidecar %q: %w", sidecar, err)
+		return Answer{}, fmt.Errorf("sidecar %q: %w", sidecar, err)
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return "", err
+		return Answer{}, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("sidecar %s: %s", sidecar, resp.Status)
+		return Answer{}, fmt.Errorf("sidecar %s: %s", sidecar, resp.Status)
 	}
-	var ans struct {
-		Name string `json:"name"`
-	}
+	var ans Answer
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&ans); err != nil {
-		return "", fmt.Errorf("sidecar %s: %w", sidecar, err)
+		return Answer{}, fmt.Errorf("sidecar %s: %w", sidecar, err)
 	}
-	return ans.Name, nil
+	return ans, nil
 }
 
 // Handler serves GET and PUT /kv/{key}, GET /role and, for the leader,
@@ -160,6 +213,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /kv/{key}", s.handleGet)
 	mux.HandleFunc("PUT /kv/{key}", s.handlePut)
 	mux.HandleFunc("PUT /internal/apply/{key}", s.handleApply)
+	mux.HandleFunc("PUT /internal/fence", s.handleFence)
 	mux.HandleFunc("GET /role", func(w http.ResponseWriter, r *http.Request) {
 		k, leader := s.Role()
 		w.Header().Set("Content-Type", "application/json")
@@ -184,12 +238,13 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 	Work(s.cfg.ReadWork)
 	k, _ := s.Role()
 	w.Header().Set(HeaderRole, string(k))
-	val, seq, ok := s.store.Get(key)
+	val, ver, ok := s.store.Get(key)
 	if !ok {
 		http.Error(w, "no such key", http.StatusNotFound)
 		return
 	}
-	w.Header().Set(HeaderSeq, strconv.FormatUint(seq, 10))
+	w.Header().Set(HeaderSeq, strconv.FormatUint(ver.Seq, 10))
+	w.Header().Set(HeaderTerm, strconv.FormatUint(ver.Term, 10))
 	w.Write(val)
 }
 
@@ -213,7 +268,7 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	k, leader := s.Role()
+	k, leader, term := s.roleTerm()
 	w.Header().Set(HeaderRole, string(k))
 	switch k {
 	case Leaderless:
@@ -227,7 +282,7 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 		}
 		s.forward(w, r.Context(), leader, key, val)
 	case Leader:
-		seq, err := s.write(r.Context(), key, val)
+		seq, err := s.write(r.Context(), key, val, term)
 		if full := (*FullError)(nil); errors.As(err, &full) {
 			http.Error(w, err.Error(), http.StatusInsufficientStorage)
 			return
@@ -263,12 +318,18 @@ func (s *Server) forward(w http.ResponseWriter, ctx context.Context, leader, key
 	io.Copy(w, io.LimitReader(resp.Body, 64<<10))
 }
 
-// write applies a write as the leader: the CPU it costs, the local store,
-// then every follower; it succeeds only when all of them applied it.
-func (s *Server) write(ctx context.Context, key string, val []byte) (uint64, error) {
+// write applies a write as the leader of term: the CPU it costs, the
+// local store, then every follower; it succeeds only when all of them
+// applied it. A follower's fenced refusal raises this replica's fence: it
+// stops acting as leader.
+func (s *Server) write(ctx context.Context, key string, val []byte, term int64) (uint64, error) {
 	Work(s.cfg.WriteWork)
-	seq := s.store.Next()
-	if _, err := s.store.Apply(key, val, seq); err != nil {
+	ver := Version{Seq: s.store.Next()}
+	if s.cfg.Fencing {
+		ver.Term = uint64(term) // known: roleTerm makes a leader of unknown term leaderless
+	}
+	seq := ver.Seq
+	if err := s.apply(key, val, ver, term, Leader, s.cfg.Name); err != nil {
 		return 0, err
 	}
 	var wg sync.WaitGroup
@@ -278,13 +339,17 @@ func (s *Server) write(ctx context.Context, key string, val []byte) (uint64, err
 			continue
 		}
 		wg.Go(func() {
-			resp, err := s.peer(ctx, base+"/internal/apply/"+url.PathEscape(key), val, HeaderLeader, s.cfg.Name, HeaderSeq, strconv.FormatUint(seq, 10))
+			resp, err := s.peer(ctx, base+"/internal/apply/"+url.PathEscape(key), val, HeaderLeader, s.cfg.Name,
+				HeaderSeq, strconv.FormatUint(seq, 10), HeaderTerm, strconv.FormatInt(term, 10))
 			if err != nil {
 				errs <- fmt.Errorf("follower %s: %w", name, err)
 				return
 			}
 			defer resp.Body.Close()
 			if resp.StatusCode != http.StatusNoContent {
+				if newest, err := strconv.ParseUint(resp.Header.Get(HeaderFence), 10, 64); err == nil && s.cfg.Fencing {
+					s.fence.Admit(newest)
+				}
 				b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 				errs <- fmt.Errorf("follower %s: %s: %s", name, resp.Status, bytes.TrimSpace(b))
 			}
@@ -314,9 +379,11 @@ func (s *Server) peer(ctx context.Context, u string, body []byte, header ...stri
 	return s.cfg.Client.Do(req)
 }
 
-// handleApply takes a write from the leader this replica follows; from
-// anyone else (a deposed leader that has not noticed yet) it is refused,
-// which fails that write.
+// handleApply takes a write from a leader. Without fencing it must come
+// from the leader this replica follows; from anyone else (a deposed
+// leader that has not noticed yet) it is refused, which fails that write.
+// With fencing the write's term decides (fence.go): a newer or equal term
+// is taken from whoever sends it, an older one refused.
 func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 	if subtle.ConstantTimeCompare([]byte(r.Header.Get(HeaderSecret)), []byte(s.cfg.Secret)) != 1 {
 		http.Error(w, "replica requests need the shared secret", http.StatusForbidden)
@@ -332,20 +399,104 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("%s %q: want a positive integer", HeaderSeq, r.Header.Get(HeaderSeq)), http.StatusBadRequest)
 		return
 	}
+	// The term is what fencing decides by; without it, it is only
+	// recorded, and a sender that has none (-1, or an older replica that
+	// sends no header) is taken.
+	term, err := int64(-1), error(nil)
+	if h := r.Header.Get(HeaderTerm); h != "" || s.cfg.Fencing {
+		term, err = strconv.ParseInt(h, 10, 64)
+	}
+	if err != nil || term < -1 || s.cfg.Fencing && term < 0 {
+		http.Error(w, fmt.Sprintf("%s %q: want the sender's term, a non-negative integer", HeaderTerm, r.Header.Get(HeaderTerm)), http.StatusBadRequest)
+		return
+	}
 	val, ok := readValue(w, r)
 	if !ok {
 		return
 	}
 	from := r.Header.Get(HeaderLeader)
-	if k, leader := s.Role(); k != Follower || leader != from {
+	ver := Version{Seq: seq}
+	if s.cfg.Fencing {
+		ver.Term = uint64(term)
+	} else if k, leader := s.Role(); k != Follower || leader != from {
 		http.Error(w, fmt.Sprintf("%s does not follow %q (role %s, leader %q)", s.cfg.Name, from, k, leader), http.StatusConflict)
 		return
 	}
-	if _, err := s.store.Apply(key, val, seq); err != nil {
+	err = s.apply(key, val, ver, term, Follower, from)
+	if fe := (*FencedError)(nil); errors.As(err, &fe) {
+		w.Header().Set(HeaderFence, strconv.FormatUint(fe.Newest, 10))
+		http.Error(w, fmt.Sprintf("%s refuses the write of %s: %v", s.cfg.Name, from, err), http.StatusConflict)
+		return
+	}
+	if err != nil {
 		// The leader's write fails with it: acknowledged means every
 		// replica holds it.
 		http.Error(w, err.Error(), http.StatusInsufficientStorage)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// announce tells every peer the term of this new leader: a follower that
+// learns it here refuses the predecessor's writes from then on, without
+// waiting to hear it from its own sidecar. Best effort: a peer it misses
+// learns the term from the first write.
+func (s *Server) announce(ctx context.Context, term int64) {
+	for name, base := range s.cfg.Peers {
+		if name == s.cfg.Name {
+			continue
+		}
+		go func() {
+			resp, err := s.peer(ctx, base+"/internal/fence", nil, HeaderLeader, s.cfg.Name, HeaderTerm, strconv.FormatInt(term, 10))
+			if err != nil {
+				s.cfg.Log.Debug("announcing the term", "peer", name, "err", err)
+				return
+			}
+			resp.Body.Close()
+		}()
+	}
+}
+
+// handleFence takes a new leader's term (announce).
+func (s *Server) handleFence(w http.ResponseWriter, r *http.Request) {
+	if subtle.ConstantTimeCompare([]byte(r.Header.Get(HeaderSecret)), []byte(s.cfg.Secret)) != 1 {
+		http.Error(w, "replica requests need the shared secret", http.StatusForbidden)
+		return
+	}
+	term, err := strconv.ParseUint(r.Header.Get(HeaderTerm), 10, 63)
+	if err != nil {
+		http.Error(w, fmt.Sprintf("%s %q: want a non-negative integer", HeaderTerm, r.Header.Get(HeaderTerm)), http.StatusBadRequest)
+		return
+	}
+	if !s.cfg.Fencing {
+		http.Error(w, "this replica does not fence", http.StatusNotImplemented)
+		return
+	}
+	s.applyMu.Lock()
+	err = s.fence.Admit(term)
+	s.applyMu.Unlock()
+	if err != nil {
+		w.Header().Set(HeaderFence, strconv.FormatUint(s.fence.Newest(), 10))
+		http.Error(w, err.Error(), http.StatusConflict)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// apply stores a write in this replica's store, as leader or follower of
+// leader: with fencing, only if its term is not older than the fence,
+// which it raises. A *FencedError or *FullError changes nothing.
+func (s *Server) apply(key string, val []byte, ver Version, term int64, as Kind, leader string) error {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	if s.cfg.Fencing {
+		if err := s.fence.Admit(ver.Term); err != nil {
+			return err
+		}
+	}
+	applied, err := s.store.Apply(key, val, ver)
+	if applied {
+		s.cfg.OnApply(Applied{At: s.now(), Key: key, Version: ver, Term: term, As: as, Leader: leader})
+	}
+	return err
 }

@@ -5,13 +5,14 @@ import (
 	"sync"
 )
 
-// Store is a replica's data. The leader numbers writes; a replica applies
-// a write only when its number is newer than what it holds for the key, so
-// propagations that arrive out of order leave the newest value.
+// Store is a replica's data. The leader numbers writes (Version); a
+// replica applies a write only when its version is newer than what it
+// holds for the key, so propagations that arrive out of order leave the
+// newest value.
 type Store struct {
 	mu    sync.RWMutex
 	m     map[string]item
-	last  uint64 // the largest sequence number applied
+	last  uint64 // the largest sequence number applied, of any term
 	bytes int64  // keys and values held
 	max   int64  // budget for bytes (0: none)
 }
@@ -28,31 +29,31 @@ func (e *FullError) Error() string {
 
 type item struct {
 	val []byte
-	seq uint64
+	ver Version
 }
 
 // NewStore returns an empty store holding at most maxBytes of keys and
 // values (0: no bound).
 func NewStore(maxBytes int64) *Store { return &Store{m: map[string]item{}, max: maxBytes} }
 
-// Get returns the key's value, the sequence number of the write that
-// stored it, and whether it exists.
-func (s *Store) Get(key string) ([]byte, uint64, bool) {
+// Get returns the key's value, the version of the write that stored it,
+// and whether it exists.
+func (s *Store) Get(key string) ([]byte, Version, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	it, ok := s.m[key]
-	return it.val, it.seq, ok
+	return it.val, it.ver, ok
 }
 
-// Apply stores val under key at seq unless the key holds a newer write,
-// and reports whether it did; a write over the byte budget is refused
-// with a *FullError and changes nothing.
-func (s *Store) Apply(key string, val []byte, seq uint64) (bool, error) {
+// Apply stores val under key at version v unless the key holds a write as
+// new or newer, and reports whether it did; a write over the byte budget
+// is refused with a *FullError and changes nothing.
+func (s *Store) Apply(key string, val []byte, v Version) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	it, had := s.m[key]
-	if had && it.seq >= seq {
-		s.last = max(s.last, seq)
+	if had && !it.ver.Less(v) {
+		s.last = max(s.last, v.Seq)
 		return false, nil
 	}
 	grow := int64(len(val))
@@ -64,9 +65,9 @@ func (s *Store) Apply(key string, val []byte, seq uint64) (bool, error) {
 	if s.max > 0 && grow > 0 && s.bytes+grow > s.max {
 		return false, &FullError{Need: grow, Held: s.bytes, Max: s.max}
 	}
-	s.last = max(s.last, seq)
+	s.last = max(s.last, v.Seq)
 	s.bytes += grow
-	s.m[key] = item{val: val, seq: seq}
+	s.m[key] = item{val: val, ver: v}
 	return true, nil
 }
 

@@ -18,22 +18,22 @@ import (
 // shrinks a value always fits.
 func TestStoreBudget(t *testing.T) {
 	s := NewStore(100)
-	ok, err := s.Apply("a", make([]byte, 60), 1)
+	ok, err := s.Apply("a", make([]byte, 60), Version{Seq: 1})
 	require.NoError(t, err)
 	require.True(t, ok)
-	_, err = s.Apply("b", make([]byte, 60), 2)
+	_, err = s.Apply("b", make([]byte, 60), Version{Seq: 2})
 	var full *FullError
 	require.ErrorAs(t, err, &full)
 	assert.Equal(t, FullError{Need: 61, Held: 61, Max: 100}, *full)
 	_, _, has := s.Get("b")
 	assert.False(t, has, "the refused write left nothing")
-	ok, err = s.Apply("a", make([]byte, 10), 3)
+	ok, err = s.Apply("a", make([]byte, 10), Version{Seq: 3})
 	require.NoError(t, err)
 	require.True(t, ok, "a smaller value replaces a larger one")
-	ok, err = s.Apply("b", make([]byte, 60), 4)
+	ok, err = s.Apply("b", make([]byte, 60), Version{Seq: 4})
 	require.NoError(t, err)
 	assert.True(t, ok, "the room it freed is used")
-	ok, err = s.Apply("a", make([]byte, 1000), 2)
+	ok, err = s.Apply("a", make([]byte, 1000), Version{Seq: 2})
 	require.NoError(t, err)
 	assert.False(t, ok, "an older write is ignored before the budget is asked")
 }

@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ringside/ringside/internal/accept"
@@ -38,6 +40,9 @@ func run(ctx context.Context, args []string) error {
 	poll := fs.Duration("poll", "APP_POLL", 100*time.Millisecond, "how often the sidecar is asked who leads")
 	stale := fs.Duration("stale", "APP_STALE", 0, "forget the leader when the sidecar has not answered for this long (0: 5 × --poll)")
 	storeMiB := fs.Int("max-store-mib", "APP_MAX_STORE_MIB", leaderapp.DefaultMaxStore>>20, "keys and values a replica may hold, in MiB; past it writes get 507")
+	var fencing, writeLog bool
+	fs.BoolVar(&fencing, "fencing", "APP_FENCING", false, "order writes by the leader's term and refuse those of an older term than seen (needs an elector that reports terms)")
+	fs.BoolVar(&writeLog, "write-log", "APP_WRITE_LOG", false, "print every applied write as a JSON line on stdout (for experiments)")
 	level := fs.String("log-level", "APP_LOG", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -54,7 +59,8 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	app, err := leaderapp.New(leaderapp.Config{Name: *name, Sidecar: strings.TrimSuffix(*sidecar, "/"), Peers: pm, Secret: *secret,
-		WriteWork: *writeWork, ReadWork: *readWork, Poll: *poll, Stale: *stale, MaxStoreBytes: int64(*storeMiB) << 20, Log: log})
+		WriteWork: *writeWork, ReadWork: *readWork, Poll: *poll, Stale: *stale, MaxStoreBytes: int64(*storeMiB) << 20, Log: log,
+		Fencing: fencing, OnApply: appliedLog(writeLog)})
 	if err != nil {
 		return err
 	}
@@ -112,4 +118,18 @@ func parsePeers(s string) (map[string]string, error) {
 		return nil, fmt.Errorf("--peers (APP_PEERS) is required: every replica as name=URL")
 	}
 	return out, nil
+}
+
+// appliedLog prints applied writes as JSON lines, or nothing.
+func appliedLog(on bool) func(leaderapp.Applied) {
+	if !on {
+		return nil
+	}
+	var mu sync.Mutex
+	enc := json.NewEncoder(os.Stdout)
+	return func(a leaderapp.Applied) {
+		mu.Lock()
+		defer mu.Unlock()
+		enc.Encode(map[string]any{"ts_ns": a.At.UnixNano(), "key": a.Key, "term": a.Term, "vterm": a.Version.Term, "seq": a.Version.Seq, "as": a.As, "leader": a.Leader})
+	}
 }
