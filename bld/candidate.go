@@ -72,6 +72,9 @@ type Candidate struct {
 	// written (termLock).
 	recHolder string
 	recTerm   int
+	recSeen   bool
+	renewedAt time.Time // this candidate's last write of a record naming it, by its clock
+	leading   bool      // between the electors' started and the end of its leadership
 	ranking []Follower
 	// The record as read ahead for this try (see ElectorConfig.Prefetch).
 	ahead   *Snapshot
@@ -127,11 +130,10 @@ func NewCandidate(cfg CandidateConfig) (*Candidate, error) {
 	return c, nil
 }
 
-// Leader returns the last known leader.
+// Leader returns the leader as this candidate knows it (LeaderTerm).
 func (c *Candidate) Leader() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.leader
+	l, _, _ := c.LeaderTerm()
+	return l
 }
 
 // Kick makes a waiting candidate try to acquire now.
@@ -162,8 +164,15 @@ func (c *Candidate) Run(ctx context.Context) error {
 	// "started" and look like two leaders at once.
 	started := func(lctx context.Context) {
 		c.mu.Lock()
-		c.leader = c.cfg.Identity
+		c.leader, c.leading = c.cfg.Identity, true
 		c.mu.Unlock()
+		// At once, though the loops below may still be waiting on the API
+		// server.
+		context.AfterFunc(lctx, func() {
+			c.mu.Lock()
+			c.leading = false
+			c.mu.Unlock()
+		})
 		c.cfg.OnEvent("started", c.cfg.Identity)
 		if balance.Balanced(c.cfg.Algorithm) {
 			c.confirmLoop(lctx)

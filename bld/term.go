@@ -15,16 +15,16 @@ import (
 // deletion: a re-created Lease starts again at 0.
 
 // termLock notes the holder and leaderTransitions of every record this
-// candidate reads or writes successfully.
+// candidate reads or writes successfully, and whether it wrote it.
 type termLock struct {
 	annotatedLock
-	note func(holder string, transitions int)
+	note func(holder string, transitions int, wrote bool)
 }
 
 func (l termLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
 	rec, raw, err := l.annotatedLock.Get(ctx)
 	if err == nil && rec != nil {
-		l.note(rec.HolderIdentity, rec.LeaderTransitions)
+		l.note(rec.HolderIdentity, rec.LeaderTransitions, false)
 	}
 	return rec, raw, err
 }
@@ -32,7 +32,7 @@ func (l termLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, 
 func (l termLock) Create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
 	err := l.annotatedLock.Create(ctx, rec)
 	if err == nil {
-		l.note(rec.HolderIdentity, rec.LeaderTransitions)
+		l.note(rec.HolderIdentity, rec.LeaderTransitions, true)
 	}
 	return err
 }
@@ -40,22 +40,42 @@ func (l termLock) Create(ctx context.Context, rec resourcelock.LeaderElectionRec
 func (l termLock) Update(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
 	err := l.annotatedLock.Update(ctx, rec)
 	if err == nil {
-		l.note(rec.HolderIdentity, rec.LeaderTransitions)
+		l.note(rec.HolderIdentity, rec.LeaderTransitions, true)
 	}
 	return err
 }
 
-func (c *Candidate) noteRecord(holder string, transitions int) {
+func (c *Candidate) noteRecord(holder string, transitions int, wrote bool) {
+	now := c.cfg.Clock.Now()
 	c.mu.Lock()
-	c.recHolder, c.recTerm = holder, transitions
+	c.recHolder, c.recTerm, c.recSeen = holder, transitions, true
+	if wrote && holder == c.cfg.Identity {
+		c.renewedAt = now
+	}
 	c.mu.Unlock()
 }
 
-// LeaderTerm returns the last known leader and its term; ok is false when
-// the last record this candidate saw names someone else (the term of the
-// leader it names is then unknown).
+// LeaderTerm returns the leader as this candidate knows it and, when
+// known, its term. The freshest knowledge wins: the last lock record read
+// or written, at every try, over the electors' callbacks — client-go
+// reports a new leader only at the end of a renew round, so a leader
+// woken from a pause would name itself for a whole renew deadline after
+// its first read showed another holder. A candidate that stepped down
+// does not name itself although its last record does: cut off from the
+// API server, it could read no newer one. Nor does a leader whose last
+// renewal is a renew deadline old by its clock, whatever its elector
+// still believes (a request hung in a partition can hold client-go's
+// elector, and its callbacks, well past it). A released lease names
+// nobody.
 func (c *Candidate) LeaderTerm() (leader string, term int, ok bool) {
+	now := c.cfg.Clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.leader, c.recTerm, c.leader != "" && c.recHolder == c.leader
+	if !c.recSeen {
+		return c.leader, 0, false
+	}
+	if c.recHolder == c.cfg.Identity && (!c.leading || now.Sub(c.renewedAt) >= c.cfg.RenewDeadline) {
+		return "", 0, false
+	}
+	return c.recHolder, c.recTerm, c.recHolder != ""
 }

@@ -155,6 +155,9 @@ func Start(ctx context.Context, kubeconfig, backend string) (*Cluster, error) {
 	return c, nil
 }
 
+// Kubeconfig is the path of the cluster's kubeconfig.
+func (c *Cluster) Kubeconfig() string { return c.kubeconfig }
+
 // workers lists the nodes the BLD candidates count, sorted, and counts
 // all nodes.
 func workers(ctx context.Context, cs kubernetes.Interface) ([]string, int, error) {

@@ -67,14 +67,16 @@ func (p *Processes) deploy(ctx context.Context, ns string, apps []App, offset in
 	return podNode, nil
 }
 
-// Elect starts one elector process for a replica.
-func (ps *Processes) Elect(ns, app, pod, node, alg, lock string, t Timing) error {
+// Elect starts one elector process for a replica; extra flags come last,
+// so they override (--kubeconfig through an APIProxy, --clock-rate).
+func (ps *Processes) Elect(ns, app, pod, node, alg, lock string, t Timing, extra ...string) error {
 	// Port 0: the elector binds a free port itself (it advertises what it
 	// bound), where picking one here could race other processes for it.
 	cmd := exec.Command(ps.bin, "--kubeconfig", ps.c.kubeconfig, "--algorithm", alg, "--lock", lock,
 		"--election", app, "--namespace", ns, "--id", pod, "--node", node, "--http", "127.0.0.1:0", "--events",
 		"--lease-duration", t.Lease.String(), "--renew-deadline", t.Renew.String(), "--retry-period", t.Retry.String(),
 		"--log-level", "error")
+	cmd.Args = append(cmd.Args, extra...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return err
@@ -163,6 +165,22 @@ func (ps *Processes) signal(ctx context.Context, ns, pod string, sig syscall.Sig
 		return at, ctx.Err()
 	}
 	return at, nil
+}
+
+// Freeze stops pod's elector with SIGSTOP (on) or lets it go on with
+// SIGCONT: a paused process, not a lost one.
+func (ps *Processes) Freeze(ns, pod string, on bool) error {
+	ps.mu.Lock()
+	p := ps.procs[ns+"/"+pod]
+	ps.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("no elector %s/%s", ns, pod)
+	}
+	sig := syscall.SIGCONT
+	if on {
+		sig = syscall.SIGSTOP
+	}
+	return p.cmd.Process.Signal(sig)
 }
 
 // stop kills every elector in ns.
