@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -28,7 +29,7 @@ const (
 // Headers of the application's protocol.
 const (
 	HeaderRole      = "X-Role"   // the answering replica's role
-	HeaderLeader    = "X-Leader" // on /internal/apply: the sending leader
+	HeaderLeader    = "X-Leader" // on /internal/apply: the sending leader; on a write's answer: the leader that applied it
 	HeaderSeq       = "X-Seq"    // the write's sequence number
 	HeaderTerm      = "X-Term"   // the term of the leader that numbered the write (fencing)
 	HeaderFence     = "X-Fence"  // on a 409: the newest term the refusing replica has seen
@@ -77,6 +78,8 @@ type Server struct {
 	cfg   Config
 	store *Store
 	fence Fence
+	// announced is 1 + the term this replica last announced as leader.
+	announced atomic.Int64
 	// applyMu makes the fence check and the store's apply one step: a
 	// write of an older term must not land after a newer one was taken.
 	applyMu sync.Mutex
@@ -131,23 +134,25 @@ func (s *Server) Role() (Kind, string) {
 }
 
 // roleTerm is Role with the leader's term (-1: not reported). With
-// fencing, a leader whose term is unknown, or older than one this replica
-// has seen, does not act as leader.
+// fencing, a leader whose term is unknown, older than one this replica
+// has seen, or not yet announced to its peers does not act as leader.
 func (s *Server) roleTerm() (Kind, string, int64) {
+	k, leader, term := s.sidecarRole()
+	if s.cfg.Fencing && k == Leader && (term < 0 || uint64(term) < s.fence.Newest() || s.announced.Load() != term+1) {
+		return Leaderless, "", term
+	}
+	return k, leader, term
+}
+
+// sidecarRole is the role as the sidecar's last answer gives it.
+func (s *Server) sidecarRole() (Kind, string, int64) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	k, leader := s.role.At(s.now())
-	term, known := s.role.Term()
-	s.mu.Unlock()
-	if !known {
-		if s.cfg.Fencing && k == Leader {
-			return Leaderless, "", -1
-		}
-		return k, leader, -1
+	if term, known := s.role.Term(); known {
+		return k, leader, int64(term)
 	}
-	if s.cfg.Fencing && k == Leader && term < s.fence.Newest() {
-		return Leaderless, "", int64(term)
-	}
-	return k, leader, int64(term)
+	return k, leader, -1
 }
 
 // Run asks the sidecar who leads every Poll until ctx ends, and logs
@@ -163,12 +168,12 @@ func (s *Server) Run(ctx context.Context) {
 				s.fence.Admit(*ans.Term) // an older term than seen changes nothing
 			}
 		}
+		if k, _, term := s.sidecarRole(); s.cfg.Fencing && k == Leader && term >= 0 && s.announced.Load() != term+1 && uint64(term) >= s.fence.Newest() {
+			s.announce(ctx, term)
+		}
 		if k, leader, term := s.roleTerm(); k != was {
 			s.cfg.Log.Info("role", "role", k, "leader", leader, "term", term)
 			was = k
-			if k == Leader && s.cfg.Fencing {
-				go s.announce(ctx, term)
-			}
 		}
 		select {
 		case <-ctx.Done():
@@ -292,6 +297,7 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		w.Header().Set(HeaderSeq, strconv.FormatUint(seq, 10))
+		w.Header().Set(HeaderLeader, s.cfg.Name)
 		w.WriteHeader(http.StatusNoContent)
 	}
 }
@@ -309,7 +315,7 @@ func (s *Server) forward(w http.ResponseWriter, ctx context.Context, leader, key
 		return
 	}
 	defer resp.Body.Close()
-	for _, h := range []string{HeaderSeq, "Content-Type"} {
+	for _, h := range []string{HeaderSeq, HeaderLeader, "Content-Type"} {
 		if v := resp.Header.Get(h); v != "" {
 			w.Header().Set(h, v)
 		}
@@ -437,24 +443,35 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// announce tells every peer the term of this new leader: a follower that
-// learns it here refuses the predecessor's writes from then on, without
-// waiting to hear it from its own sidecar. Best effort: a peer it misses
-// learns the term from the first write.
+// announce tells every peer the term of this new leader before it acts
+// as one: a follower that learns it here refuses the predecessor's
+// writes from then on, without waiting to hear it from its own sidecar,
+// so none takes a stale write after this leader's first. A peer that
+// knows a newer term raises this replica's fence instead; one that does
+// not answer within the stale period learns the term from the first
+// write.
 func (s *Server) announce(ctx context.Context, term int64) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Stale)
+	defer cancel()
+	var wg sync.WaitGroup
 	for name, base := range s.cfg.Peers {
 		if name == s.cfg.Name {
 			continue
 		}
-		go func() {
+		wg.Go(func() {
 			resp, err := s.peer(ctx, base+"/internal/fence", nil, HeaderLeader, s.cfg.Name, HeaderTerm, strconv.FormatInt(term, 10))
 			if err != nil {
 				s.cfg.Log.Debug("announcing the term", "peer", name, "err", err)
 				return
 			}
-			resp.Body.Close()
-		}()
+			defer resp.Body.Close()
+			if newest, err := strconv.ParseUint(resp.Header.Get(HeaderFence), 10, 64); err == nil {
+				s.fence.Admit(newest)
+			}
+		})
 	}
+	wg.Wait()
+	s.announced.Store(term + 1)
 }
 
 // handleFence takes a new leader's term (announce).

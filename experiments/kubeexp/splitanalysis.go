@@ -7,14 +7,15 @@ import (
 
 // What kube-split-brain reads from a run: every write each replica
 // applied (leaderapp's write log), every write a client had acknowledged,
-// and every replica's store at the end. splitVerdict is a pure function
-// of them.
+// and every replica's store at the end. judge, lostAcked and
+// droppedAcked are pure functions of them.
 
 // appliedWrite is one line of a replica's write log.
 type appliedWrite struct {
 	At       time.Time
 	Replica  string // who applied it
 	Key      string
+	Seq      uint64
 	Term     int64  // the term of the leader that numbered it, as its sidecar said (-1: unknown)
 	Leader   string // the replica that numbered it
 	AsLeader bool
@@ -196,10 +197,54 @@ func earlier(a, b time.Time) time.Time {
 }
 
 // ackedWrite is a write a client had acknowledged: attempt is its
-// writer's sequence number (values are "<writer>-<attempt>").
+// writer's sequence number (values are "<writer>-<attempt>"), Seq and
+// Leader the number and the replica the answer named.
 type ackedWrite struct {
 	Key     string
 	Attempt int
+	Seq     uint64
+	Leader  string
+}
+
+// droppedAcked counts the acknowledged writes some replica answered for
+// without applying, because it held a write of the key numbered as high
+// by another leader — a deposed one's: without fencing the two leaders'
+// numbers are not ordered. (A write dropped for a later one of the same
+// leader is superseded, not lost.) Such a replica, leading next, would
+// serve the deposed leader's value.
+func droppedAcked(acked []ackedWrite, log []appliedWrite) int {
+	type applied struct {
+		key    string
+		seq    uint64
+		leader string
+	}
+	has := map[string]map[applied]bool{}
+	highest := map[string]map[string]map[string]uint64{} // replica → key → leader → the highest seq applied
+	for _, w := range log {
+		if has[w.Replica] == nil {
+			has[w.Replica], highest[w.Replica] = map[applied]bool{}, map[string]map[string]uint64{}
+		}
+		has[w.Replica][applied{w.Key, w.Seq, w.Leader}] = true
+		if highest[w.Replica][w.Key] == nil {
+			highest[w.Replica][w.Key] = map[string]uint64{}
+		}
+		highest[w.Replica][w.Key][w.Leader] = max(highest[w.Replica][w.Key][w.Leader], w.Seq)
+	}
+	n := 0
+	for _, a := range acked {
+		for r, got := range has {
+			if got[applied{a.Key, a.Seq, a.Leader}] {
+				continue
+			}
+			for leader, seq := range highest[r][a.Key] {
+				if leader != a.Leader && seq >= a.Seq {
+					n++
+					break
+				}
+			}
+		}
+	}
+	return n
 }
 
 // lostAcked counts (replica, key) pairs whose final value is older than

@@ -52,11 +52,27 @@ func TestJudgeMeasuresOverlapAndStaleWrites(t *testing.T) {
 }
 
 func TestLostAckedComparesEveryReplicaWithTheLastAck(t *testing.T) {
-	acked := []ackedWrite{{"k1", 1}, {"k1", 4}, {"k2", 2}}
+	acked := []ackedWrite{{Key: "k1", Attempt: 1}, {Key: "k1", Attempt: 4}, {Key: "k2", Attempt: 2}}
 	final := map[string]map[string]int{
 		"a": {"k1": 4, "k2": 2},
 		"b": {"k1": 5, "k2": 2}, // a later, unacknowledged attempt: not a loss
 		"c": {"k1": 3},          // older than the ack, and k2 missing
 	}
 	assert.Equal(t, 2, lostAcked(acked, final))
+}
+
+// b acknowledged k@5, but a (the deposed leader) and c hold a's k@7,
+// numbered higher: both dropped it and would serve a's value. j@6,
+// missing at c behind b's own j@8, is superseded, not lost.
+func TestDroppedAckedCountsWritesHiddenByAnotherLeader(t *testing.T) {
+	w := func(r, key string, seq uint64, leader string) appliedWrite {
+		return appliedWrite{Replica: r, Key: key, Seq: seq, Leader: leader, AsLeader: r == leader}
+	}
+	log := []appliedWrite{
+		w("a", "k", 7, "a"),
+		w("b", "k", 5, "b"), w("b", "j", 8, "b"),
+		w("c", "k", 7, "a"), w("c", "j", 8, "b"),
+	}
+	acked := []ackedWrite{{Key: "k", Seq: 5, Leader: "b"}, {Key: "j", Seq: 6, Leader: "b"}, {Key: "j", Seq: 8, Leader: "b"}}
+	assert.Equal(t, 2, droppedAcked(acked, log), "k@5 at a and at c")
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/ringside/ringside/experiments/backend/kube"
 	"github.com/ringside/ringside/internal/imagebuild"
+	"github.com/ringside/ringside/leaderapp"
 )
 
 // splitRun is one repetition of kube-split-brain: an application's
@@ -214,12 +215,13 @@ func (r *splitRun) app(bin, pod, peers, secret string) error {
 			var l struct {
 				TS     int64  `json:"ts_ns"`
 				Key    string `json:"key"`
+				Seq    uint64 `json:"seq"`
 				Term   int64  `json:"term"`
 				As     string `json:"as"`
 				Leader string `json:"leader"`
 			}
 			if json.Unmarshal(sc.Bytes(), &l) == nil && l.Key != "" {
-				out = append(out, appliedWrite{At: time.Unix(0, l.TS), Replica: pod, Key: l.Key, Term: l.Term, Leader: l.Leader, AsLeader: l.As == "leader"})
+				out = append(out, appliedWrite{At: time.Unix(0, l.TS), Replica: pod, Key: l.Key, Seq: l.Seq, Term: l.Term, Leader: l.Leader, AsLeader: l.As == "leader"})
 			}
 		}
 		r.mu.Lock()
@@ -297,9 +299,10 @@ func (r *splitRun) writers(n int, stop <-chan struct{}) func() []ackedWrite {
 				}
 				io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
-				if resp.StatusCode == http.StatusNoContent {
+				seq, err := strconv.ParseUint(resp.Header.Get(leaderapp.HeaderSeq), 10, 64)
+				if resp.StatusCode == http.StatusNoContent && err == nil {
 					mu.Lock()
-					acked = append(acked, ackedWrite{Key: key, Attempt: attempt})
+					acked = append(acked, ackedWrite{Key: key, Attempt: attempt, Seq: seq, Leader: resp.Header.Get(leaderapp.HeaderLeader)})
 					mu.Unlock()
 				}
 			}
