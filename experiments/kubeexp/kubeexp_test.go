@@ -215,6 +215,10 @@ func TestSplitBrainFencesStaleLeaders(t *testing.T) {
 	for i := range sb.Rows {
 		name := sb.Str(i, "fault") + " " + sb.Str(i, "algorithm") + " fencing " + sb.Str(i, "fencing")
 		assert.Positive(t, sb.Float(i, "acked"), name)
+		// The fault took: frozen or cut off for two leases, the victim lost
+		// the lease to another replica.
+		assert.NotEmpty(t, sb.Str(i, "successor"), name)
+		assert.NotEqual(t, sb.Str(i, "victim"), sb.Str(i, "successor"), name)
 		assert.LessOrEqual(t, sb.Float(i, "overlap_ms"), sb.Float(i, "predicted_hi_ms")+500, name)
 		if sb.Str(i, "fencing") == "on" {
 			for _, col := range []string{"overlap_ms", "stale_accepted", "fence_violations", "acked_dropped", "lost_acked"} {
