@@ -112,7 +112,8 @@ type splitVerdict struct {
 	FenceViolations int
 	// SingleLeader is the time from the fault until only one replica acts
 	// as leader: the end of the last overlap, or the successor's first
-	// write when there was none (0 when nobody took over).
+	// write when there was none (0 when nobody took over, or before the
+	// fault).
 	SingleLeader time.Duration
 	Successor    string
 }
@@ -172,10 +173,12 @@ func judge(log []appliedWrite, fault time.Time, victim string) splitVerdict {
 			v.StaleAccepted++
 		}
 	}
+	// The successor may have begun before the fault: a slow-clocked
+	// leader loses its lease while it still renews (docs/split-brain.md).
 	for _, t := range ts {
-		if t.replica != victim && !t.first.Before(fault) {
+		if t.replica != victim {
 			v.Successor = t.replica
-			v.SingleLeader = later(end, t.first).Sub(fault)
+			v.SingleLeader = max(0, later(end, t.first).Sub(fault))
 			break
 		}
 	}

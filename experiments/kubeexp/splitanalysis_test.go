@@ -46,6 +46,11 @@ func TestJudgeMeasuresOverlapAndStaleWrites(t *testing.T) {
 	assert.Zero(t, v.StaleLeader+v.StaleAccepted+v.FenceViolations)
 	assert.Equal(t, 1100*time.Millisecond, v.SingleLeader)
 
+	// Taken over before the fault (a slow clock alone can do it).
+	v = judge([]appliedWrite{lead(0, "a", 1), lead(100, "b", 2), lead(3000, "b", 2)}, at(1000), "a")
+	assert.Equal(t, "b", v.Successor)
+	assert.Zero(t, v.SingleLeader)
+
 	// Nobody took over (a pause shorter than the lease).
 	v = judge([]appliedWrite{lead(0, "a", 1), lead(3000, "a", 1)}, at(1000), "a")
 	assert.Equal(t, splitVerdict{}, v)
