@@ -88,10 +88,15 @@ func (ax Axes) check(series string, k int, x, y float64) error {
 func LinePlot(path string, ax Axes, series []Series) error {
 	points := 0
 	for _, s := range series {
-		points += len(s.X)
+		for k := range s.X {
+			if !math.IsNaN(s.X[k]) && !math.IsNaN(s.Y[k]) {
+				points++
+			}
+		}
 	}
-	if points == 0 && (ax.LogX || ax.LogY) {
-		// gonum cannot range an empty log axis (it panics).
+	if points == 0 {
+		// gonum cannot range an axis with no value: a log one panics, a
+		// linear one spins for ever choosing ticks for a NaN range.
 		return fmt.Errorf("plot %q: no point to draw", ax.Title)
 	}
 	p := newPlot(ax)

@@ -62,3 +62,15 @@ func TestSpreads(t *testing.T) {
 	assert.Equal(t, 0.0, lo, "never below the smallest value")
 	assert.LessOrEqual(t, hi, 100.0)
 }
+
+// A plot with nothing to draw is refused by name, on any axes: gonum
+// would panic on an empty log axis and spin for ever on a linear one.
+func TestLinePlotRefusesNothingToDraw(t *testing.T) {
+	nan := math.NaN()
+	for _, series := range [][]Series{nil, {{Name: "a"}}, {{Name: "a", X: []float64{1}, Y: []float64{nan}}}} {
+		for _, ax := range []Axes{{Title: "lin"}, {Title: "log", LogY: true}} {
+			err := LinePlot(filepath.Join(t.TempDir(), "p.png"), ax, series)
+			assert.ErrorContains(t, err, "no point to draw", "%s %v", ax.Title, series)
+		}
+	}
+}

@@ -273,10 +273,14 @@ func (s *SplitBrain) Report(in *experiments.ReportInput) (string, error) {
 			lines.Of(label+" "+alg).Point(x, y, l, h)
 		}
 	}
-	fig, err := in.Figure("overlap", "overlap of two acting leaders", experiments.Line(experiments.Axes{
-		Title: "two leaders acting at once, fencing off (p50, p10–p90)", X: "fault length (s), or clock rate for skew", Y: "overlap (ms)"}, lines.List))
-	if err != nil {
-		return "", err
+	fig := ""
+	if len(lines.List) > 0 {
+		var err error
+		fig, err = in.Figure("overlap", "overlap of two acting leaders", experiments.Line(experiments.Axes{
+			Title: "two leaders acting at once, fencing off (p50, p10–p90)", X: "fault length (s), or clock rate for skew", Y: "overlap (ms)"}, lines.List))
+		if err != nil {
+			return "", err
+		}
 	}
 	out := experiments.MarkdownTable([]string{"fault", "length", "algorithm", "fencing", "reps", "overlap p50 ms", "overlap max ms", "predicted ms",
 		"stale leader writes", "stale writes accepted", "fence violations", "acked writes dropped", "acked writes lost at the end", "acked writes", "single leader after ms", "target"}, rows)
