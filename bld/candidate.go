@@ -66,8 +66,8 @@ type Candidate struct {
 	kick   chan struct{}
 	hc     *http.Client
 
-	mu      sync.Mutex
-	leader  string
+	mu     sync.Mutex
+	leader string
 	// The holder and leaderTransitions of the last lock record read or
 	// written (termLock).
 	recHolder string
@@ -75,7 +75,7 @@ type Candidate struct {
 	recSeen   bool
 	renewedAt time.Time // this candidate's last write of a record naming it, by its clock
 	leading   bool      // between the electors' started and the end of its leadership
-	ranking []Follower
+	ranking   []Follower
 	// The record as read ahead for this try (see ElectorConfig.Prefetch).
 	ahead   *Snapshot
 	aheadAt time.Time

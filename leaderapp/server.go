@@ -84,8 +84,8 @@ type Server struct {
 	// write of an older term must not land after a newer one was taken.
 	applyMu sync.Mutex
 	mu      sync.Mutex
-	role  *Role
-	now   func() time.Time
+	role    *Role
+	now     func() time.Time
 }
 
 // New checks cfg and returns a replica.
