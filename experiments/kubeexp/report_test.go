@@ -1,6 +1,7 @@
 package kubeexp
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -46,4 +47,11 @@ func TestLatencyReportsApplicationsThatNeverElected(t *testing.T) {
 	assert.Contains(t, out, "| bld | 3 | 2 | 1 | 12 |", "two elections, one never elected, mean over the two")
 	assert.Contains(t, out, "**1 application elections never produced a leader")
 	assert.Contains(t, out, "target ≤ 1.3 with every application elected: **missed**", "1.0 ≤ 1.3, but an election stalled")
+}
+
+func TestDisjointChance(t *testing.T) {
+	assert.InDelta(t, 1.0, disjointChance(1), 1e-12, "two single values never overlap (ties aside)")
+	assert.InDelta(t, 0.1, disjointChance(3), 1e-12)
+	assert.InDelta(t, 2.0/252, disjointChance(5), 1e-12)
+	assert.True(t, math.IsNaN(disjointChance(0)))
 }

@@ -37,15 +37,19 @@ import (
 type tpFlags struct {
 	clients   experiments.IntList
 	duration  time.Duration
+	// quickPoint is a load point's length in the quick profile.
+	quickPoint time.Duration
 	nodeCPUs  float64
 	writeWork int
 	readWork  int
 	k         kubeFlags
 }
 
-func (f *tpFlags) define(fs *flag.FlagSet) {
+// define adds the flags; a quick load point lasts quickPoint.
+func (f *tpFlags) define(fs *flag.FlagSet, quickPoint time.Duration) {
+	f.quickPoint = quickPoint
 	fs.Var(&f.clients, "clients", "concurrent closed-loop clients per load point (default: 1,16 quick; 1,2,4,8,16 paper, as the paper ran)")
-	fs.DurationVar(&f.duration, "duration", 0, "length of a load point (default: 2 s quick, 60 s paper, as the paper ran)")
+	fs.DurationVar(&f.duration, "duration", 0, fmt.Sprintf("length of a load point (default: %s quick, 60 s paper, as the paper ran)", quickPoint))
 	fs.Float64Var(&f.nodeCPUs, "node-cpus", 0.5, "CPU limit of each of the three worker nodes (a cgroup)")
 	fs.IntVar(&f.writeWork, "write-work", 3000, "SHA-256 rounds a write costs the leader")
 	fs.IntVar(&f.readWork, "read-work", 300, "SHA-256 rounds a read costs (a tenth of a write)")
@@ -66,7 +70,7 @@ func (f *tpFlags) pointDuration(profile string) time.Duration {
 	case profile == experiments.ProfilePaper:
 		return time.Minute
 	}
-	return 2 * time.Second
+	return f.quickPoint
 }
 
 // tpTiming is the lease configuration of the throughput runs: a leader

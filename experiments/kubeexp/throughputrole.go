@@ -30,7 +30,7 @@ func (*ThroughputRole) Spec() experiments.Spec {
 }
 
 func (t *ThroughputRole) Flags(fs *flag.FlagSet) {
-	t.f.define(fs)
+	t.f.define(fs, 2*time.Second)
 	fs.IntVar(&t.replicas, "replicas", 5, "replicas of the application")
 }
 
