@@ -35,14 +35,14 @@ import (
 
 // tpFlags are the settings both throughput experiments take.
 type tpFlags struct {
-	clients   experiments.IntList
-	duration  time.Duration
+	clients  experiments.IntList
+	duration time.Duration
 	// quickPoint is a load point's length in the quick profile.
 	quickPoint time.Duration
-	nodeCPUs  float64
-	writeWork int
-	readWork  int
-	k         kubeFlags
+	nodeCPUs   float64
+	writeWork  int
+	readWork   int
+	k          kubeFlags
 }
 
 // define adds the flags; a quick load point lasts quickPoint.

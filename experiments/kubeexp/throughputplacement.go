@@ -1,11 +1,11 @@
 package kubeexp
 
 import (
-	"math"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"slices"
