@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ringside/ringside/bld"
+	"github.com/ringside/ringside/experiments/backend/kube/controlplane"
 	"github.com/ringside/ringside/bld/balance"
 	"github.com/ringside/ringside/k8s/kindrun"
 )
@@ -61,6 +62,7 @@ func TestKindClusterBalancesLeaders(t *testing.T) {
 	for _, n := range nodes.Items {
 		assert.Equal(t, "v1.32.13", n.Status.NodeInfo.KubeletVersion, n.Name)
 	}
+	assert.NoError(t, controlplane.CheckCoordinatedElection(ctx, cs), "kind.yaml turns coordinated leader election on")
 
 	apps := []string{"app-1", "app-2", "app-3"}
 	objs, err := Applications(render(t, balance.BLD), apps...)

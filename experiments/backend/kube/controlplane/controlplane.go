@@ -112,6 +112,15 @@ func Start(ctx context.Context, dir string) (*ControlPlane, error) {
 	return cp, nil
 }
 
+// The feature gate and API group of Kubernetes' coordinated leader
+// election, on in every control plane ringside runs (this one, the
+// compose stack's, which is this one in a container, and kind's:
+// k8s/kind.yaml).
+const (
+	CoordinatedElectionGate = "CoordinatedLeaderElection=true"
+	CoordinatedElectionAPI  = "coordination.k8s.io/v1alpha2"
+)
+
 // startAPIServer makes the PKI (valid for names too), runs kube-apiserver
 // on bind:port against etcdURL, writes the kubeconfig for cp.URL and waits
 // until the server is ready.
@@ -135,6 +144,10 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, bin, etcdURL, bind s
 		"--endpoint-reconciler-type", "none",
 		"--disable-admission-plugins", "ServiceAccount",
 		"--enable-priority-and-fairness=false",
+		// Coordinated leader election (KEP-4355, alpha in v1.32): the
+		// LeaseCandidate API and a Lease's strategy and preferredHolder.
+		"--feature-gates", CoordinatedElectionGate,
+		"--runtime-config", CoordinatedElectionAPI+"=true",
 		"--v", "0")...); err != nil {
 		return err
 	}

@@ -29,6 +29,7 @@ func TestControlPlaneServesTheAPI(t *testing.T) {
 	require.Equal(t, "v1.32.13", v.GitVersion)
 	_, err = cs.CoordinationV1().Leases("default").List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
+	RequireCoordinatedElection(t, cs)
 }
 
 // Two control planes never share a credential: each makes its own admin
@@ -106,4 +107,11 @@ func TestServeHandsOverAWorkingKubeconfig(t *testing.T) {
 	require.ElementsMatch(t, []string{"w1", "w2", "w3"}, names)
 	stop()
 	require.NoError(t, <-done)
+}
+
+// RequireCoordinatedElection fails t unless cs's API server serves
+// coordinated leader election.
+func RequireCoordinatedElection(t *testing.T, cs kubernetes.Interface) {
+	t.Helper()
+	require.NoError(t, CheckCoordinatedElection(t.Context(), cs))
 }
