@@ -29,6 +29,7 @@ var cores = []string{
 	"github.com/ringside/ringside/k8s/podnet",
 	"github.com/ringside/ringside/balancer/pick",
 	"github.com/ringside/ringside/bld/balance",
+	"github.com/ringside/ringside/bld/strategy",
 }
 
 // forbidden are the packages no core may reach, even through another

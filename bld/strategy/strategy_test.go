@@ -1,0 +1,187 @@
+package strategy
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var now = time.Unix(10_000, 0)
+
+const lease = 10 * time.Second
+
+func cands(app string, nodes ...string) []Candidate {
+	var out []Candidate
+	for _, n := range nodes {
+		out = append(out, Candidate{Identity: app + "@" + n, Node: n})
+	}
+	return out
+}
+
+func held(name, holder string, c []Candidate) Election {
+	return Election{Name: name, Holder: holder, RenewTime: now.Add(-time.Second), LeaseDuration: lease, Candidates: c}
+}
+
+// New elections, every one with a candidate on every node: one leader per
+// node, in a fixed order.
+func TestFreeLeasesAreSpread(t *testing.T) {
+	var es []Election
+	for _, a := range []string{"c", "a", "b"} {
+		es = append(es, Election{Name: a, Candidates: cands(a, "n3", "n1", "n2")})
+	}
+	assert.Equal(t, []Decision{{Election: "a", Holder: "a@n1"}, {Election: "b", Holder: "b@n2"}, {Election: "c", Holder: "c@n3"}}, Decide(now, es))
+}
+
+// BLD's starving case: every node with a candidate of an election already
+// leads as much as the rule allows. With the whole picture the election
+// still gets a leader, on its least loaded node.
+func TestNoElectionStarves(t *testing.T) {
+	es := []Election{
+		held("a", "a@n1", cands("a", "n1", "n2")),
+		held("b", "b@n2", cands("b", "n1", "n2")),
+		{Name: "c", Candidates: cands("c", "n1")}, // only n1 hosts c
+	}
+	assert.Equal(t, []Decision{{Election: "c", Holder: "c@n1"}}, Decide(now, es))
+}
+
+// A Lease still valid is never given a second holder, even when its
+// holder's candidate is gone; once it runs out it is.
+func TestHeldLeaseKeepsItsHolder(t *testing.T) {
+	e := held("a", "gone", cands("a", "n1"))
+	assert.Empty(t, Decide(now, []Election{e}))
+	e.RenewTime = now.Add(-lease)
+	assert.Equal(t, []Decision{{Election: "a", Holder: "a@n1"}}, Decide(now, []Election{e}))
+}
+
+// A fourth node joins with a candidate of every election: the fewest
+// moves balance it, one per election at most, none while one is under
+// way or within a lease of the last.
+func TestLeadersMoveBackIntoBalance(t *testing.T) {
+	var es []Election
+	for i, n := range []string{"n1", "n1", "n2", "n2", "n3", "n3"} {
+		a := fmt.Sprintf("app%d", i)
+		es = append(es, held(a, a+"@"+n, cands(a, "n1", "n2", "n3", "n4")))
+	}
+	got := Decide(now, es)
+	assert.Equal(t, []Decision{{Election: "app0", Preferred: "app0@n4"}}, got, "2:2:2:0 needs one move")
+
+	// 3:3:0 → 2:2:2 takes two.
+	es = nil
+	for i, n := range []string{"n1", "n1", "n1", "n2", "n2", "n2"} {
+		a := fmt.Sprintf("app%d", i)
+		es = append(es, held(a, a+"@"+n, cands(a, "n1", "n2", "n3")))
+	}
+	assert.Equal(t, []Decision{{Election: "app0", Preferred: "app0@n3"}, {Election: "app3", Preferred: "app3@n3"}}, Decide(now, es))
+
+	// The move under way counts where it goes; a recent move waits.
+	es[0].Preferred = "app0@n3"
+	es[3].LastMove = now.Add(-lease / 2)
+	es[4].LastMove = now.Add(-lease / 2)
+	es[5].LastMove = now.Add(-lease / 2)
+	assert.Empty(t, Decide(now, es), "2:3:1 with n2's elections all moved within a lease")
+	es[3].LastMove = now.Add(-lease)
+	assert.Equal(t, []Decision{{Election: "app3", Preferred: "app3@n3"}}, Decide(now, es), "a lease later it may move")
+}
+
+// On random clusters: every decision is for an election that needs it (a
+// holder only for a free Lease, from its live candidates; a move only for
+// a held one, to a live candidate), at most one per election, the same
+// for any order of the input, and afterwards the spread is at most one
+// unless no allowed move could narrow it.
+func TestDecideProperties(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	nodes := []string{"n1", "n2", "n3", "n4", "n5"}
+	for trial := range 2000 {
+		var es []Election
+		for i := range 1 + r.IntN(12) {
+			name := fmt.Sprintf("e%d", i)
+			var cs []Candidate
+			for _, n := range nodes[:1+r.IntN(len(nodes))] {
+				if r.IntN(3) > 0 {
+					cs = append(cs, Candidate{Identity: name + "@" + n, Node: n})
+				}
+			}
+			e := Election{Name: name, Candidates: cs, LeaseDuration: lease}
+			if len(cs) > 0 && r.IntN(4) > 0 {
+				e.Holder, e.RenewTime = cs[r.IntN(len(cs))].Identity, now.Add(-time.Duration(r.IntN(12))*time.Second)
+			}
+			es = append(es, e)
+		}
+		got := Decide(now, es)
+		shuffled := slices.Clone(es)
+		r.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+		require.Equal(t, got, Decide(now, shuffled), "trial %d: the order of the input decides nothing", trial)
+
+		byName := map[string]Election{}
+		for _, e := range es {
+			byName[e.Name] = e
+		}
+		seen := map[string]bool{}
+		for _, d := range got {
+			e := byName[d.Election]
+			require.False(t, seen[d.Election], "trial %d: two decisions for %s", trial, d.Election)
+			seen[d.Election] = true
+			id := d.Holder + d.Preferred
+			_, live := e.candidate(id)
+			require.True(t, live, "trial %d: %s names %q, not a live candidate", trial, d.Election, id)
+			require.True(t, (d.Holder != "") == e.free(now), "trial %d: %s: a holder exactly for a free Lease (%+v)", trial, d.Election, d)
+		}
+		for _, e := range es {
+			if e.free(now) && len(e.Candidates) > 0 {
+				require.True(t, seen[e.Name], "trial %d: %s starves", trial, e.Name)
+			}
+		}
+		checkBalanced(t, trial, es, got)
+	}
+}
+
+// checkBalanced applies the decisions and checks that the leaders are
+// spread within one, or that no election led on a fullest node could
+// move to a node two or more below it.
+func checkBalanced(t *testing.T, trial int, es []Election, ds []Decision) {
+	t.Helper()
+	after := map[string]string{} // election → the identity leading after the decisions
+	for _, e := range es {
+		if !e.free(now) {
+			after[e.Name] = e.Holder
+		}
+	}
+	for _, d := range ds {
+		after[d.Election] = d.Holder + d.Preferred
+	}
+	count := map[string]int{}
+	where := map[string]string{}
+	for _, e := range es {
+		for _, c := range e.Candidates {
+			count[c.Node] += 0
+			if c.Identity == after[e.Name] {
+				count[c.Node]++
+				where[e.Name] = c.Node
+			}
+		}
+	}
+	hi, lo := -1, 1<<30
+	for _, n := range count {
+		hi, lo = max(hi, n), min(lo, n)
+	}
+	if hi-lo <= 1 {
+		return
+	}
+	moved := map[string]bool{}
+	for _, d := range ds {
+		moved[d.Election] = d.Preferred != ""
+	}
+	for _, e := range es {
+		if count[where[e.Name]] != hi || moved[e.Name] || e.free(now) {
+			continue
+		}
+		for _, c := range e.Candidates {
+			require.False(t, count[c.Node] < hi-1, "trial %d: spread %d–%d, yet %s could move to %s", trial, lo, hi, e.Name, c.Node)
+		}
+	}
+}
