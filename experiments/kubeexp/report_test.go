@@ -55,3 +55,17 @@ func TestDisjointChance(t *testing.T) {
 	assert.InDelta(t, 2.0/252, disjointChance(5), 1e-12)
 	assert.True(t, math.IsNaN(disjointChance(0)))
 }
+
+// kube-split-brain refuses settings it cannot run, by name, before it
+// starts anything.
+func TestSplitBrainRefusesBadSettings(t *testing.T) {
+	for _, args := range [][]string{
+		{"--length", "NaN"}, {"--length", "0"}, {"--length", "11"},
+		{"--rate", "NaN"}, {"--rate", "0"}, {"--rate", "1000"},
+		{"--replicas", "2"}, {"--writers", "0"}, {"--lease", "1h"},
+		{"--fault", "skew", "--algorithms", "default"},
+	} {
+		_, _, err := experiments.RunArgs(t.Context(), &SplitBrain{}, args, experiments.RunOptions{Seed: 1, Reps: 1, Out: t.TempDir()})
+		assert.Error(t, err, "%v", args)
+	}
+}

@@ -162,8 +162,13 @@ func (s *SplitBrain) Run(ctx context.Context, env *experiments.Env) error {
 		return fmt.Errorf("--writers %d: want 1 to 32", s.writers)
 	}
 	for _, l := range s.lengths {
-		if l <= 0 || l > 10 {
+		if !(l > 0 && l <= 10) { // NaN too
 			return fmt.Errorf("--length %v: want more than 0 and at most 10 leases", l)
+		}
+	}
+	for _, r := range s.rates {
+		if !(r >= 0.1 && r <= 10) {
+			return fmt.Errorf("--rate %v: want a clock rate from 0.1 to 10", r)
 		}
 	}
 	cells := s.cells()
