@@ -109,10 +109,14 @@ func parsePeers(s string) (map[string]string, error) {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("--peers %s: %q is not an http(s) URL", name, raw)
 		}
+		if u.User != nil || strings.ContainsAny(raw, "?#") {
+			return nil, fmt.Errorf("--peers %s: %q: want scheme://host[:port][/path], no user, query or fragment", name, raw)
+		}
 		if _, dup := out[name]; dup {
 			return nil, fmt.Errorf("--peers: %s twice", name)
 		}
-		out[name] = strings.TrimRight(raw, "/")
+		// One spelling: url.Parse takes "Http://" as http.
+		out[name] = u.Scheme + "://" + u.Host + strings.TrimRight(u.EscapedPath(), "/")
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("--peers (APP_PEERS) is required: every replica as name=URL")
