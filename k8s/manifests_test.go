@@ -312,8 +312,16 @@ func apply(ctx context.Context, t *testing.T, cfg *rest.Config, objs []*unstruct
 	require.NoError(t, err)
 	for _, o := range objs {
 		gvk := o.GroupVersionKind()
-		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		require.NoError(t, err, "%s", gvk)
+		// Discovery can fail for a while on a cluster just created on a
+		// loaded machine ("couldn't get current server API group list:
+		// unknown"): ask again, afresh, until a deadline.
+		var m *meta.RESTMapping
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			if m, err = mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+				mapper.Reset()
+			}
+			require.NoError(c, err, "%s", gvk)
+		}, time.Minute, 500*time.Millisecond)
 		var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
 		if m.Scope.Name() == meta.RESTScopeNameNamespace {
 			ri = dyn.Resource(m.Resource).Namespace(o.GetNamespace())
