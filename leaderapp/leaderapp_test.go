@@ -103,7 +103,7 @@ func application(t *testing.T, n, writeWork int, fencing ...bool) []*replica {
 			// A loaded machine (the race detector, two busy loops) can delay a
 			// poll past the default 5 × Poll, and a write then meets a replica
 			// that forgot its leader: these tests are not about staleness.
-			Stale: time.Second,
+			Stale:   time.Second,
 			Fencing: len(fencing) > 0 && fencing[0], OnApply: func(Applied) { r.applied.Add(1) }})
 		require.NoError(t, err)
 		r.appSrv = httptest.NewUnstartedServer(r.app.Handler())
