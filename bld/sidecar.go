@@ -16,9 +16,10 @@ func (c *Candidate) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		ans := map[string]any{"name": c.Leader()}
-		if leader, term, ok := c.LeaderTerm(); ok {
-			ans["name"], ans["term"] = leader, term
+		leader, term, ok := c.LeaderTerm()
+		ans := map[string]any{"name": leader}
+		if ok {
+			ans["term"] = term
 		}
 		json.NewEncoder(w).Encode(ans)
 	})

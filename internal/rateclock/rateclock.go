@@ -30,9 +30,6 @@ func New(rate float64) (*Clock, error) {
 	return &Clock{start: time.Now(), rate: rate}, nil
 }
 
-// Rate is how many of its seconds pass per real second.
-func (c *Clock) Rate() float64 { return c.rate }
-
 // real converts a span of this clock to real time.
 func (c *Clock) real(d time.Duration) time.Duration { return time.Duration(float64(d) / c.rate) }
 
