@@ -62,7 +62,11 @@ func TestKindClusterBalancesLeaders(t *testing.T) {
 	for _, n := range nodes.Items {
 		assert.Equal(t, "v1.32.13", n.Status.NodeInfo.KubeletVersion, n.Name)
 	}
-	assert.NoError(t, controlplane.CheckCoordinatedElection(ctx, cs), "kind.yaml turns coordinated leader election on")
+	// A fresh cluster on a loaded machine has dropped a request or two
+	// ("unexpected EOF"): the check passes once, within a minute.
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.NoError(c, controlplane.CheckCoordinatedElection(ctx, cs))
+	}, time.Minute, time.Second, "kind.yaml turns coordinated leader election on")
 
 	apps := []string{"app-1", "app-2", "app-3"}
 	objs, err := Applications(render(t, balance.BLD), apps...)
