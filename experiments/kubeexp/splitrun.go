@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -21,10 +20,9 @@ import (
 	"syscall"
 	"time"
 
-	"k8s.io/client-go/tools/clientcmd"
-
 	"github.com/ringside/ringside/experiments/backend/kube"
 	"github.com/ringside/ringside/internal/imagebuild"
+	"github.com/ringside/ringside/internal/kubeconfig"
 	"github.com/ringside/ringside/leaderapp"
 )
 
@@ -94,38 +92,23 @@ func newSplitRun(ctx context.Context, c *kube.Cluster, cell splitCell, replicas 
 			r.close()
 			return nil, err
 		}
-		// Every replica's listener is open before any replica starts (the
-		// peers need each other's URLs) and handed to its process.
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
+		if r.url[pod], r.ln[pod], err = replicaListener(); err != nil {
 			r.close()
 			return nil, err
 		}
-		f, err := ln.(*net.TCPListener).File()
-		ln.Close()
-		if err != nil {
-			r.close()
-			return nil, err
-		}
-		r.ln[pod] = f
-		r.url[pod] = "http://" + ln.Addr().String()
 	}
 	return r, nil
 }
 
 // apiServer is the host:port of the API server a kubeconfig names.
-func apiServer(kubeconfig string) (string, error) {
-	cfg, err := clientcmd.LoadFromFile(kubeconfig)
+func apiServer(path string) (string, error) {
+	rc, err := kubeconfig.Load(path)
 	if err != nil {
 		return "", err
 	}
-	ctx := cfg.Contexts[cfg.CurrentContext]
-	if ctx == nil || cfg.Clusters[ctx.Cluster] == nil {
-		return "", fmt.Errorf("kubeconfig %s: no cluster for its current context", kubeconfig)
-	}
-	u, err := url.Parse(cfg.Clusters[ctx.Cluster].Server)
+	u, err := url.Parse(rc.Host)
 	if err != nil || u.Host == "" {
-		return "", fmt.Errorf("kubeconfig %s: server %q: %v", kubeconfig, cfg.Clusters[ctx.Cluster].Server, err)
+		return "", fmt.Errorf("kubeconfig %s: server %q: %v", path, rc.Host, err)
 	}
 	return u.Host, nil
 }

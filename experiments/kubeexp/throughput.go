@@ -167,20 +167,9 @@ func (r *tpRun) start(ctx context.Context, name string, replicas, offset int, al
 	for _, pn := range pods {
 		a.pods = append(a.pods, pn[0])
 		a.node[pn[0]] = pn[1]
-		// Every replica's listener is open before any replica starts (the
-		// peers need each other's URLs), and handed to its process: no
-		// other process can take the port in between.
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
+		if a.url[pn[0]], a.ln[pn[0]], err = replicaListener(); err != nil {
 			return nil, err
 		}
-		f, err := ln.(*net.TCPListener).File()
-		ln.Close()
-		if err != nil {
-			return nil, err
-		}
-		a.ln[pn[0]] = f
-		a.url[pn[0]] = "http://" + ln.Addr().String()
 	}
 	elect := func(pod string) error {
 		if err := r.el.Elect(r.ns, name, pod, a.node[pod], alg, r.lock, tpTiming); err != nil {
@@ -216,6 +205,19 @@ func (r *tpRun) start(ctx context.Context, name string, replicas, offset int, al
 	}
 	wg.Wait()
 	return a, errors.Join(errs...)
+}
+
+// replicaListener opens a replica's listening socket before any replica
+// starts (the peers need each other's URLs), as a file to hand to its
+// process: no other process can take the port in between.
+func replicaListener() (url string, f *os.File, err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	defer ln.Close()
+	f, err = ln.(*net.TCPListener).File()
+	return "http://" + ln.Addr().String(), f, err
 }
 
 // app starts the application process of pod in its node's cgroup.
