@@ -97,3 +97,19 @@ func (m *member) deadline() (at time.Duration, ok bool) {
 	}
 	return at, ok
 }
+
+// suspectQuietLeader marks the coordinator down when another server has
+// started an election and this one has missed the coordinator's last two
+// heartbeats too: on its own evidence the coordinator is gone, and a
+// message sent to a vanished host would be lost silently. A coordinator
+// this node still hears stays in the ring, so a false suspicion elsewhere
+// cannot push a live max UID out of the election.
+func (m *member) suspectQuietLeader(now time.Duration) {
+	l := m.st.Leader
+	if m.det == nil || m.cfg.HeartbeatInterval <= 0 || l.IsZero() || l == m.self {
+		return
+	}
+	if m.det.Silence(now) > 2*m.cfg.HeartbeatInterval {
+		m.MarkDown(l)
+	}
+}
