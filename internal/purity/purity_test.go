@@ -24,6 +24,7 @@ var cores = []string{
 	"github.com/ringside/ringside/ring",
 	"github.com/ringside/ringside/ring/coordinator",
 	"github.com/ringside/ringside/ring/membership",
+	"github.com/ringside/ringside/ring/lease",
 	"github.com/ringside/ringside/agent/lifecycle",
 	"github.com/ringside/ringside/agent/score",
 	"github.com/ringside/ringside/k8s/podnet",

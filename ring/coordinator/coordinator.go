@@ -39,6 +39,12 @@ type Coordinator struct {
 	// the bound stays safe without a scan per ack — a scan per ack would
 	// cost O(n) for each of n acks per heartbeat round.
 	next time.Duration
+
+	// The data guard (quorum.go): what each member reported rebalanced,
+	// and the newest metadata all of them did.
+	guard      bool
+	rebalanced map[string]membership.Epoch
+	held       *membership.Metadata
 }
 
 // New returns the role of server self, which is not coordinating until it
@@ -76,6 +82,12 @@ func (c *Coordinator) Install(now time.Duration, m *membership.Metadata) bool {
 		return false
 	}
 	c.meta = m
+	for addr := range c.rebalanced {
+		if !m.Has(addr) {
+			delete(c.rebalanced, addr)
+		}
+	}
+	c.advanceHeld()
 	if m.Coordinator != c.self {
 		c.detectors = nil
 		return true
@@ -164,6 +176,10 @@ func (c *Coordinator) Tick(now time.Duration) (Update, error) {
 		return Update{}, nil
 	}
 	slices.Sort(dead)
+	if dead = c.removable(dead); len(dead) == 0 {
+		c.next = c.earliest()
+		return Update{}, nil
+	}
 	nm, err := c.meta.Without(dead...)
 	if err != nil {
 		return Update{}, fmt.Errorf("remove %v: %w", dead, err)
@@ -183,7 +199,10 @@ func (c *Coordinator) Won(now time.Duration, round uint64) (Update, error) {
 		return Update{}, nil
 	}
 	old := c.meta
-	nm, err := old.TakeOver(c.self, round)
+	// The old coordinator leaves unless it must stay (removable): then it
+	// stays a member, silent, until it answers or may leave.
+	leaves := old.Coordinator != c.self && len(c.removable([]string{old.Coordinator})) == 1
+	nm, err := old.TakeOver(c.self, round, leaves)
 	if err != nil {
 		return Update{}, fmt.Errorf("take over round %d: %w", round, err)
 	}
@@ -198,7 +217,8 @@ func (c *Coordinator) Won(now time.Duration, round uint64) (Update, error) {
 // ring for a larger one (Yields). Rounds of different rings do not
 // compare, so Install's order does not apply.
 func (c *Coordinator) Adopt(now time.Duration, m *membership.Metadata) {
-	c.meta, c.detectors = nil, nil
+	c.meta, c.detectors, c.held = nil, nil, nil
+	clear(c.rebalanced)
 	c.Install(now, m)
 }
 

@@ -121,6 +121,15 @@ func (m *Metadata) Newer(o *Metadata) bool {
 	return o == nil || m.Round > o.Round || m.Round == o.Round && m.Version > o.Version
 }
 
+// Epoch names one version of the ring metadata.
+type Epoch struct{ Round, Version uint64 }
+
+// Epoch is m's (Round, Version).
+func (m *Metadata) Epoch() Epoch { return Epoch{m.Round, m.Version} }
+
+// String is the epoch as peers exchange it, "round.version".
+func (e Epoch) String() string { return fmt.Sprintf("%d.%d", e.Round, e.Version) }
+
 // Ring returns the election ring: members in UID order.
 func (m *Metadata) Ring() *ring.Ring {
 	r, _ := ring.NewRing(m.uids) // init rejected duplicates
@@ -155,8 +164,11 @@ func (m *Metadata) Owner(key string) string { return m.Servers[m.ownerIndex(key)
 
 // Responsible returns the owner of key followed by its replicas, the next
 // Replicas successors (fewer on a small ring).
-func (m *Metadata) Responsible(key string) []string {
-	i := m.ownerIndex(key)
+func (m *Metadata) Responsible(key string) []string { return m.ResponsibleAt(m.ownerIndex(key)) }
+
+// ResponsibleAt returns the servers responsible for the arc Servers[i]
+// owns: Servers[i] and its Replicas successors (fewer on a small ring).
+func (m *Metadata) ResponsibleAt(i int) []string {
 	k := min(m.Replicas+1, len(m.Servers))
 	out := make([]string, k)
 	for j := range k {
@@ -180,9 +192,9 @@ func (m *Metadata) Without(addrs ...string) (*Metadata, error) {
 }
 
 // TakeOver returns the metadata of a new coordinator elected in round:
-// itself as coordinator, the old coordinator removed.
-func (m *Metadata) TakeOver(self string, round uint64) (*Metadata, error) {
-	keep := slices.DeleteFunc(slices.Clone(m.Servers), func(s string) bool { return s == m.Coordinator && s != self })
+// itself as coordinator, the old coordinator removed when removeOld.
+func (m *Metadata) TakeOver(self string, round uint64, removeOld bool) (*Metadata, error) {
+	keep := slices.DeleteFunc(slices.Clone(m.Servers), func(s string) bool { return removeOld && s == m.Coordinator && s != self })
 	if !slices.Contains(keep, self) {
 		keep = append(keep, self)
 	}

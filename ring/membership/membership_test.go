@@ -63,7 +63,7 @@ func TestChanges(t *testing.T) {
 	_, err = m3.Without(s[0])
 	assert.ErrorContains(t, err, "coordinator")
 
-	n, err := m3.TakeOver(s[2], 4)
+	n, err := m3.TakeOver(s[2], 4, true)
 	require.NoError(t, err)
 	assert.Equal(t, s[2], n.Coordinator)
 	assert.False(t, n.Has(s[0]))
