@@ -41,10 +41,11 @@ type Coordinator struct {
 	next time.Duration
 
 	// The data guard (quorum.go): what each member reported rebalanced,
-	// and the newest metadata all of them did.
+	// and the versions whose arcs a removal must leave a holder of.
 	guard      bool
 	rebalanced map[string]membership.Epoch
-	held       *membership.Metadata
+	heldMeta   *membership.Metadata   // the newest metadata all members rebalanced under
+	versions   []*membership.Metadata // it and every version installed since
 }
 
 // New returns the role of server self, which is not coordinating until it
@@ -87,7 +88,7 @@ func (c *Coordinator) Install(now time.Duration, m *membership.Metadata) bool {
 			delete(c.rebalanced, addr)
 		}
 	}
-	c.advanceHeld()
+	c.remember(m)
 	if m.Coordinator != c.self {
 		c.detectors = nil
 		return true
@@ -176,7 +177,7 @@ func (c *Coordinator) Tick(now time.Duration) (Update, error) {
 		return Update{}, nil
 	}
 	slices.Sort(dead)
-	if dead = c.removable(dead); len(dead) == 0 {
+	if dead = c.removable(now, dead); len(dead) == 0 {
 		c.next = c.earliest()
 		return Update{}, nil
 	}
@@ -201,7 +202,7 @@ func (c *Coordinator) Won(now time.Duration, round uint64) (Update, error) {
 	old := c.meta
 	// The old coordinator leaves unless it must stay (removable): then it
 	// stays a member, silent, until it answers or may leave.
-	leaves := old.Coordinator != c.self && len(c.removable([]string{old.Coordinator})) == 1
+	leaves := old.Coordinator != c.self && len(c.removable(now, []string{old.Coordinator})) == 1
 	nm, err := old.TakeOver(c.self, round, leaves)
 	if err != nil {
 		return Update{}, fmt.Errorf("take over round %d: %w", round, err)
@@ -217,7 +218,7 @@ func (c *Coordinator) Won(now time.Duration, round uint64) (Update, error) {
 // ring for a larger one (Yields). Rounds of different rings do not
 // compare, so Install's order does not apply.
 func (c *Coordinator) Adopt(now time.Duration, m *membership.Metadata) {
-	c.meta, c.detectors, c.held = nil, nil, nil
+	c.meta, c.detectors, c.heldMeta, c.versions = nil, nil, nil, nil
 	clear(c.rebalanced)
 	c.Install(now, m)
 }

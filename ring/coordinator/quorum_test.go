@@ -172,3 +172,28 @@ func TestReportsFromStrangersAreIgnored(t *testing.T) {
 	assert.NotContains(t, c.rebalanced, "10.9.9.9:7000")
 	assert.Same(t, c.Meta(), c.Held())
 }
+
+// Cut off with two others of seven, a coordinator sees the other four fall
+// silent one heartbeat apart. Their detectors fire one by one; it must not
+// remove the first three (four of seven would "stay", one of them already
+// silent) and then the last (three of four).
+func TestACoordinatorCutOffRemovesNobodyAFewAtATime(t *testing.T) {
+	c, s := ringOf(t, 7, 2, false)
+	_, err := c.Won(0, 2) // s[1] leaves: six members
+	require.NoError(t, err)
+	side := []string{s[0], s[2], s[3]}
+	other := []string{s[4], s[5], s[6]}
+	for now := 10 * ms; now <= 3*time.Second; now += 10 * ms {
+		for _, m := range side {
+			c.Heard(now, m)
+		}
+		for i, m := range other {
+			if now <= time.Duration(i)*100*ms {
+				c.Heard(now, m)
+			}
+		}
+		up, err := c.Tick(now)
+		require.NoError(t, err)
+		require.Nil(t, up.Meta, "at %v: removed %v", now, up.Removed)
+	}
+}

@@ -65,6 +65,13 @@ func (s *Server) publish(nm *membership.Metadata) {
 	s.events.MetaApplied = time.Now().UnixNano()
 	s.mu.Unlock()
 	s.m.metaVersion.Set(float64(nm.Version))
+	s.leaseMu.Lock()
+	s.lease.Members(nm.Servers)
+	s.leaseMu.Unlock()
+	select {
+	case s.askNow <- struct{}{}:
+	default:
+	}
 	s.tr.SetPeers(nm.Addrs())
 	if !nm.Has(s.cfg.Addr) {
 		s.startRejoin(nm)

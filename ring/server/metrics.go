@@ -12,6 +12,7 @@ type metrics struct {
 	won         prometheus.Counter
 	coordinator prometheus.Gauge
 	metaVersion prometheus.Gauge
+	unleased    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) metrics {
@@ -34,7 +35,9 @@ func newMetrics(reg prometheus.Registerer) metrics {
 			Help: "1 while this server is the coordinator."}),
 		metaVersion: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ringnode_metadata_version",
 			Help: "Version of the ring metadata in force."}),
+		unleased: prometheus.NewCounter(prometheus.CounterOpts{Name: "ringnode_unleased_refusals_total",
+			Help: "Requests refused as owner for want of a serving lease from a majority of the ring."}),
 	}
-	reg.MustRegister(m.requests, m.sent, m.malformed, m.dropped, m.replFail, m.moveRetries, m.won, m.coordinator, m.metaVersion)
+	reg.MustRegister(m.requests, m.sent, m.malformed, m.dropped, m.replFail, m.moveRetries, m.won, m.coordinator, m.metaVersion, m.unleased)
 	return m
 }

@@ -134,6 +134,9 @@ func (s *Server) handleRead(rw http.ResponseWriter, r *http.Request) {
 		s.forward(w, r, resp[0], nil)
 		return
 	}
+	if !s.leased(w) {
+		return
+	}
 	s.confirmedRead(w, r, meta, key, resp[1:])
 }
 

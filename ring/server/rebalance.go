@@ -57,6 +57,7 @@ func (s *Server) rebalancer(ctx context.Context) {
 		}
 		backoff = 0
 		done = cur
+		s.rebalanced(cur)
 		s.mu.Lock()
 		s.events.RebalanceDone = time.Now().UnixNano()
 		s.mu.Unlock()

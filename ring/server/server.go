@@ -29,6 +29,7 @@ import (
 	"github.com/ringside/ringside/ring"
 	"github.com/ringside/ringside/ring/coordinator"
 	"github.com/ringside/ringside/ring/kv"
+	"github.com/ringside/ringside/ring/lease"
 	"github.com/ringside/ringside/ring/membership"
 	"github.com/ringside/ringside/ring/transport"
 	"github.com/ringside/ringside/ring/wire"
@@ -185,8 +186,17 @@ type Server struct {
 	// settled is set once this server has pulled what it is responsible
 	// for from the other members (settle.go).
 	settled atomic.Bool
-	joins   atomic.Uint64        // rejoins so far: a settle that spans one does not count
-	lost    map[string]time.Time // servers the ring lost, when (antientropy.go)
+	// rebalancedEpoch is the metadata under which this server last
+	// finished its data moves (guarded by mu, set once hasRebalanced).
+	rebalancedEpoch membership.Epoch
+	hasRebalanced   bool
+
+	leaseMu sync.Mutex
+	lease   *lease.Lease // the serving lease (lease.go), guarded by leaseMu
+	askNow  chan struct{}
+
+	joins atomic.Uint64        // rejoins so far: a settle that spans one does not count
+	lost  map[string]time.Time // servers the ring lost, when (antientropy.go)
 }
 
 // New opens the store and binds the listener; Run starts serving.
@@ -200,6 +210,19 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	role, err := coordinator.New(cfg.Addr, cfg.SuspectTimeout)
+	if err != nil {
+		return nil, err
+	}
+	role.Guard()
+	// The serving lease ends two heartbeats short of the suspect timeout:
+	// a server cut off with a minority has stopped serving before the
+	// other side, which last heard from it at most a heartbeat before the
+	// cut, can remove it or elect past it. It is renewed every heartbeat.
+	if cfg.SuspectTimeout <= 3*cfg.HeartbeatInterval {
+		return nil, fmt.Errorf("suspect timeout %v: must exceed three heartbeat intervals (%v): the serving lease, renewed every heartbeat, ends two short of it",
+			cfg.SuspectTimeout, cfg.HeartbeatInterval)
+	}
+	sl, err := lease.New(cfg.Addr, cfg.SuspectTimeout-2*cfg.HeartbeatInterval)
 	if err != nil {
 		return nil, err
 	}
@@ -226,10 +249,11 @@ func New(cfg Config) (*Server, error) {
 	}
 	ln = accept.Bound(ln)
 	s := &Server{
-		cfg: cfg, alg: alg, self: ring.UIDOf(cfg.Addr), role: role, log: cfg.Log.With("server", cfg.Addr), store: store, ln: ln,
+		cfg: cfg, alg: alg, self: ring.UIDOf(cfg.Addr), role: role, lease: sl, log: cfg.Log.With("server", cfg.Addr), store: store, ln: ln,
 		hc: &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64,
 			DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) { return cfg.Network.DialContext(ctx, addr) }}},
 		rebal:     make(chan struct{}, 1),
+		askNow:    make(chan struct{}, 1),
 		transfers: make(chan struct{}, maxTransfers),
 		start:     time.Now(),
 		reg:       prometheus.NewRegistry(),
@@ -253,11 +277,12 @@ func (s *Server) Run(ctx context.Context) error {
 	ctx, s.stop = context.WithCancel(ctx)
 	httpLn := newChanListener(s.ln.Addr())
 	s.timer = time.AfterFunc(time.Hour, func() { s.locked(s.tick) })
-	s.done.Add(4)
+	s.done.Add(5)
 	go func() { defer s.done.Done(); s.http.Serve(httpLn) }()
 	go func() { defer s.done.Done(); s.accept(httpLn) }()
 	go func() { defer s.done.Done(); s.rebalancer(ctx) }()
 	go func() { defer s.done.Done(); s.syncMeta(ctx) }()
+	go func() { defer s.done.Done(); s.leaseLoop(ctx) }()
 
 	if err := s.join(ctx); err != nil {
 		s.shutdown()
@@ -436,7 +461,13 @@ func (s *Server) observe() {
 	s.mu.Unlock()
 	s.last = st
 	switch {
-	case st.Leader == s.self && !st.Announcing && s.role.Round() < st.Round:
+	case st.Leader == s.self && !st.Announcing && s.role.Round() < st.Round && s.leaseValid():
+		// Only with a majority's lease: a minority that elected one of
+		// its own would otherwise make metadata of a newer round, which
+		// every server prefers once the partition heals, from its stale
+		// view of the ring. Without one the winner leads the ring state
+		// machine but takes the role over later, if it still leads when a
+		// majority confirms it (observe runs at every heartbeat).
 		s.takeOver(st.Round)
 	case s.role.Active() && st.Leader != s.self:
 		s.log.Info("stepping down as coordinator", "round", st.Round)

@@ -138,7 +138,10 @@ func startRing(t testing.TB, k int) []*node {
 			// The same metadata everywhere, and every server settled: a
 			// change still spreading makes replicas refuse an owner
 			// (correctly) that the test means to be stable.
-			if m == nil || first == nil || len(m.Servers) != k || m.Round != first.Round || m.Version != first.Version || !n.settled.Load() {
+			// And every server leased: an owner serves only with a
+			// majority's confirmation of this ring.
+			if m == nil || first == nil || len(m.Servers) != k || m.Round != first.Round || m.Version != first.Version || !n.settled.Load() ||
+				!n.Snapshot().Leased {
 				return false
 			}
 		}
@@ -690,12 +693,17 @@ func TestRejoinedOwnerServesNoStaleRead(t *testing.T) {
 	require.Equal(t, http.StatusNoContent, code, msg)
 	back := startNodeAt(t, addr, dir, nodes[0].Addr())
 	require.Eventually(t, func() bool { m := back.currentMeta(); return m != nil && m.Has(addr) }, 5*time.Second, 5*time.Millisecond)
+	// Until a majority confirms the rejoined server it refuses (503); what
+	// it answers is never the stale copy.
 	for range 20 {
-		_, body := do(t, http.MethodGet, "http://"+addr+"/kv/"+key, nil)
-		assert.Equal(t, "newest", body)
+		if code, body := do(t, http.MethodGet, "http://"+addr+"/kv/"+key, nil); code != http.StatusServiceUnavailable {
+			assert.Equal(t, "newest", body)
+		}
 	}
 	require.Eventually(t, back.settled.Load, 5*time.Second, 10*time.Millisecond, "it settles")
-	_, body := do(t, http.MethodGet, "http://"+addr+"/kv/"+key, nil)
+	require.Eventually(t, func() bool { return back.Snapshot().Leased }, 5*time.Second, 10*time.Millisecond, "it is leased")
+	code, body := do(t, http.MethodGet, "http://"+addr+"/kv/"+key, nil)
+	assert.Equal(t, http.StatusOK, code)
 	assert.Equal(t, "newest", body)
 }
 
@@ -844,7 +852,8 @@ func TestReplacedOwnerServesNoRead(t *testing.T) {
 
 // A partition, on the in-memory network: one server cut off from the
 // other three. The three remove it and keep serving every key; alone it is
-// too small a ring to serve any. Healed, it finds the ring it lost,
+// no majority, so it removes nobody, holds no serving lease and serves no
+// key. Healed, it finds the ring it lost,
 // rejoins it and pulls what it is responsible for: every key reads back
 // through it, with the values written while it was away.
 func TestPartitionedServerRejoinsWhenHealed(t *testing.T) {
@@ -860,15 +869,17 @@ func TestPartitionedServerRejoinsWhenHealed(t *testing.T) {
 				return false
 			}
 		}
-		m := cut.currentMeta()
-		return len(m.Servers) == 1
-	}, 10*time.Second, 10*time.Millisecond, "two rings: three servers, and one alone")
+		return !cut.Snapshot().Leased
+	}, 10*time.Second, 10*time.Millisecond, "three servers remove the fourth, which loses its lease")
+	// Alone it elects itself and its takeover removes the old
+	// coordinator, but nobody else: it stays one of three.
+	assert.GreaterOrEqual(t, len(cut.currentMeta().Servers), 3, "one of four removes at most the old coordinator")
 	for i := range 20 {
 		code, msg := do(t, http.MethodPut, fmt.Sprintf("http://%s/kv/k%d", rest[i%3].Addr(), i), []byte(fmt.Sprint("v", i)))
 		require.Equal(t, http.StatusNoContent, code, msg)
 	}
 	code, _ := do(t, http.MethodGet, "http://"+cut.Addr()+"/kv/k0", nil)
-	assert.Equal(t, http.StatusServiceUnavailable, code, "a ring of one with R = 1 serves no key")
+	assert.Equal(t, http.StatusServiceUnavailable, code, "a server cut off from the majority serves no key")
 
 	for _, n := range rest {
 		testNet.Heal(cut.Addr(), n.Addr())
@@ -879,8 +890,8 @@ func TestPartitionedServerRejoinsWhenHealed(t *testing.T) {
 				return false
 			}
 		}
-		return cut.settled.Load()
-	}, 15*time.Second, 20*time.Millisecond, "one ring of four again, the healed server settled")
+		return cut.settled.Load() && cut.Snapshot().Leased
+	}, 15*time.Second, 20*time.Millisecond, "one ring of four again, the healed server settled and leased")
 	for i := range 20 {
 		code, body := do(t, http.MethodGet, fmt.Sprintf("http://%s/kv/k%d", cut.Addr(), i), nil)
 		require.Equal(t, http.StatusOK, code, "k%d", i)

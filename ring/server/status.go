@@ -10,22 +10,25 @@ import (
 
 // Status is the /internal/status document.
 type Status struct {
-	Addr        string           `json:"addr"`
-	UID         string           `json:"uid"`
-	Election    string           `json:"election"` // the algorithm it runs
-	Leader      string           `json:"leader"`   // address, when it is a member
-	LeaderUID   string           `json:"leader_uid"`
-	Coordinator bool             `json:"coordinator"`
-	Round       uint64           `json:"round"`
-	Participant bool             `json:"participant"`
-	MetaRound   uint64           `json:"meta_round"`
-	MetaVersion uint64           `json:"meta_version"`
-	Servers     []string         `json:"servers"`
-	Keys        int              `json:"keys"`
-	Moved       int64            `json:"keys_moved"`
-	Sent        map[string]int64 `json:"sent"`
-	Events      Events           `json:"events"`
-	Time        int64            `json:"time_ns"`
+	Addr        string   `json:"addr"`
+	UID         string   `json:"uid"`
+	Election    string   `json:"election"` // the algorithm it runs
+	Leader      string   `json:"leader"`   // address, when it is a member
+	LeaderUID   string   `json:"leader_uid"`
+	Coordinator bool     `json:"coordinator"`
+	Round       uint64   `json:"round"`
+	Participant bool     `json:"participant"`
+	MetaRound   uint64   `json:"meta_round"`
+	MetaVersion uint64   `json:"meta_version"`
+	Servers     []string `json:"servers"`
+	Keys        int      `json:"keys"`
+	// Leased: a majority of the ring confirmed this server within the
+	// lease term, so it serves as an owner (lease.go).
+	Leased bool             `json:"leased"`
+	Moved  int64            `json:"keys_moved"`
+	Sent   map[string]int64 `json:"sent"`
+	Events Events           `json:"events"`
+	Time   int64            `json:"time_ns"`
 }
 
 // Snapshot returns the server's status.
@@ -35,6 +38,7 @@ func (s *Server) Snapshot() Status {
 	s.mu.RUnlock()
 	out := Status{Addr: s.cfg.Addr, UID: s.self.String(), Election: s.alg.Name, Round: st.Round, Participant: st.Participant,
 		Keys: s.store.Len(), Moved: s.moved.Load(), Events: ev, Sent: map[string]int64{}, Time: time.Now().UnixNano()}
+	out.Leased = s.leaseValid()
 	if !st.Leader.IsZero() {
 		out.LeaderUID = st.Leader.String()
 		out.Coordinator = st.Leader == s.self && !st.Announcing

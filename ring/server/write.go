@@ -49,6 +49,9 @@ func (s *Server) handleWrite(rw http.ResponseWriter, r *http.Request) {
 		s.forward(w, r, owner, body)
 		return
 	}
+	if !s.leased(w) {
+		return
+	}
 	e := kv.Entry{Value: body, Deleted: r.Method == http.MethodDelete}
 	cur := s.store.Version(key)
 	if cur == math.MaxUint64 {

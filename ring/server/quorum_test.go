@@ -1,0 +1,131 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ringside/ringside/ring/membership"
+)
+
+// keyOwnedBy returns a key whose owner is Servers[i] under meta.
+func keyOwnedBy(t *testing.T, meta *membership.Metadata, i int) string {
+	t.Helper()
+	for k := range 100000 {
+		key := fmt.Sprintf("k%d", k)
+		if meta.Owner(key) == meta.Servers[i] {
+			return key
+		}
+	}
+	t.Fatalf("no key owned by %s", meta.Servers[i])
+	return ""
+}
+
+// A ring of seven (R = 2) cut in two: three ring neighbours — every holder
+// of one arc — on one side, four on the other. Before the majority rule
+// both sides went on serving that arc. Now the three lose their serving
+// lease and serve nothing; the four may remove all but one of them (the
+// arc's last holder) and so serve only the keys whose servers are all on
+// their side. Nothing is acknowledged on both sides, and healed, the ring
+// serves every key with its last acknowledged value.
+func TestAMinorityWithAWholeArcServesNothing(t *testing.T) {
+	nodes := startRing(t, 7)
+	meta := nodes[0].currentMeta()
+	byAddr := map[string]*node{}
+	for _, n := range nodes {
+		byAddr[n.Addr()] = n
+	}
+	var minority, majority []*node
+	for i, a := range meta.Servers {
+		if i < 3 {
+			minority = append(minority, byAddr[a])
+		} else {
+			majority = append(majority, byAddr[a])
+		}
+	}
+	inMinority := keyOwnedBy(t, meta, 0) // held by Servers[0], [1] and [2] alone
+	inMajority := keyOwnedBy(t, meta, 3) // held by Servers[3], [4] and [5]
+	for _, key := range []string{inMinority, inMajority} {
+		code, msg := do(t, http.MethodPut, "http://"+nodes[0].Addr()+"/kv/"+key, []byte("before"))
+		require.Equal(t, http.StatusNoContent, code, msg)
+	}
+
+	for _, a := range minority {
+		for _, b := range majority {
+			testNet.Cut(a.Addr(), b.Addr())
+		}
+	}
+	require.Eventually(t, func() bool {
+		for _, n := range minority {
+			if n.Snapshot().Leased {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 10*time.Millisecond, "the minority loses its serving lease")
+	// The majority elects (if it lost its coordinator), suspects the
+	// minority and would remove it, but every server of the minority holds
+	// the arc Servers[0] owns with nobody else: they stay members.
+	require.Eventually(t, func() bool {
+		code, _ := do(t, http.MethodPut, "http://"+majority[0].Addr()+"/kv/"+inMajority, []byte("during"))
+		return code == http.StatusNoContent
+	}, 10*time.Second, 20*time.Millisecond, "the majority serves the keys it holds")
+	suspect := testConfig(newAddr(), "", nil).SuspectTimeout
+	// Safety over a window: four suspect timeouts, long enough for any
+	// removal the majority would make (it suspects after one). A slow
+	// machine covers less of it, never reports a false failure.
+	deadline := time.Now().Add(4 * suspect)
+	for time.Now().Before(deadline) {
+		for _, n := range majority {
+			// One of the three must stay: it may be the arc's last
+			// holder. (The others may leave, as their detectors fire one
+			// by one, each time leaving a holder.)
+			m := n.currentMeta()
+			kept := 0
+			for _, a := range minority {
+				if m.Has(a.Addr()) {
+					kept++
+				}
+			}
+			require.Positive(t, kept, "%s removed every holder of an arc: %s", n.Addr(), m.Encode())
+		}
+		for _, via := range nodes {
+			code, msg := do(t, http.MethodPut, "http://"+via.Addr()+"/kv/"+inMinority, []byte("during"))
+			require.NotEqual(t, http.StatusNoContent, code, "a write to the minority's arc via %s was acknowledged: %s (its metadata %s, minority %v, owner there %s)",
+				via.Addr(), msg, via.currentMeta().Encode(), meta.Servers[:3], via.currentMeta().Owner(inMinority))
+		}
+	}
+
+	for _, a := range minority {
+		for _, b := range majority {
+			testNet.Heal(a.Addr(), b.Addr())
+		}
+	}
+	require.Eventually(t, func() bool {
+		for _, n := range nodes {
+			if !n.Snapshot().Leased || len(n.currentMeta().Servers) != 7 {
+				return false
+			}
+		}
+		return true
+	}, 15*time.Second, 20*time.Millisecond, "healed: one ring of seven, every server leased: %v", rings(nodes))
+	want := map[string]string{inMinority: "before", inMajority: "during"}
+	for key, val := range want {
+		require.Eventually(t, func() bool {
+			code, body := do(t, http.MethodGet, "http://"+nodes[6].Addr()+"/kv/"+key, nil)
+			return code == http.StatusOK && body == val
+		}, 10*time.Second, 20*time.Millisecond, "%s reads %q", key, val)
+	}
+}
+
+// rings describes each server's view, for a failure message.
+func rings(nodes []*node) []string {
+	var out []string
+	for _, n := range nodes {
+		out = append(out, fmt.Sprintf("%s leased=%v %s", n.Addr(), n.Snapshot().Leased, n.currentMeta().Encode()))
+	}
+	return out
+}
