@@ -40,7 +40,7 @@ type KVChaos struct {
 
 func (*KVChaos) Spec() experiments.Spec {
 	return experiments.Spec{Name: "kv-chaos", Backends: backends, Quick: 3, Paper: 200, Row: kvChaosRow{},
-		Summary: "ringnode under a nemesis (kill coordinator / owner / replica, pause, partition on compose): histories checked for linearizability with Porcupine, acknowledged writes lost"}
+		Summary: "ringnode under a nemesis (kill coordinator / owner / replica, pause; on compose partition one server, and split the ring in two from 2R+3 servers): histories checked for linearizability with Porcupine, acknowledged writes lost"}
 }
 
 func (k *KVChaos) Flags(fs *flag.FlagSet) {
@@ -90,6 +90,12 @@ type chaosRing interface {
 // partitioner is a ring that can cut a server off the network (compose).
 type partitioner interface {
 	Partition(ctx context.Context, addr string, d time.Duration) error
+}
+
+// splitter is a ring that can cut itself in two, each side still whole
+// (compose).
+type splitter interface {
+	Split(ctx context.Context, group []string, d time.Duration) error
 }
 
 // history collects operations from every client.
@@ -270,12 +276,17 @@ func (k *KVChaos) do(ctx context.Context, r ringnodes.Ring, hc *http.Client, h *
 }
 
 // nemesis injects one fault about every k.every until ctx ends, at most
-// one server down at a time (the model tolerates R of a key's R+1), and
-// returns what it did, as kind:count pairs.
+// one server down at a time (the model tolerates R of a key's R+1) or, on
+// compose with 2R+3 servers or more, the ring split in two; it returns
+// what it did, as kind:count pairs.
 func (k *KVChaos) nemesis(ctx context.Context, r chaosRing, seed uint64) string {
 	rng := rand.New(rand.NewPCG(seed, 0x4e3e))
 	counts := map[string]int{}
 	part, _ := r.(partitioner)
+	split, _ := r.(splitter)
+	if k.servers < 2*(k.srv.replicas+1)+1 {
+		split = nil // no minority can hold a whole arc: a partition of one is the harder fault
+	}
 	for {
 		wait := time.Duration(float64(k.every) * (0.5 + rng.Float64()))
 		select {
@@ -288,10 +299,13 @@ func (k *KVChaos) nemesis(ctx context.Context, r chaosRing, seed uint64) string 
 			continue // one down already
 		}
 		key := keyName(rng.IntN(k.keys))
-		kind, target := "", ""
+		kind, target, group := "", "", []string(nil)
 		kinds := 4
 		if part != nil {
 			kinds = 5
+		}
+		if split != nil {
+			kinds = 6
 		}
 		switch rng.IntN(kinds) {
 		case 0:
@@ -304,8 +318,13 @@ func (k *KVChaos) nemesis(ctx context.Context, r chaosRing, seed uint64) string 
 			}
 		case 3:
 			kind, target = "pause", addrs[rng.IntN(len(addrs))]
-		default:
+		case 4:
 			kind, target = "partition", addrs[rng.IntN(len(addrs))]
+		default:
+			if st, err := ringnodes.GetStatus(ctx, addrs[0]); err == nil && len(st.Servers) == k.servers {
+				kind, group = "split", minorityFrom(st.Servers, pickResponsible(st.Servers, k.srv.replicas, key, true, rng))
+				target = group[0]
+			}
 		}
 		if target == "" || !slices.Contains(addrs, target) {
 			continue
@@ -320,6 +339,12 @@ func (k *KVChaos) nemesis(ctx context.Context, r chaosRing, seed uint64) string 
 			// the server, which must rejoin when the network heals.
 			part.Partition(ctx, target, time.Duration(float64(k.srv.suspect)*(0.5+2*rng.Float64())))
 			continue
+		case "split":
+			// The largest minority, ring neighbours from a key's owner:
+			// with 2R+3 servers or more it holds every server of that
+			// key's arc, which both sides served before the majority rule.
+			split.Split(ctx, group, time.Duration(float64(k.srv.suspect)*(0.5+2*rng.Float64())))
+			continue
 		}
 		if r.Kill(ctx, target) == nil {
 			select {
@@ -329,6 +354,17 @@ func (k *KVChaos) nemesis(ctx context.Context, r chaosRing, seed uint64) string 
 			r.Restart(context.WithoutCancel(ctx), target)
 		}
 	}
+}
+
+// minorityFrom is the largest minority of servers (in ring order): the
+// ring neighbours from first on.
+func minorityFrom(servers []string, first string) []string {
+	i := max(slices.Index(servers, first), 0)
+	out := make([]string, (len(servers)-1)/2)
+	for j := range out {
+		out[j] = servers[(i+j)%len(servers)]
+	}
+	return out
 }
 
 // pickResponsible is the owner of key, or one of its replicas, on a ring

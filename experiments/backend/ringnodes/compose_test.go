@@ -63,3 +63,45 @@ func TestComposeRingOnV1AndV2(t *testing.T) {
 		})
 	}
 }
+
+// A compose ring of five split two to three: the two still reach each
+// other but no majority, so they lose their serving lease; the three
+// remove them and serve. Healed, the ring is five again, all leased.
+func TestComposeSplit(t *testing.T) {
+	ctx := context.Background()
+	c, err := StartCompose(ctx, 5, ComposeOptions{})
+	require.NoError(t, err)
+	defer c.Close()
+	defer func() {
+		if t.Failed() {
+			logs, _ := c.Logs(ctx)
+			t.Log(logs)
+		}
+	}()
+	addrs := c.Addrs()
+	require.NoError(t, WaitMembers(ctx, addrs, 5))
+	st, err := GetStatus(ctx, addrs[0])
+	require.NoError(t, err)
+	minority, majority := st.Servers[:2], st.Servers[2:]
+
+	done := make(chan error, 1)
+	go func() { done <- c.Split(ctx, minority, 4*time.Second) }()
+	require.NoError(t, Poll(ctx, 10*time.Second, func() (bool, error) {
+		for _, a := range minority {
+			if st, err := GetStatus(ctx, a); err != nil || st.Leased {
+				return false, nil
+			}
+		}
+		for _, a := range majority {
+			if st, err := GetStatus(ctx, a); err != nil || !st.Leased || len(st.Servers) != 3 {
+				return false, nil
+			}
+		}
+		return true, nil
+	}), "the two lose their lease, the three remove them and keep theirs")
+	require.NoError(t, <-done)
+	require.NoError(t, WaitMembers(ctx, addrs, 5), "whole again, every server leased")
+
+	assert.ErrorContains(t, c.Split(ctx, nil, time.Millisecond), "both sides")
+	assert.ErrorContains(t, c.Split(ctx, []string{"10.9.9.9:7000"}, time.Millisecond), "no such server")
+}

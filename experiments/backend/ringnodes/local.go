@@ -280,7 +280,8 @@ func WaitHealthy(ctx context.Context, addr string, exited <-chan struct{}) error
 	}
 }
 
-// WaitMembers waits until every server in addrs reports a ring of n.
+// WaitMembers waits until every server in addrs reports a ring of n and
+// holds its serving lease.
 func WaitMembers(ctx context.Context, addrs []string, n int) error {
 	var last string // the first server not there yet, for the error
 	err := Poll(ctx, 15*time.Second, func() (bool, error) {
@@ -291,6 +292,8 @@ func WaitMembers(ctx context.Context, addrs []string, n int) error {
 				last = err.Error()
 			case len(st.Servers) != n || !slices.Contains(st.Servers, a):
 				last = fmt.Sprintf("%s sees %d servers %v (leader %s, round %d), want %d with itself", a, len(st.Servers), st.Servers, st.Leader, st.Round, n)
+			case !st.Leased:
+				last = fmt.Sprintf("%s has no serving lease yet (no majority of the ring confirmed it)", a)
 			default:
 				continue
 			}
