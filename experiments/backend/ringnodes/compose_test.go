@@ -14,15 +14,7 @@ import (
 // the network heals; a paused one comes back without a failover.
 func TestComposePartitionAndPause(t *testing.T) {
 	ctx := context.Background()
-	c, err := StartCompose(ctx, 3, ComposeOptions{Env: []string{"RINGNODE_LOG=debug"}})
-	require.NoError(t, err)
-	defer c.Close()
-	defer func() {
-		if t.Failed() {
-			logs, _ := c.Logs(ctx)
-			t.Log(logs)
-		}
-	}()
+	c := startCompose(t, 3, ComposeOptions{Env: []string{"RINGNODE_LOG=debug"}})
 	addrs := c.Addrs()
 	require.Len(t, addrs, 3)
 	coord, err := WaitSettled(ctx, addrs, 15*time.Second)
@@ -69,15 +61,7 @@ func TestComposeRingOnV1AndV2(t *testing.T) {
 // remove them and serve. Healed, the ring is five again, all leased.
 func TestComposeSplit(t *testing.T) {
 	ctx := context.Background()
-	c, err := StartCompose(ctx, 5, ComposeOptions{})
-	require.NoError(t, err)
-	defer c.Close()
-	defer func() {
-		if t.Failed() {
-			logs, _ := c.Logs(ctx)
-			t.Log(logs)
-		}
-	}()
+	c := startCompose(t, 5, ComposeOptions{})
 	addrs := c.Addrs()
 	require.NoError(t, WaitMembers(ctx, addrs, 5))
 	st, err := GetStatus(ctx, addrs[0])
@@ -104,4 +88,20 @@ func TestComposeSplit(t *testing.T) {
 
 	assert.ErrorContains(t, c.Split(ctx, nil, time.Millisecond), "both sides")
 	assert.ErrorContains(t, c.Split(ctx, []string{"10.9.9.9:7000"}, time.Millisecond), "no such server")
+}
+
+// startCompose starts a compose ring of n that stops with the test, and
+// logs its servers' logs when the test failed.
+func startCompose(t *testing.T, n int, opts ComposeOptions) *Compose {
+	t.Helper()
+	c, err := StartCompose(context.Background(), n, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if t.Failed() {
+			logs, _ := c.Logs(context.Background())
+			t.Log(logs)
+		}
+		c.Close()
+	})
+	return c
 }
