@@ -178,7 +178,10 @@ func (c *Coordinator) Tick(now time.Duration) (Update, error) {
 	}
 	slices.Sort(dead)
 	if dead = c.removable(now, dead); len(dead) == 0 {
-		c.next = c.earliest()
+		// Silent members that may not leave yet stay suspect: look again
+		// a quarter of the suspect timeout on (acks and rebalance reports
+		// may have made them removable), not at once and for ever.
+		c.next = max(c.earliest(), now+c.suspect/4)
 		return Update{}, nil
 	}
 	nm, err := c.meta.Without(dead...)

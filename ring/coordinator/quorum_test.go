@@ -56,6 +56,11 @@ func silence(t *testing.T, c *Coordinator, quiet ...string) Update {
 		if u.Meta != nil {
 			up = u
 		}
+		// A removal held back waits: the next Tick is due later, never
+		// now (a server would spin on its timer).
+		at, ok := c.Deadline()
+		require.True(t, ok)
+		require.Greater(t, at, now)
 	}
 	return up
 }
