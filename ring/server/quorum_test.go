@@ -2,10 +2,12 @@ package server
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ringside/ringside/ring/membership"
@@ -128,4 +130,33 @@ func rings(nodes []*node) []string {
 		out = append(out, fmt.Sprintf("%s leased=%v %s", n.Addr(), n.Snapshot().Leased, n.currentMeta().Encode()))
 	}
 	return out
+}
+
+// The lease question: a member is counted (204), anyone else is not (409
+// naming the epoch), and either way the answer says where this server
+// last finished its data moves; without the secret nothing is answered.
+func TestLeaseAnswers(t *testing.T) {
+	nodes := startRing(t, 3)
+	ask := func(from, secret string) (*http.Response, string) {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+nodes[0].Addr()+"/internal/lease?from="+from, nil)
+		if secret != "" {
+			req.Header.Set(HeaderSecret, secret)
+		}
+		resp, err := testClient.Do(req)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(b)
+	}
+	meta := nodes[0].currentMeta()
+	require.Eventually(t, func() bool {
+		resp, _ := ask(nodes[1].Addr(), testSecret)
+		return resp.StatusCode == http.StatusNoContent && resp.Header.Get(HeaderRebalanced) == meta.Epoch().String()
+	}, 5*time.Second, 10*time.Millisecond, "a member is counted; the answer carries the rebalanced epoch")
+	resp, body := ask("10.9.9.9:7000", testSecret)
+	assert.Equal(t, http.StatusConflict, resp.StatusCode)
+	assert.Contains(t, body, meta.Epoch().String())
+	resp, _ = ask(nodes[1].Addr(), "")
+	assert.NotEqual(t, http.StatusNoContent, resp.StatusCode, "no secret, no answer")
+	assert.Empty(t, resp.Header.Get(HeaderRebalanced))
 }
