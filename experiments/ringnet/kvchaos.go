@@ -472,7 +472,9 @@ func (*KVChaos) Report(in *experiments.ReportInput) (string, error) {
 	out += "\nFaults injected over all runs: " + describeFaults(faults) + ". "
 	out += "Each run: clients write unique values, read and delete a few shared keys at random servers while the nemesis kills " +
 		"the coordinator, a key's owner or a replica (restarted from its log a second later), pauses a server for 500 ms or — on compose — " +
-		"disconnects one from the network for 0.5–2.5 detector timeouts (docker network disconnect; it keeps running and rejoins when healed), one server at a time; " +
+		"disconnects one from the network for 0.5–2.5 detector timeouts (docker network disconnect; it keeps running and rejoins when healed), one server at a time, " +
+		"or, from 2R+3 servers, splits the ring in two for as long: the largest minority, ring neighbours from a key's owner, so that side holds every server of an arc " +
+		"(blackhole routes in each server's network namespace; clients still reach both sides) — which both sides served before ownership changes needed a majority (docs/ringnode.md, \"Partitions\"); " +
 		"then every server comes back and every key is read once more. A write answered anything but 204 may or may not have taken effect and is " +
 		"checked as such; a read refused (503 while the owner or a replica is unreachable, or no answer in 2 s) is the availability " +
 		"the store gives up so as never to serve a stale value. Porcupine (Athalye) checks each key's history against a register; a run that fails leaves kv-chaos-repN.html beside the CSV.\n"
