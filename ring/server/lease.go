@@ -19,6 +19,9 @@ import (
 // last finished moving its data, which the coordinator role's data guard
 // needs to know where each arc's data is.
 
+// noLease begins the 503 of an owner without a serving lease.
+const noLease = "no majority of the ring has confirmed this server"
+
 // HeaderRebalanced is the epoch under which the answering server last
 // finished its data moves ("round.version"; absent before the first).
 const HeaderRebalanced = "X-Ringside-Rebalanced"
@@ -113,8 +116,8 @@ func (s *Server) leased(w http.ResponseWriter) bool {
 	if !ok {
 		s.m.unleased.Inc()
 		w.Header().Set("Retry-After", "1")
-		http.Error(w, fmt.Sprintf("no majority of the ring has confirmed this server within %s (cut off from it?): it does not serve as an owner",
-			s.lease.Term()), http.StatusServiceUnavailable)
+		http.Error(w, fmt.Sprintf("%s within %s (cut off from it?): it does not serve as an owner", noLease, s.lease.Term()),
+			http.StatusServiceUnavailable)
 	}
 	return ok
 }
