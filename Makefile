@@ -44,8 +44,10 @@ KUBE_BIN = bin/kubernetes-$(KUBE_VERSION)
 KUBE_COMPONENTS = kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubeadm kubectl
 kube-tools: bin/kube-apiserver bin/etcd
 
+# Replaced by rename, not overwritten: a kube-apiserver still running
+# from bin/ makes cp fail with "Text file busy".
 bin/kube-apiserver: $(KUBE_BIN)/.built
-	cp $(KUBE_BIN)/kube-apiserver $@
+	cp $(KUBE_BIN)/kube-apiserver $@.tmp && mv -f $@.tmp $@
 
 $(KUBE_BIN)/.built: tools/kubernetes/go.mod
 	cd tools/kubernetes && CGO_ENABLED=0 $(GO) build -trimpath \
