@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -138,15 +137,7 @@ func rings(nodes []*node) []string {
 func TestLeaseAnswers(t *testing.T) {
 	nodes := startRing(t, 3)
 	ask := func(from, secret string) (*http.Response, string) {
-		req, _ := http.NewRequest(http.MethodGet, "http://"+nodes[0].Addr()+"/internal/lease?from="+from, nil)
-		if secret != "" {
-			req.Header.Set(HeaderSecret, secret)
-		}
-		resp, err := testClient.Do(req)
-		require.NoError(t, err)
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		return resp, string(b)
+		return peerDo(t, http.MethodGet, "http://"+nodes[0].Addr()+"/internal/lease?from="+from, "", secret)
 	}
 	meta := nodes[0].currentMeta()
 	require.Eventually(t, func() bool {

@@ -169,6 +169,24 @@ func do(t *testing.T, method, url string, body []byte) (int, string) {
 	}
 }
 
+// peerDo sends a request as a peer would, with secret (none when empty)
+// and the given header pairs.
+func peerDo(t *testing.T, method, url, body, secret string, header ...string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	if secret != "" {
+		req.Header.Set(HeaderSecret, secret)
+	}
+	resp, err := testClient.Do(req)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, string(b)
+}
+
 func doOnce(t *testing.T, method, url string, body []byte) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, url, bytes.NewReader(body))
@@ -516,17 +534,9 @@ func TestPeerEndpointsNeedTheSecret(t *testing.T) {
 			{http.MethodPost, "/internal/join", `{"addr":"127.0.0.1:9"}`},
 			{http.MethodGet, "/internal/kv/k", ""},
 		} {
-			req, _ := http.NewRequest(tc.method, "http://"+a+tc.path, strings.NewReader(tc.body))
-			req.Header.Set(HeaderVersion, "18446744073709551615")
-			if secret != "" {
-				req.Header.Set(HeaderSecret, secret)
-			}
-			resp, err := testClient.Do(req)
-			require.NoError(t, err)
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
+			resp, b := peerDo(t, tc.method, "http://"+a+tc.path, tc.body, secret, HeaderVersion, "18446744073709551615")
 			assert.Equal(t, http.StatusForbidden, resp.StatusCode, "%s %s with %q", tc.method, tc.path, secret)
-			assert.Contains(t, string(b), HeaderSecret)
+			assert.Contains(t, b, HeaderSecret)
 		}
 	}
 	assert.Same(t, before, nodes[1].currentMeta(), "the ring was not taken over")
