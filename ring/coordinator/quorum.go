@@ -59,12 +59,7 @@ func (c *Coordinator) Rebalanced(addr string, e membership.Epoch) {
 
 // Held is the newest metadata every member has reported rebalanced under
 // (nil before any, or without the guard).
-func (c *Coordinator) Held() *membership.Metadata {
-	if !c.guard || len(c.versions) == 0 || c.versions[0] != c.heldMeta {
-		return nil
-	}
-	return c.heldMeta
-}
+func (c *Coordinator) Held() *membership.Metadata { return c.heldMeta }
 
 // remember adds m, just installed, to the versions the guard judges by.
 func (c *Coordinator) remember(m *membership.Metadata) {

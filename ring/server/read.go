@@ -41,7 +41,7 @@ func (s *Server) confirmedRead(w http.ResponseWriter, r *http.Request, meta *mem
 		found bool
 		err   error
 	}
-	epoch := fmt.Sprintf("%d.%d", meta.Round, meta.Version)
+	epoch := meta.Epoch().String()
 	copies := make(chan copyOf, len(replicas))
 	for _, to := range replicas {
 		go func() {

@@ -96,7 +96,7 @@ func (s *Server) handleWrite(rw http.ResponseWriter, r *http.Request) {
 // the ones that did not store it, sorted, each with its reason.
 func (s *Server) replicate(ctx context.Context, meta *membership.Metadata, key string, e kv.Entry) []string {
 	replicas := meta.Responsible(key)[1:]
-	epoch := fmt.Sprintf("%d.%d", meta.Round, meta.Version)
+	epoch := meta.Epoch().String()
 	type result struct {
 		to  string
 		err error
