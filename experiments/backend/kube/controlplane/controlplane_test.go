@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -19,9 +21,11 @@ import (
 func TestControlPlaneServesTheAPI(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cp, err := Start(ctx, t.TempDir())
+	dir := t.TempDir()
+	cp, err := Start(ctx, dir)
 	require.NoError(t, err)
 	defer cp.Stop()
+	logTailOnFailure(t, dir)
 	cs, err := cp.Clientset()
 	require.NoError(t, err)
 	v, err := cs.Discovery().ServerVersion()
@@ -107,6 +111,25 @@ func TestServeHandsOverAWorkingKubeconfig(t *testing.T) {
 	require.ElementsMatch(t, []string{"w1", "w2", "w3"}, names)
 	stop()
 	require.NoError(t, <-done)
+}
+
+// logTailOnFailure logs the end of the control plane's logs in dir when
+// t fails: a failure on a loaded CI machine is explained by them, and
+// t.TempDir is gone afterwards.
+func logTailOnFailure(t *testing.T, dir string) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, name := range []string{"kube-apiserver.log", "etcd.log"} {
+			b, err := os.ReadFile(filepath.Join(dir, name))
+			if err != nil {
+				t.Logf("%s: %v", name, err)
+				continue
+			}
+			t.Logf("end of %s:\n%s", name, b[max(0, len(b)-8000):])
+		}
+	})
 }
 
 // RequireCoordinatedElection fails t unless cs's API server serves

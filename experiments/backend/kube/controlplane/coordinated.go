@@ -3,10 +3,8 @@ package controlplane
 import (
 	"context"
 	"fmt"
-	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	coordinationv1alpha2 "k8s.io/api/coordination/v1alpha2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
@@ -14,20 +12,25 @@ import (
 // CheckCoordinatedElection reports whether the API server behind cs
 // serves coordinated leader election: the LeaseCandidate API, and Leases
 // that keep a strategy and a preferred holder (a server without the
-// feature gate drops both fields silently). It creates and deletes one
-// object of each in namespace default.
+// feature gate drops both fields silently). It lists LeaseCandidates and
+// creates and deletes one Lease in namespace default.
+//
+// It creates no LeaseCandidate: kube-apiserver v1.32's election
+// controller (pkg/controlplane/controller/leaderelection) answers a
+// candidate of a third-party strategy by creating its Lease without a
+// holder, and on its next pass, five seconds on, dereferences that
+// missing holder and takes the whole API server down (line 377 of
+// leaderelection_controller.go in v1.32.13; fixed upstream by
+// kubernetes/kubernetes#129973 in v1.33). A check that created and
+// deleted a candidate crashed the server whenever its deletion came
+// later than the pass: TestControlPlaneServesTheAPI failed with a reset
+// connection, once in fifteen runs on a loaded machine. A Lease with no
+// candidate is left alone by that controller.
 func CheckCoordinatedElection(ctx context.Context, cs kubernetes.Interface) error {
 	const ns, name = "default", "ringside-coordinated-check"
-	candidates := cs.CoordinationV1alpha2().LeaseCandidates(ns)
-	_, err := candidates.Create(ctx, &coordinationv1alpha2.LeaseCandidate{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: name + "-"},
-		Spec: coordinationv1alpha2.LeaseCandidateSpec{LeaseName: name, BinaryVersion: "1.32.0", EmulationVersion: "1.32.0",
-			Strategy: coordinationv1.CoordinatedLeaseStrategy("ringside.io/balanced"), RenewTime: &metav1.MicroTime{Time: time.Now()}},
-	}, metav1.CreateOptions{})
-	if err != nil {
+	if _, err := cs.CoordinationV1alpha2().LeaseCandidates(ns).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
 		return fmt.Errorf("LeaseCandidate API (%s): %w", CoordinatedElectionAPI, err)
 	}
-	candidates.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{FieldSelector: "spec.leaseName=" + name})
 	strategy, holder := coordinationv1.CoordinatedLeaseStrategy("ringside.io/balanced"), "someone"
 	leases := cs.CoordinationV1().Leases(ns)
 	lease, err := leases.Create(ctx, &coordinationv1.Lease{
