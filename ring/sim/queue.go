@@ -35,13 +35,20 @@ type event struct {
 // queue is a min-heap of events by (at, seq). The heap orders small keys
 // and the events wait in a slab beside it: sifting then moves 24 bytes
 // without pointers instead of whole events, which dominated LeLann's n²
-// messages at n = 1,024. Written out rather than container/heap, whose
-// interface boxing allocates on every push.
+// messages at n = 1,024. It is 4-ary: half a binary heap's depth, and a
+// node's four children share two cache lines — Bully at n = 1,024 keeps
+// some 750,000 messages in flight, a heap far larger than the caches,
+// where every level of a pop is a miss. Keys are unique (seq), so the
+// pop order is the same for any heap. Written out rather than
+// container/heap, whose interface boxing allocates on every push.
 type queue struct {
 	keys []eventKey
 	slab []event
 	free []int32 // unused slab slots
 }
+
+// arity is the heap's fan-out.
+const arity = 4
 
 type eventKey struct {
 	at   time.Duration
@@ -71,7 +78,7 @@ func (q *queue) push(e event) {
 	q.keys = append(q.keys, eventKey{e.at, e.seq, slot})
 	i := len(q.keys) - 1
 	for i > 0 {
-		p := (i - 1) / 2
+		p := (i - 1) / arity
 		if !q.less(i, p) {
 			break
 		}
@@ -88,16 +95,18 @@ func (q *queue) pop() event {
 	last := len(q.keys) - 1
 	q.keys[0] = q.keys[last]
 	q.keys = q.keys[:last]
-	i := 0
-	for {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < last && q.less(l, m) {
-			m = l
+	for i := 0; ; {
+		first := arity*i + 1
+		if first >= last {
+			break
 		}
-		if r < last && q.less(r, m) {
-			m = r
+		m := first
+		for c := first + 1; c < min(first+arity, last); c++ {
+			if q.less(c, m) {
+				m = c
+			}
 		}
-		if m == i {
+		if !q.less(m, i) {
 			break
 		}
 		q.keys[i], q.keys[m] = q.keys[m], q.keys[i]
