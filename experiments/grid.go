@@ -1,9 +1,11 @@
 package experiments
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -49,6 +51,26 @@ type Grid struct {
 	// budget (its elector processes, say); a task that costs more than
 	// the whole budget runs alone. Unset, every task costs 1.
 	Cost func(cell int) int
+	// Weight, when set, orders the dispatch: heavier cells' tasks start
+	// first (ties in task order), so that the last tasks running beside
+	// idle CPUs are short ones. Rows still come out in task order.
+	Weight func(cell int) float64
+}
+
+// dispatchOrder is the order g's n tasks start in.
+func (g Grid) dispatchOrder(n, reps int) []int {
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	if g.Weight != nil {
+		w := make([]float64, n)
+		for i := range w {
+			w[i] = g.Weight(g.task(i, reps).Cell)
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(w[b], w[a]) })
+	}
+	return order
 }
 
 // task is the i-th task of g to run.
@@ -110,7 +132,7 @@ func RunGrid[R any](ctx context.Context, env *Env, g Grid, task func(ctx context
 	}
 	go func() {
 		defer close(next)
-		for i := range n {
+		for _, i := range g.dispatchOrder(n, env.Reps) {
 			if budget.Acquire(ctx, cost(i)) != nil {
 				return
 			}

@@ -97,8 +97,8 @@ func (f *FailoverSim) Run(ctx context.Context, env *experiments.Env) error {
 		c := c // cells run side by side
 		c.N, c.Algorithm = f.ns[cell/len(algs)], algs[cell%len(algs)]
 		var rows []FailoverRow
-		reps := env.Reps
-		for rep := 0; rep < reps; rep++ {
+		budget := newCellBudget(env.Reps, f.maxMessages, false)
+		for rep := 0; rep < env.Reps; rep++ {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
@@ -111,8 +111,8 @@ func (f *FailoverSim) Run(ctx context.Context, env *experiments.Env) error {
 				NewIsMaxLive: r.NewIsMaxLive, Coordinators: r.Coordinators, Detect: r.Detect, Propagation: r.Propagation,
 				AllKnow: r.AllKnow, Metadata: r.Metadata, ElectionMsgs: cnt.Of(ring.MsgElection), ElectedMsgs: cnt.Of(ring.MsgElected),
 				EndMsgs: cnt.Of(ring.MsgEnd), Suspect: c.Suspect, Seed: seed(rep), ElectedRound: r.ElectedRound})
-			if rep == 0 {
-				reps = costlyReps(reps, cnt.Of(ring.MsgElection), f.maxMessages)
+			if budget.spend(cnt.Of(ring.MsgElection)) {
+				break
 			}
 		}
 		return rows, nil

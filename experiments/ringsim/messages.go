@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -51,7 +52,7 @@ func (m *Messages) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&m.delayMax, "delay-max", 3*time.Millisecond, "maximum one-way delay (uniform)")
 	fs.DurationVar(&m.ackTimeout, "ack-timeout", 10*time.Millisecond,
 		"per-hop acknowledgement as ringnode runs it, counted apart (0: off); longer than a round trip, so without loss nothing is resent")
-	fs.IntVar(&m.maxMessages, "max-messages", 10_000, maxMessagesUsage)
+	fs.IntVar(&m.maxMessages, "max-messages", 1_000, maxMessagesUsage)
 }
 
 // messagesRow is one election.
@@ -75,21 +76,53 @@ type messagesRow struct {
 	Retransmissions int           `csv:"retransmissions"`
 }
 
-// minCellReps is the fewest repetitions a cell runs, however costly.
-const minCellReps = 3
+// minCellReps is the fewest repetitions a cell runs, however costly: two
+// still show a spread, and the cells that stop there (LeLann, Bully and
+// Chang–Roberts' worst case at n ≥ 512) vary little — LeLann not at all.
+const minCellReps = 2
 
-const maxMessagesUsage = "election messages per repetition above which a cell runs fewer: one whose first repetition sends c > this runs " +
-	"max(3, reps·this/c) — LeLann and Bully at n = 1,024 (n² messages that barely vary) run 3 in the quick profile"
+// cellPrecision is the standard error, relative to the mean, that a cell
+// whose mean the report compares with an exact form reaches before it
+// stops early.
+const cellPrecision = 0.005
 
-// costlyReps is how many of reps a cell runs whose first repetition sent
-// first election messages: all up to budget a repetition, fewer beyond,
-// never fewer than minCellReps. Simulated cells are sized so the quadratic
-// algorithms at n = 1,024 do not hold up the rest.
-func costlyReps(reps, first, budget int) int {
-	if first <= budget {
-		return reps
+const maxMessagesUsage = "election messages per repetition, on average, that a cell may spend: once its election messages reach reps × this, " +
+	"a cell stops — one whose mean is compared with an exact form only when that mean is known to 0.5 % — after at least 2 repetitions"
+
+// cellBudget stops a simulated cell's repetitions early: the quadratic
+// algorithms at large n must not hold up the rest, and a cell whose mean
+// the report holds against an exact form (Chang–Roberts' n·H_n, say)
+// must not lose the precision that comparison needs. It counts what was
+// sent, not what the first repetition predicted — one Bully initiator
+// sends n−1 messages or n², by where it stands.
+type cellBudget struct {
+	budget, spent float64
+	precise       bool
+	n             int
+	mean, m2      float64 // Welford's running mean and sum of squares
+}
+
+func newCellBudget(reps, perRep int, precise bool) cellBudget {
+	return cellBudget{budget: float64(reps) * float64(perRep), precise: precise}
+}
+
+// spend records a repetition's election messages and reports whether the
+// cell is done.
+func (b *cellBudget) spend(msgs int) bool {
+	x := float64(msgs)
+	b.spent += x
+	b.n++
+	d := x - b.mean
+	b.mean += d / float64(b.n)
+	b.m2 += d * (x - b.mean)
+	switch {
+	case b.n < minCellReps || b.spent < b.budget:
+		return false
+	case !b.precise:
+		return true
 	}
-	return min(reps, max(minCellReps, reps*budget/first))
+	se := math.Sqrt(b.m2/float64(b.n-1)) / math.Sqrt(float64(b.n))
+	return se <= cellPrecision*b.mean
 }
 
 func (m *Messages) Run(ctx context.Context, env *experiments.Env) error {
@@ -152,12 +185,14 @@ func (m *Messages) Run(ctx context.Context, env *experiments.Env) error {
 	// The algorithms of one ring share its seeds (common random numbers:
 	// the same orders and initiators), and a ring's seeds do not depend on
 	// which algorithms run, so Chang–Roberts' rows are the same alone.
-	grid := experiments.Grid{Cells: len(cells), SameSeed: len(algs), Parallel: experiments.AllCPUs}
+	grid := experiments.Grid{Cells: len(cells), SameSeed: len(algs), Parallel: experiments.AllCPUs,
+		Weight: func(i int) float64 { return float64(cells[i].n) }} // the largest rings first
 	return experiments.RunCells(ctx, env, grid, func(ctx context.Context, i int, seed func(int) uint64) ([]messagesRow, error) {
 		c := cells[i]
 		var rows []messagesRow
-		reps := env.Reps
-		for rep := 0; rep < reps; rep++ {
+		_, _, exact := exactForm(c.alg.Name, c.n, c.order, c.init)
+		budget := newCellBudget(env.Reps, m.maxMessages, exact)
+		for rep := 0; rep < env.Reps; rep++ {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
@@ -166,8 +201,8 @@ func (m *Messages) Run(ctx context.Context, env *experiments.Env) error {
 				return nil, err
 			}
 			rows = append(rows, row)
-			if rep == 0 {
-				reps = costlyReps(reps, row.ElectionMsgs, m.maxMessages)
+			if budget.spend(row.ElectionMsgs) {
+				break
 			}
 		}
 		return rows, nil

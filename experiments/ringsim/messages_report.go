@@ -197,6 +197,7 @@ func (m *Messages) Report(in *experiments.ReportInput) (string, error) {
 	out += "Exact forms (DESIGN §3.1): Chang–Roberts with all initiators — best case 2n−1 on the consistent-hash (sorted) ring, " +
 		"worst n(n+1)/2 on the reversed ring, n·H_n on average over random orders; one initiator — n + d, mean (3n−1)/2 over random starters, " +
 		"whatever the order; LeLann — n² always. The bounds are each algorithm's published worst case (README, election algorithms). " +
-		"A cell whose first run sends more than " + in.Meta.Params["max-messages"] + " election messages runs fewer repetitions (reps column).\n"
+		"A cell stops early (reps column) once it has sent reps × " + in.Meta.Params["max-messages"] + " election messages, after at least 2 repetitions; " +
+		"one with an exact form only once its mean is known to 0.5 % (standard error).\n"
 	return out, nil
 }

@@ -74,6 +74,31 @@ func TestMessagesCSVAndReport(t *testing.T) {
 	assert.FileExists(t, filepath.Join(dir, "ring-messages-messages.png"))
 }
 
+// A cell stops once it has spent its budget — after two repetitions at
+// least, and for a cell held against an exact form only once its mean is
+// known to 0.5 %.
+func TestCellBudget(t *testing.T) {
+	run := func(b cellBudget, msgs func(rep int) int) int {
+		for rep := range 200 {
+			if b.spend(msgs(rep)) {
+				return rep + 1
+			}
+		}
+		return 200
+	}
+	steady := func(int) int { return 4096 }
+	assert.Equal(t, 5, run(newCellBudget(20, 1000, false), steady), "spent after five")
+	assert.Equal(t, 5, run(newCellBudget(20, 1000, true), steady), "no spread: precise at once")
+	assert.Equal(t, 2, run(newCellBudget(20, 1000, true), func(int) int { return 1 << 20 }), "never fewer than two")
+	// Alternating 80 and 120: mean 100, sd ≈ 20, so 0.5 % of the mean
+	// takes n ≥ (20/0.5)² = 1,600 repetitions — all 200 are run, though
+	// the budget of 20·1,000 was spent after about 200.
+	noisy := func(rep int) int { return 80 + 40*(rep%2) }
+	assert.Equal(t, 200, run(newCellBudget(20, 1000, true), noisy))
+	assert.Equal(t, 200, run(newCellBudget(20, 1000, false), noisy), "the budget lasts 200 repetitions")
+	assert.Equal(t, 20, run(newCellBudget(20, 100, false), noisy), "a tenth of the budget: spent after 20")
+}
+
 // Every algorithm side by side: Chang–Roberts' rows are those it writes
 // alone, LeLann's count is n², no run exceeds its bound, and a costly cell
 // runs fewer repetitions.
@@ -101,7 +126,7 @@ func TestMessagesEveryAlgorithm(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(string(alone)), "\n")[1:]
 	assert.Equal(t, lines, cr, "Chang–Roberts' rows do not depend on the other algorithms")
-	assert.Equal(t, 4, reps["lelann 64 sorted all"], "4,096 messages a run: 20·1,000/4,096 repetitions")
+	assert.Equal(t, 5, reps["lelann 64 sorted all"], "4,096 messages a run, no spread: it stops once past 20·1,000, after ⌈20,000/4,096⌉ repetitions")
 	assert.Equal(t, 20, reps["dkr 16 random all"], "a cheap cell runs them all")
 
 	reg := &experiments.Registry{}

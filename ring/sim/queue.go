@@ -43,9 +43,17 @@ type event struct {
 // container/heap, whose interface boxing allocates on every push.
 type queue struct {
 	keys []eventKey
-	slab []event
+	// slab holds the events in chunks of slabChunk: it grows without
+	// copying what it holds (Bully's 750,000 events of ~100 bytes spent a
+	// fifth of its run in append's copies).
+	slab [][]event
+	used int32   // slots handed out so far
 	free []int32 // unused slab slots
 }
+
+const slabChunk = 4096
+
+func (q *queue) at(slot int32) *event { return &q.slab[slot/slabChunk][slot%slabChunk] }
 
 // arity is the heap's fan-out.
 const arity = 4
@@ -70,11 +78,14 @@ func (q *queue) push(e event) {
 	var slot int32
 	if n := len(q.free); n > 0 {
 		slot, q.free = q.free[n-1], q.free[:n-1]
-		q.slab[slot] = e
 	} else {
-		slot = int32(len(q.slab))
-		q.slab = append(q.slab, e)
+		slot = q.used
+		q.used++
+		if int(slot/slabChunk) == len(q.slab) {
+			q.slab = append(q.slab, make([]event, slabChunk))
+		}
 	}
+	*q.at(slot) = e
 	q.keys = append(q.keys, eventKey{e.at, e.seq, slot})
 	i := len(q.keys) - 1
 	for i > 0 {
@@ -89,8 +100,9 @@ func (q *queue) push(e event) {
 
 func (q *queue) pop() event {
 	slot := q.keys[0].slot
-	top := q.slab[slot]
-	q.slab[slot] = event{} // drop its metadata pointer
+	e := q.at(slot)
+	top := *e
+	*e = event{} // drop its metadata pointer
 	q.free = append(q.free, slot)
 	last := len(q.keys) - 1
 	q.keys[0] = q.keys[last]
