@@ -45,17 +45,16 @@ var Sources = map[string]string{
 
 func (*Sim) Spec() experiments.Spec {
 	return experiments.Spec{Name: "lb-sim", Backends: []string{"sim"}, Quick: 2, Paper: 5, Row: simRow{},
-		Summary: "every picker before N ∈ {4, 16, 100, 1000} heterogeneous servers (one slowed mid-run) at 50–95 % load, simulated: p50/p99/p99.9 latency, drops, η"}
+		Summary: "every picker before N ∈ {4, 16, 100, 1000} heterogeneous servers (one slowed mid-run) at 80 and 95 % load (and 50 % in the paper profile), simulated: p50/p99/p99.9 latency, drops, η"}
 }
 
 func (s *Sim) Flags(fs *flag.FlagSet) {
 	s.pickers = experiments.ChoiceList{Vals: pick.Algorithms, Allowed: pick.Algorithms}
 	s.ns = experiments.IntList{4, 16, 100, 1000}
-	s.utils = experiments.FloatList{0.5, 0.8, 0.95}
 	s.caps = experiments.FloatList{1, 2, 4}
 	fs.Var(&s.pickers, "pickers", "pickers, comma-separated")
 	fs.Var(&s.ns, "n", "numbers of servers, comma-separated")
-	fs.Var(&s.utils, "util", "offered load over nominal capacity, comma-separated")
+	fs.Var(&s.utils, "util", "offered load over nominal capacity, comma-separated (default: 0.8,0.95 quick — the loads the goal is judged at; 0.5,0.8,0.95 paper)")
 	fs.Var(&s.caps, "capacities", "server capacities each server draws one of (relative speeds)")
 	fs.IntVar(&s.slots, "slots", 2, "requests a server serves at once")
 	fs.IntVar(&s.queue, "queue", 200, "requests a server queues beyond its slots (more are dropped)")
@@ -126,8 +125,15 @@ func (s *Sim) Run(ctx context.Context, env *experiments.Env) error {
 		util   float64
 	}
 	var cells []cell
+	utils := s.utils
+	if len(utils) == 0 {
+		utils = experiments.FloatList{0.8, 0.95}
+		if env.Profile == experiments.ProfilePaper {
+			utils = experiments.FloatList{0.5, 0.8, 0.95}
+		}
+	}
 	for _, n := range s.ns {
-		for _, u := range s.utils {
+		for _, u := range utils {
 			for _, p := range s.pickers.Vals {
 				cells = append(cells, cell{p, n, u})
 			}

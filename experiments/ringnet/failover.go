@@ -28,16 +28,16 @@ func (*Failover) Spec() experiments.Spec {
 }
 
 func (f *Failover) Flags(fs *flag.FlagSet) {
-	f.ns = experiments.IntList{3, 5, 8, 12, 16}
 	f.algorithms = experiments.ChoiceList{Vals: []string{ring.ChangRoberts}, Allowed: ring.AlgorithmNames()}
-	fs.Var(&f.ns, "n", "ring sizes, comma-separated")
+	fs.Var(&f.ns, "n", "ring sizes, comma-separated (default: 3,5,16 quick — the sizes the report holds against the bare ring, and the smallest; 3,5,8,12,16 paper)")
 	fs.Var(&f.algorithms, "algorithm", "the servers' election algorithms, comma-separated or all (a ring per algorithm and size): "+
 		strings.Join(ring.AlgorithmNames(), ", "))
 	f.srv.define(fs)
 }
 
 func (f *Failover) Run(ctx context.Context, env *experiments.Env) error {
-	for _, n := range f.ns {
+	ns := experiments.Points(f.ns, env.Profile, experiments.IntList{3, 5, 16}, experiments.IntList{3, 5, 8, 12, 16})
+	for _, n := range ns {
 		if n < 2 {
 			return fmt.Errorf("n=%d: a failover needs at least 2 servers", n)
 		}
@@ -46,9 +46,9 @@ func (f *Failover) Run(ctx context.Context, env *experiments.Env) error {
 	var rings ringPerCell
 	defer rings.Close()
 	// The algorithms of one size share their repetitions' seeds.
-	grid := experiments.Grid{Cells: len(f.ns) * len(algs), SameSeed: len(algs)}
+	grid := experiments.Grid{Cells: len(ns) * len(algs), SameSeed: len(algs)}
 	return experiments.RunGrid(ctx, env, grid, func(ctx context.Context, t experiments.Task) ([]ringsim.FailoverRow, error) {
-		n, alg := f.ns[t.Cell/len(algs)], algs[t.Cell%len(algs)]
+		n, alg := ns[t.Cell/len(algs)], algs[t.Cell%len(algs)]
 		r, err := rings.get(t.Cell, func() (ringnodes.Ring, error) {
 			// The bare ring first, once per size and alone: they must not
 			// share the CPU.

@@ -29,9 +29,8 @@ func (*Join) Spec() experiments.Spec {
 }
 
 func (j *Join) Flags(fs *flag.FlagSet) {
-	j.ns = experiments.IntList{3, 5, 8}
 	j.loads = experiments.ChoiceList{Vals: []string{"idle", "loaded"}, Allowed: []string{"idle", "loaded"}}
-	fs.Var(&j.ns, "n", "servers before the join, comma-separated")
+	fs.Var(&j.ns, "n", "servers before the join, comma-separated (default: 3,8 quick; 3,5,8 paper)")
 	fs.Var(&j.loads, "load", "idle, loaded")
 	fs.IntVar(&j.keys, "keys", 2000, "pairs stored before the joins (from seed 002's pool shape)")
 	fs.IntVar(&j.clients, "clients", 4, "writers during a loaded join")
@@ -59,11 +58,12 @@ func (j *Join) Run(ctx context.Context, env *experiments.Env) error {
 		return fmt.Errorf("keys=%d clients=%d: both must be positive", j.keys, j.clients)
 	}
 	pool := makePool(env.Seed, PaperPairs, PaperPoolMiB)[:min(j.keys, PaperPairs)]
-	cells := experiments.Cells(len(j.ns), len(j.loads.Vals))
+	ns := experiments.Points(j.ns, env.Profile, experiments.IntList{3, 8}, experiments.IntList{3, 5, 8})
+	cells := experiments.Cells(len(ns), len(j.loads.Vals))
 	var rings ringPerCell
 	defer rings.Close()
 	return experiments.RunGrid(ctx, env, experiments.Grid{Cells: len(cells)}, func(ctx context.Context, t experiments.Task) ([]joinRow, error) {
-		n, load := j.ns[cells[t.Cell][0]], j.loads.Vals[cells[t.Cell][1]]
+		n, load := ns[cells[t.Cell][0]], j.loads.Vals[cells[t.Cell][1]]
 		r, err := rings.get(cells[t.Cell][0], func() (ringnodes.Ring, error) {
 			r, err := startRing(ctx, env, n, &j.srv)
 			if err != nil {
