@@ -1,0 +1,29 @@
+package ringnet
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ringside/ringside/experiments"
+)
+
+// Beside the bare ring, a ring algorithm's time per election message is
+// its propagation over its messages; Bully's, whose winner may announce
+// before any ELECTION reaches it (propagation 0), runs from the first
+// suspicion until every server knows.
+func TestBareSectionPerMessage(t *testing.T) {
+	runs, err := experiments.ReadTable(strings.NewReader("backend,algorithm,n,detect_ms,propagation_ms,all_know_ms,election_msgs,elected_round_ms\n" +
+		"local,chang-roberts,5,600,2,610,10,0.4\n" +
+		"local,bully,5,600,0,620,20,0\n"))
+	require.NoError(t, err)
+	bare, err := experiments.ReadTable(strings.NewReader("backend,n,hop_ms\nlocal,5,0.05\n"))
+	require.NoError(t, err)
+	out := bareSection(runs, bare)
+	// chang-roberts: 2 ms / 10 = 200 µs, 4× the 50 µs hop; ELECTED round 0.4 ms / 4 hops = 100 µs, 2×.
+	assert.Contains(t, out, "| chang-roberts | 5 | 50 | 100 | 2 | 200 | 4 |")
+	// bully: (620 − 600) ms / 20 = 1,000 µs, 20× the hop; no round.
+	assert.Contains(t, out, "| bully | 5 | 50 | — | — | 1000 | 20 | — |")
+}
