@@ -71,11 +71,10 @@ func (h *hopAcks) add(p pendingHop) {
 
 // trim drops the tombstones at the front. The array is kept: a member
 // that awaits one hop at a time (a ring algorithm's usual state) would
-// otherwise allocate a new one for every hop it sends — LeLann at
-// n = 1,024 spent a quarter of its simulation in the garbage collector.
+// otherwise allocate a new one for every hop it sends — LeLann's
+// simulated election at n = 1,024 allocated 126 MB, 3 MB with it kept.
 // Live hops move to the front when they are few (cheap to copy) or
-// behind at least as many tombstones, so the array is reused and never
-// grows beyond twice what a member awaits at once.
+// behind at least as many tombstones, so the array is reused.
 func (h *hopAcks) trim() {
 	i := 0
 	for i < len(h.pend) && h.pend[i].acked {
