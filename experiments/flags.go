@@ -11,7 +11,7 @@ import (
 // Points is a list flag's load points in profile: the user's when set,
 // else the profile's. The quick profile cuts points, not repetitions, so
 // that every point it runs has a spread to draw and to judge by.
-func Points(set IntList, profile string, quick, paper IntList) IntList {
+func Points[L ~[]E, E any](set L, profile string, quick, paper L) L {
 	switch {
 	case len(set) > 0:
 		return set

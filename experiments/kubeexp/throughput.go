@@ -59,7 +59,13 @@ func (f *tpFlags) define(fs *flag.FlagSet, quickPoint time.Duration) {
 // clientCounts is the load points' client counts in profile: in the
 // quick profile the two seed 000's Fig. 13 quotes.
 func (f *tpFlags) clientCounts(profile string) experiments.IntList {
-	return experiments.Points(f.clients, profile, experiments.IntList{1, 16}, experiments.IntList{1, 2, 4, 8, 16})
+	return f.points(profile, experiments.IntList{1, 16})
+}
+
+// points is the load points in profile, with quick as the quick
+// profile's.
+func (f *tpFlags) points(profile string, quick experiments.IntList) experiments.IntList {
+	return experiments.Points(f.clients, profile, quick, experiments.IntList{1, 2, 4, 8, 16})
 }
 
 // pointDuration is the length of a load point in profile.

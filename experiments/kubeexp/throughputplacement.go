@@ -117,11 +117,10 @@ func (t *ThroughputPlacement) Run(ctx context.Context, env *experiments.Env) err
 // placements' reads differ only under load, and the gains are judged on
 // writes.
 func (t *ThroughputPlacement) clientCounts(op, profile string) experiments.IntList {
-	points := t.f.clientCounts(profile)
-	if op == "read" && len(t.f.clients) == 0 && profile != experiments.ProfilePaper {
-		return points[len(points)-1:]
+	if op == "read" {
+		return t.f.points(profile, experiments.IntList{16})
 	}
-	return points
+	return t.f.clientCounts(profile)
 }
 
 // target returns the node each application's leader is forced onto, or

@@ -125,13 +125,7 @@ func (s *Sim) Run(ctx context.Context, env *experiments.Env) error {
 		util   float64
 	}
 	var cells []cell
-	utils := s.utils
-	if len(utils) == 0 {
-		utils = experiments.FloatList{0.8, 0.95}
-		if env.Profile == experiments.ProfilePaper {
-			utils = experiments.FloatList{0.5, 0.8, 0.95}
-		}
-	}
+	utils := experiments.Points(s.utils, env.Profile, experiments.FloatList{0.8, 0.95}, experiments.FloatList{0.5, 0.8, 0.95})
 	for _, n := range s.ns {
 		for _, u := range utils {
 			for _, p := range s.pickers.Vals {

@@ -22,10 +22,10 @@ const maxMessagesUsage = "election messages per repetition, on average, that a c
 // sent, not what the first repetition predicted — one Bully initiator
 // sends n−1 messages or n², by where it stands.
 type cellBudget struct {
-	budget, spent float64
-	precise       bool
-	n             int
-	mean, m2      float64 // Welford's running mean and sum of squares
+	budget     float64
+	precise    bool
+	n          int
+	sum, sumSq float64 // election messages and their squares: exact integers
 }
 
 func newCellBudget(reps, perRep int, precise bool) cellBudget {
@@ -36,17 +36,17 @@ func newCellBudget(reps, perRep int, precise bool) cellBudget {
 // cell is done.
 func (b *cellBudget) spend(msgs int) bool {
 	x := float64(msgs)
-	b.spent += x
 	b.n++
-	d := x - b.mean
-	b.mean += d / float64(b.n)
-	b.m2 += d * (x - b.mean)
+	b.sum += x
+	b.sumSq += x * x
 	switch {
-	case b.n < minCellReps || b.spent < b.budget:
+	case b.n < minCellReps || b.sum < b.budget:
 		return false
 	case !b.precise:
 		return true
 	}
-	se := math.Sqrt(b.m2/float64(b.n-1)) / math.Sqrt(float64(b.n))
-	return se <= cellPrecision*b.mean
+	n := float64(b.n)
+	mean := b.sum / n
+	variance := max(b.sumSq-n*mean*mean, 0) / (n - 1)
+	return math.Sqrt(variance/n) <= cellPrecision*mean
 }

@@ -78,7 +78,7 @@ func TestMessagesCSVAndReport(t *testing.T) {
 // least, and for a cell held against an exact form only once its mean is
 // known to 0.5 %.
 func TestCellBudget(t *testing.T) {
-	run := func(b cellBudget, msgs func(rep int) int) int {
+	repsOf := func(b cellBudget, msgs func(rep int) int) int {
 		for rep := range 200 {
 			if b.spend(msgs(rep)) {
 				return rep + 1
@@ -87,16 +87,16 @@ func TestCellBudget(t *testing.T) {
 		return 200
 	}
 	steady := func(int) int { return 4096 }
-	assert.Equal(t, 5, run(newCellBudget(20, 1000, false), steady), "spent after five")
-	assert.Equal(t, 5, run(newCellBudget(20, 1000, true), steady), "no spread: precise at once")
-	assert.Equal(t, 2, run(newCellBudget(20, 1000, true), func(int) int { return 1 << 20 }), "never fewer than two")
+	assert.Equal(t, 5, repsOf(newCellBudget(20, 1000, false), steady), "spent after five")
+	assert.Equal(t, 5, repsOf(newCellBudget(20, 1000, true), steady), "no spread: precise at once")
+	assert.Equal(t, 2, repsOf(newCellBudget(20, 1000, true), func(int) int { return 1 << 20 }), "never fewer than two")
 	// Alternating 80 and 120: mean 100, sd ≈ 20, so 0.5 % of the mean
 	// takes n ≥ (20/0.5)² = 1,600 repetitions — all 200 are run, though
 	// the budget of 20·1,000 was spent after about 200.
 	noisy := func(rep int) int { return 80 + 40*(rep%2) }
-	assert.Equal(t, 200, run(newCellBudget(20, 1000, true), noisy))
-	assert.Equal(t, 200, run(newCellBudget(20, 1000, false), noisy), "the budget lasts 200 repetitions")
-	assert.Equal(t, 20, run(newCellBudget(20, 100, false), noisy), "a tenth of the budget: spent after 20")
+	assert.Equal(t, 200, repsOf(newCellBudget(20, 1000, true), noisy))
+	assert.Equal(t, 200, repsOf(newCellBudget(20, 1000, false), noisy), "the budget lasts 200 repetitions")
+	assert.Equal(t, 20, repsOf(newCellBudget(20, 100, false), noisy), "a tenth of the budget: spent after 20")
 }
 
 // Every algorithm side by side: Chang–Roberts' rows are those it writes

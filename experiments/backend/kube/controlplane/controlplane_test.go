@@ -127,7 +127,7 @@ func logTailOnFailure(t *testing.T, dir string) {
 				t.Logf("%s: %v", name, err)
 				continue
 			}
-			t.Logf("end of %s:\n%s", name, b[max(0, len(b)-8000):])
+			t.Logf("end of %s:\n%s", name, tail(b, 8000))
 		}
 	})
 }
