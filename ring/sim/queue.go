@@ -36,16 +36,16 @@ type event struct {
 // and the events wait in a slab beside it: sifting then moves 24 bytes
 // without pointers instead of whole events, which dominated LeLann's n²
 // messages at n = 1,024. It is 4-ary: half a binary heap's depth, and a
-// node's four children share two cache lines — Bully at n = 1,024 keeps
-// some 750,000 messages in flight, a heap far larger than the caches,
-// where every level of a pop is a miss. Keys are unique (seq), so the
+// node's four children share two cache lines — Bully keeps O(n²)
+// messages in flight (every member that runs an election writes to all
+// above it), a heap far larger than the caches, where every level of a
+// pop is a miss. Keys are unique (seq), so the
 // pop order is the same for any heap. Written out rather than
 // container/heap, whose interface boxing allocates on every push.
 type queue struct {
 	keys []eventKey
 	// slab holds the events in chunks of slabChunk: it grows without
-	// copying what it holds (Bully's 750,000 events of ~100 bytes spent a
-	// fifth of its run in append's copies).
+	// copying what it holds (Bully's O(n²) events of ~100 bytes each).
 	slab [][]event
 	used int32   // slots handed out so far
 	free []int32 // unused slab slots
