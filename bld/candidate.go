@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -86,6 +87,8 @@ type Candidate struct {
 	// period.
 	pods   []v1.Pod
 	podsAt time.Time
+	// The coordinated Lease as last seen (cle-balanced).
+	lease *coordinationv1.Lease
 }
 
 // NewCandidate validates cfg and builds the lock.
@@ -189,6 +192,9 @@ func (c *Candidate) Run(ctx context.Context) error {
 			defer cancel()
 			c.record.Release(rctx, c.cfg.Election, c.cfg.Identity)
 		}
+	}
+	if c.cfg.Algorithm == balance.CLEBalanced {
+		return c.runCoordinated(ctx, started)
 	}
 	if c.cfg.Algorithm == balance.Default {
 		// client-go's elector, unchanged; it returns after losing the

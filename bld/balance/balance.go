@@ -16,10 +16,14 @@ const (
 	BLDLiteral = "bld-literal"
 	BLDPlus    = "bld-plus"
 	Ranked     = "ranked"
+	// CLEBalanced campaigns through Kubernetes' coordinated leader
+	// election: the candidate registers and leads when the
+	// ringside.io/balanced strategy controller names it (bld/strategy).
+	CLEBalanced = "cle-balanced"
 )
 
 // Algorithms lists every algorithm name, for flag validation.
-var Algorithms = []string{Default, BLD, BLDLiteral, BLDPlus, Ranked}
+var Algorithms = []string{Default, BLD, BLDLiteral, BLDPlus, Ranked, CLEBalanced}
 
 // Balanced reports whether alg consults the leader-management record.
 func Balanced(alg string) bool { return alg == BLD || alg == BLDLiteral || alg == BLDPlus }
@@ -58,7 +62,7 @@ func (p Placement) Counts(app string) map[string]int {
 //     allows 2:1:0 for three applications on three nodes;
 //   - bld-plus: qualify iff node holds the fewest leaders among the nodes
 //     hosting a candidate of app, so some candidate always qualifies;
-//   - default and ranked: always.
+//   - default, ranked and cle-balanced (whose controller decides): always.
 func Qualifies(alg, app, node string, p Placement, nodes, candidates []string) bool {
 	counts := p.Counts(app)
 	c := counts[node]

@@ -17,9 +17,12 @@ import (
 // Name is the strategy, as it appears in a Lease's spec.strategy.
 const Name = "ringside.io/balanced"
 
-// Candidate is a live LeaseCandidate: who, and on which node.
+// Candidate is a LeaseCandidate not known to be dead: who, and on which
+// node. Pending marks one asked whether it is still there (a ping) and
+// not answered yet (Liveness): it may lead later, it is not named now.
 type Candidate struct {
 	Identity, Node string
+	Pending        bool
 }
 
 // Election is one application's Lease and its live candidates.
@@ -46,10 +49,10 @@ type Decision struct {
 	Preferred string
 }
 
-// free reports whether nobody holds e's Lease at now: no holder, or one
+// Free reports whether nobody holds e's Lease at now: no holder, or one
 // whose lease ran out. Naming a holder for a Lease still held would make
 // two leaders.
-func (e Election) free(now time.Time) bool {
+func (e Election) Free(now time.Time) bool {
 	return e.Holder == "" || !now.Before(e.RenewTime.Add(e.LeaseDuration))
 }
 
@@ -65,9 +68,12 @@ func (e Election) candidate(id string) (Candidate, bool) {
 // Decide returns the writes that keep every election led and the leaders
 // spread evenly, in a fixed order for fixed input:
 //
-//   - a free Lease with a live candidate gets the candidate on the node
-//     with the fewest leaders among the nodes hosting one (ties: node,
-//     then identity, by name) — so no election starves;
+//   - a free Lease with a live candidate gets the candidate a move chose
+//     (preferredHolder), if it is live, or else the one on the node with
+//     the fewest leaders among the nodes hosting one (ties: node, then
+//     identity, by name) — so no election starves. While a pending
+//     candidate sits on a node with fewer leaders than that, the Lease
+//     waits for its answer;
 //   - while the leader counts of the nodes hosting candidates differ by
 //     more than one, a leader on the fullest node whose election has a
 //     candidate on the emptiest is moved there (preferredHolder) — at
@@ -91,7 +97,7 @@ func Decide(now time.Time, elections []Election) []Decision {
 		}
 	}
 	for _, e := range es {
-		if e.free(now) {
+		if e.Free(now) {
 			continue
 		}
 		id := e.Holder
@@ -105,12 +111,13 @@ func Decide(now time.Time, elections []Election) []Decision {
 	}
 	var out []Decision
 	for _, e := range es {
-		if !e.free(now) || len(e.Candidates) == 0 {
+		if !e.Free(now) || len(e.Candidates) == 0 {
 			continue
 		}
-		best := slices.MinFunc(e.Candidates, func(a, b Candidate) int {
-			return cmp.Or(cmp.Compare(count[a.Node], count[b.Node]), cmp.Compare(a.Node, b.Node), cmp.Compare(a.Identity, b.Identity))
-		})
+		best, ok := e.choose(count)
+		if !ok {
+			continue
+		}
 		count[best.Node]++
 		leaderNode[e.Name] = best.Node
 		out = append(out, Decision{Election: e.Name, Holder: best.Identity})
@@ -132,6 +139,35 @@ func Decide(now time.Time, elections []Election) []Decision {
 		}
 		out = append(out, d)
 	}
+}
+
+// choose picks the holder of free Lease e given the leaders per node, or
+// reports that e must wait: no live candidate, or a pending one on a
+// node with fewer leaders than the best live one.
+func (e Election) choose(count map[string]int) (Candidate, bool) {
+	var live, pending []Candidate
+	for _, c := range e.Candidates {
+		if c.Pending {
+			pending = append(pending, c)
+		} else {
+			live = append(live, c)
+		}
+	}
+	if len(live) == 0 {
+		return Candidate{}, false
+	}
+	if c, ok := e.candidate(e.Preferred); ok && !c.Pending {
+		return c, true
+	}
+	best := slices.MinFunc(live, func(a, b Candidate) int {
+		return cmp.Or(cmp.Compare(count[a.Node], count[b.Node]), cmp.Compare(a.Node, b.Node), cmp.Compare(a.Identity, b.Identity))
+	})
+	for _, c := range pending {
+		if count[c.Node] < count[best.Node] {
+			return Candidate{}, false
+		}
+	}
+	return best, true
 }
 
 // extremes returns the nodes with the most leaders, by name, and one
@@ -157,16 +193,16 @@ func extremes(count map[string]int) (full []string, empty string) {
 }
 
 // move picks a leader on node full to move to the emptiest node its
-// election has a candidate on, if that takes the spread down, and
+// election has a live candidate on, if that takes the spread down, and
 // records it in leaderNode and count.
 func move(now time.Time, es []Election, leaderNode map[string]string, moved map[string]bool, full string, count map[string]int) (Decision, bool) {
 	for _, e := range es {
-		if leaderNode[e.Name] != full || moved[e.Name] || e.Preferred != "" || e.free(now) || now.Sub(e.LastMove) < e.LeaseDuration {
+		if leaderNode[e.Name] != full || moved[e.Name] || e.Preferred != "" || e.Free(now) || now.Sub(e.LastMove) < e.LeaseDuration {
 			continue
 		}
 		var to Candidate
 		for _, c := range e.Candidates {
-			if count[c.Node] < count[full]-1 && (to.Node == "" || count[c.Node] < count[to.Node] ||
+			if !c.Pending && count[c.Node] < count[full]-1 && (to.Node == "" || count[c.Node] < count[to.Node] ||
 				count[c.Node] == count[to.Node] && cmp.Or(cmp.Compare(c.Node, to.Node), cmp.Compare(c.Identity, to.Identity)) < 0) {
 				to = c
 			}

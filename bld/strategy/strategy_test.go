@@ -129,10 +129,10 @@ func TestDecideProperties(t *testing.T) {
 			id := d.Holder + d.Preferred
 			_, live := e.candidate(id)
 			require.True(t, live, "trial %d: %s names %q, not a live candidate", trial, d.Election, id)
-			require.True(t, (d.Holder != "") == e.free(now), "trial %d: %s: a holder exactly for a free Lease (%+v)", trial, d.Election, d)
+			require.True(t, (d.Holder != "") == e.Free(now), "trial %d: %s: a holder exactly for a free Lease (%+v)", trial, d.Election, d)
 		}
 		for _, e := range es {
-			if e.free(now) && len(e.Candidates) > 0 {
+			if e.Free(now) && len(e.Candidates) > 0 {
 				require.True(t, seen[e.Name], "trial %d: %s starves", trial, e.Name)
 			}
 		}
@@ -147,7 +147,7 @@ func checkBalanced(t *testing.T, trial int, es []Election, ds []Decision) {
 	t.Helper()
 	after := map[string]string{} // election → the identity leading after the decisions
 	for _, e := range es {
-		if !e.free(now) {
+		if !e.Free(now) {
 			after[e.Name] = e.Holder
 		}
 	}
@@ -177,11 +177,61 @@ func checkBalanced(t *testing.T, trial int, es []Election, ds []Decision) {
 		moved[d.Election] = d.Preferred != ""
 	}
 	for _, e := range es {
-		if count[where[e.Name]] != hi || moved[e.Name] || e.free(now) {
+		if count[where[e.Name]] != hi || moved[e.Name] || e.Free(now) {
 			continue
 		}
 		for _, c := range e.Candidates {
 			require.False(t, count[c.Node] < hi-1, "trial %d: spread %d–%d, yet %s could move to %s", trial, lo, hi, e.Name, c.Node)
 		}
 	}
+}
+
+// A pending candidate (pinged, not answered) is never named; a free Lease
+// waits for it only while it sits on a node with fewer leaders than the
+// best live candidate's.
+func TestPendingCandidatesWaitOnlyWhereTheyCouldWin(t *testing.T) {
+	busy := held("b", "b@n1", cands("b", "n1"))
+	e := Election{Name: "a", Candidates: []Candidate{{Identity: "a@n1", Node: "n1"}, {Identity: "a@n2", Node: "n2", Pending: true}}}
+	assert.Empty(t, Decide(now, []Election{busy, e}), "n2 (no leader) may answer: wait")
+	e.Candidates[1].Node, e.Candidates[1].Identity = "n1", "a@n1b"
+	assert.Equal(t, []Decision{{Election: "a", Holder: "a@n1"}}, Decide(now, []Election{busy, e}), "nothing better can answer")
+	e.Candidates = []Candidate{{Identity: "a@n2", Node: "n2", Pending: true}}
+	assert.Empty(t, Decide(now, []Election{e}), "no live candidate")
+	// Nor does a move go to a pending candidate.
+	es := []Election{held("x", "x@n1", cands("x", "n1")), held("y", "y@n1", cands("y", "n1")),
+		held("z", "z@n1", []Candidate{{Identity: "z@n1", Node: "n1"}, {Identity: "z@n2", Node: "n2", Pending: true}})}
+	assert.Empty(t, Decide(now, es))
+}
+
+// A free Lease goes to the candidate a move chose, when it is live,
+// whatever the counts say now.
+func TestAFreeLeaseGoesToItsPreferredHolder(t *testing.T) {
+	e := Election{Name: "a", Preferred: "a@n3", Candidates: cands("a", "n1", "n2", "n3")}
+	busy := held("b", "b@n3", cands("b", "n3"))
+	assert.Equal(t, []Decision{{Election: "a", Holder: "a@n3"}}, Decide(now, []Election{busy, e}))
+	e.Candidates[2].Pending = true
+	assert.Equal(t, []Decision{{Election: "a", Holder: "a@n1"}}, Decide(now, []Election{busy, e}), "not while it has not answered")
+}
+
+func TestLiveness(t *testing.T) {
+	const wait = time.Second
+	since := now.Add(-time.Minute)
+	at := func(d time.Duration) time.Time { return now.Add(d) }
+	for _, c := range []struct {
+		name        string
+		renew, ping time.Time
+		want        Status
+	}{
+		{"renewed since the Lease went free", at(-time.Second), time.Time{}, Live},
+		{"renewed before, never pinged", at(-2 * time.Minute), time.Time{}, Unasked},
+		{"answered an old ping, then the Lease went free", at(-2 * time.Minute), at(-3 * time.Minute), Unasked},
+		{"pinged just now", at(-2 * time.Minute), at(-wait / 2), Pending},
+		{"pinged and silent past the wait", at(-2 * time.Minute), at(-wait), Dead},
+		{"answered its ping", at(-time.Millisecond), at(-wait / 2), Live},
+	} {
+		assert.Equal(t, c.want, Liveness(now, since, c.renew, c.ping, wait), c.name)
+	}
+	// A Lease still held: never asked, alive unless silent to a ping.
+	assert.Equal(t, Live, Liveness(now, time.Time{}, at(-time.Hour), time.Time{}, wait))
+	assert.Equal(t, Dead, Liveness(now, time.Time{}, at(-time.Hour), at(-time.Minute), wait))
 }

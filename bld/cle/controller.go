@@ -1,0 +1,315 @@
+// Package cle is the controller of the ringside.io/balanced strategy of
+// Kubernetes' coordinated leader election (KEP-4355): the shell around
+// bld/strategy's choices. It watches LeaseCandidates and Leases, asks
+// candidates of a free Lease whether they are still there (pings),
+// names each free Lease's holder and moves leaders back into balance
+// through preferredHolder. All its state is in the API objects — the
+// Leases and their moved-at annotations — so a replica that takes over
+// carries on where the last one stopped.
+package cle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/api/coordination/v1alpha2"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+
+	"github.com/ringside/ringside/bld"
+	"github.com/ringside/ringside/bld/strategy"
+)
+
+// MovedAtAnnotation on a Lease is when the controller last set its
+// preferredHolder (RFC 3339), so a replica that takes over keeps to one
+// move per lease duration.
+const MovedAtAnnotation = "ringside.io/moved-at"
+
+// Config configures the controller.
+type Config struct {
+	Client kubernetes.Interface
+	// Namespace limits the controller to one namespace ("": all). Leaders
+	// are balanced per namespace, as BLD's record is.
+	Namespace string
+	// AckWait is how long a pinged candidate has to answer before it
+	// counts as gone.
+	AckWait time.Duration
+	// Resync bounds the time between two looks at the elections.
+	Resync time.Duration
+	Log    *slog.Logger
+	Clock  clock.Clock
+	// OnDecision, when set, sees every write the controller made.
+	OnDecision func(ns string, d strategy.Decision)
+}
+
+// Controller names holders for the strategy's Leases.
+type Controller struct {
+	cfg        Config
+	leases     cache.Indexer
+	candidates cache.Indexer
+	wake       chan struct{}
+	warned     map[string]bool // candidates already reported unusable
+}
+
+// New checks cfg.
+func New(cfg Config) (*Controller, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("cle: a client is required")
+	}
+	if cfg.AckWait <= 0 {
+		return nil, fmt.Errorf("cle: ack wait %s: want > 0", cfg.AckWait)
+	}
+	if cfg.Resync <= 0 {
+		cfg.Resync = 5 * time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.OnDecision == nil {
+		cfg.OnDecision = func(string, strategy.Decision) {}
+	}
+	return &Controller{cfg: cfg, wake: make(chan struct{}, 1), warned: map[string]bool{}}, nil
+}
+
+// Run controls the elections until ctx ends.
+func (c *Controller) Run(ctx context.Context) error {
+	f := informers.NewSharedInformerFactoryWithOptions(c.cfg.Client, 0, informers.WithNamespace(c.cfg.Namespace))
+	li := f.Coordination().V1().Leases().Informer()
+	ci := f.Coordination().V1alpha2().LeaseCandidates().Informer()
+	poke := func(any) { c.poke() }
+	h := cache.ResourceEventHandlerFuncs{AddFunc: poke, UpdateFunc: func(_, n any) { poke(n) }, DeleteFunc: poke}
+	if _, err := li.AddEventHandler(h); err != nil {
+		return err
+	}
+	if _, err := ci.AddEventHandler(h); err != nil {
+		return err
+	}
+	c.leases, c.candidates = li.GetIndexer(), ci.GetIndexer()
+	f.Start(ctx.Done())
+	defer f.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), li.HasSynced, ci.HasSynced) {
+		return ctx.Err()
+	}
+	c.cfg.Log.Info("controlling", "strategy", strategy.Name, "namespace", c.cfg.Namespace)
+	for {
+		next := c.reconcile(ctx)
+		t := c.cfg.Clock.NewTimer(max(time.Millisecond, min(next.Sub(c.cfg.Clock.Now()), c.cfg.Resync)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-c.wake:
+		case <-t.C():
+		}
+		t.Stop()
+	}
+}
+
+func (c *Controller) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// election is one Lease of the strategy with its candidates as read.
+type election struct {
+	lease      *coordinationv1.Lease
+	candidates []*v1alpha2.LeaseCandidate
+}
+
+// reconcile looks at every election once: pings, then decisions. It
+// returns when it wants to look again (a Lease running out, an answer
+// due, a move allowed).
+func (c *Controller) reconcile(ctx context.Context) time.Time {
+	now := c.cfg.Clock.Now()
+	next := now.Add(c.cfg.Resync)
+	soon := func(t time.Time) {
+		if t.After(now) && t.Before(next) {
+			next = t
+		}
+	}
+	byNS := c.elections()
+	namespaces := make([]string, 0, len(byNS))
+	for ns := range byNS {
+		namespaces = append(namespaces, ns)
+	}
+	slices.Sort(namespaces)
+	for _, ns := range namespaces {
+		var es []strategy.Election
+		for name, el := range byNS[ns] {
+			es = append(es, c.election(ctx, now, name, el, soon))
+		}
+		for _, d := range strategy.Decide(now, es) {
+			if err := c.write(ctx, now, byNS[ns][d.Election].lease, d); err != nil {
+				c.cfg.Log.Warn("writing a decision", "namespace", ns, "lease", d.Election, "err", err)
+				soon(now.Add(c.cfg.AckWait / 4)) // look again soon: a conflict is a newer state
+				continue
+			}
+			c.cfg.OnDecision(ns, d)
+		}
+	}
+	return next
+}
+
+// elections groups the strategy's candidates by namespace and Lease,
+// with the Lease where it exists and is the strategy's.
+func (c *Controller) elections() map[string]map[string]*election {
+	out := map[string]map[string]*election{}
+	for _, obj := range c.candidates.List() {
+		lc, ok := obj.(*v1alpha2.LeaseCandidate)
+		if !ok || lc.Spec.Strategy != strategy.Name {
+			continue
+		}
+		if out[lc.Namespace] == nil {
+			out[lc.Namespace] = map[string]*election{}
+		}
+		el := out[lc.Namespace][lc.Spec.LeaseName]
+		if el == nil {
+			el = &election{}
+			obj, exists, _ := c.leases.GetByKey(lc.Namespace + "/" + lc.Spec.LeaseName)
+			if l, ok := obj.(*coordinationv1.Lease); exists && ok && l.Spec.Strategy != nil && *l.Spec.Strategy == strategy.Name {
+				el.lease = l
+			}
+			out[lc.Namespace][lc.Spec.LeaseName] = el
+		}
+		el.candidates = append(el.candidates, lc)
+	}
+	for ns, els := range out {
+		for name, el := range els {
+			if el.lease == nil { // its candidates create it (bld.Candidate)
+				delete(els, name)
+			}
+		}
+		if len(els) == 0 {
+			delete(out, ns)
+		}
+	}
+	return out
+}
+
+// election reads one Lease and its candidates for the strategy, pinging
+// the candidates of a free Lease that have not answered since it went
+// free. A candidate without a usable node is left out, once reported.
+func (c *Controller) election(ctx context.Context, now time.Time, name string, el *election, soon func(time.Time)) strategy.Election {
+	spec := el.lease.Spec
+	e := strategy.Election{Name: name, LeaseDuration: max(time.Second, leaseDuration(el.lease))}
+	if spec.HolderIdentity != nil {
+		e.Holder = *spec.HolderIdentity
+	}
+	if spec.RenewTime != nil {
+		e.RenewTime = spec.RenewTime.Time
+	} else {
+		e.RenewTime = el.lease.CreationTimestamp.Time
+	}
+	if spec.PreferredHolder != nil {
+		e.Preferred = *spec.PreferredHolder
+	}
+	if t, err := time.Parse(time.RFC3339Nano, el.lease.Annotations[MovedAtAnnotation]); err == nil {
+		e.LastMove = t
+		soon(t.Add(e.LeaseDuration))
+	}
+	free := e.Free(now)
+	var since time.Time
+	if free {
+		since = e.FreeSince()
+	} else {
+		soon(e.RenewTime.Add(e.LeaseDuration))
+	}
+	for _, lc := range el.candidates {
+		node := lc.Annotations[bld.NodeAnnotation]
+		if errs := validation.IsDNS1123Subdomain(node); len(errs) > 0 {
+			if key := lc.Namespace + "/" + lc.Name; !c.warned[key] {
+				c.warned[key] = true
+				c.cfg.Log.Warn("candidate left out: its node annotation is unusable", "candidate", key, "annotation", bld.NodeAnnotation, "problem", errs[0])
+			}
+			continue
+		}
+		// The holder of a free Lease gave it up or failed to renew it.
+		if free && lc.Name == e.Holder {
+			continue
+		}
+		var renew, ping time.Time
+		if lc.Spec.RenewTime != nil {
+			renew = lc.Spec.RenewTime.Time
+		}
+		if lc.Spec.PingTime != nil {
+			ping = lc.Spec.PingTime.Time
+		}
+		switch strategy.Liveness(now, since, renew, ping, c.cfg.AckWait) {
+		case strategy.Dead:
+			continue
+		case strategy.Unasked:
+			if err := c.ping(ctx, lc, now); err != nil {
+				c.cfg.Log.Warn("pinging a candidate", "candidate", lc.Namespace+"/"+lc.Name, "err", err)
+			}
+			soon(now.Add(c.cfg.AckWait))
+			e.Candidates = append(e.Candidates, strategy.Candidate{Identity: lc.Name, Node: node, Pending: true})
+		case strategy.Pending:
+			soon(ping.Add(c.cfg.AckWait))
+			e.Candidates = append(e.Candidates, strategy.Candidate{Identity: lc.Name, Node: node, Pending: true})
+		default:
+			e.Candidates = append(e.Candidates, strategy.Candidate{Identity: lc.Name, Node: node})
+		}
+	}
+	return e
+}
+
+func leaseDuration(l *coordinationv1.Lease) time.Duration {
+	if l.Spec.LeaseDurationSeconds == nil {
+		return 0
+	}
+	return time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+}
+
+// ping asks a candidate to renew (client-go's candidate does when its
+// pingTime passes its renewTime).
+func (c *Controller) ping(ctx context.Context, lc *v1alpha2.LeaseCandidate, now time.Time) error {
+	cp := lc.DeepCopy()
+	cp.Spec.PingTime = &metav1.MicroTime{Time: now}
+	_, err := c.cfg.Client.CoordinationV1alpha2().LeaseCandidates(lc.Namespace).Update(ctx, cp, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return nil // it changed or left: the next look sees it
+	}
+	return err
+}
+
+// write applies a decision to the Lease as read, refused by the API
+// server if the Lease changed since.
+func (c *Controller) write(ctx context.Context, now time.Time, l *coordinationv1.Lease, d strategy.Decision) error {
+	cp := l.DeepCopy()
+	t := metav1.NewMicroTime(now)
+	if d.Holder != "" {
+		transitions := int32(1)
+		if cp.Spec.LeaseTransitions != nil {
+			transitions = *cp.Spec.LeaseTransitions + 1
+		}
+		cp.Spec.HolderIdentity, cp.Spec.PreferredHolder = &d.Holder, nil
+		cp.Spec.AcquireTime, cp.Spec.RenewTime, cp.Spec.LeaseTransitions = &t, &t, &transitions
+		if cp.Spec.LeaseDurationSeconds == nil || *cp.Spec.LeaseDurationSeconds < 1 {
+			one := int32(1)
+			cp.Spec.LeaseDurationSeconds = &one
+		}
+	} else {
+		cp.Spec.PreferredHolder = &d.Preferred
+		if cp.Annotations == nil {
+			cp.Annotations = map[string]string{}
+		}
+		cp.Annotations[MovedAtAnnotation] = now.UTC().Format(time.RFC3339Nano)
+	}
+	_, err := c.cfg.Client.CoordinationV1().Leases(l.Namespace).Update(ctx, cp, metav1.UpdateOptions{})
+	return err
+}

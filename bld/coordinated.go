@@ -1,0 +1,277 @@
+package bld
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/api/coordination/v1alpha2"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/leaderelection"
+
+	"github.com/ringside/ringside/bld/strategy"
+)
+
+// Coordinated leader election (KEP-4355) with the ringside.io/balanced
+// strategy: the candidate registers a LeaseCandidate and never takes the
+// Lease itself; it leads when the strategy controller (bld/cle) names it
+// holder, through client-go's elector in its coordinated mode, and stops
+// when the controller marks another preferred holder (client-go then
+// stops renewing and steps down within its renew deadline).
+//
+// Two rules keep kube-apiserver v1.32 alive beside it. Its own election
+// controller dereferences a Lease's holder without a nil check
+// (leaderelection_controller.go:377, fixed in v1.33) whenever it reaches
+// a Lease of a third-party strategy that has candidates and no holder.
+// So no Lease here is ever without one: the first candidate creates it
+// held by Unassigned and already run out, and a leader leaving does not
+// clear the holder as client-go's release would — it backdates its own
+// renewal so the Lease runs out at once (expire).
+
+// Unassigned holds a coordinated Lease before the controller names its
+// first holder; no candidate has this identity (it is not a Pod name).
+const Unassigned = "ringside.io/unassigned"
+
+// NodeAnnotation on a LeaseCandidate names the candidate's node, for the
+// strategy controller to count leaders per node.
+const NodeAnnotation = "ringside.io/node"
+
+// runCoordinated campaigns until ctx ends: register, then lead each time
+// the Lease names this candidate.
+func (c *Candidate) runCoordinated(ctx context.Context, started func(context.Context)) error {
+	if err := c.ensureCoordinatedLease(ctx); err != nil {
+		return err
+	}
+	if err := c.register(ctx); err != nil {
+		return err
+	}
+	lc, _, err := leaderelection.NewCandidate(c.cfg.Client, c.cfg.Namespace, c.cfg.Identity, c.cfg.Election,
+		"", "", strategy.Name)
+	if err != nil {
+		return fmt.Errorf("candidate %s: %w", c.cfg.Identity, err)
+	}
+	// The candidate answers pings until it leaves (below): its own
+	// context, so that it outlives ctx by the unregistering.
+	lcCtx, stopCandidate := context.WithCancel(context.Background())
+	defer stopCandidate()
+	go lc.Run(lcCtx)
+	leases := c.watchLease(ctx)
+	for {
+		// Wait until named.
+		for !c.named() {
+			select {
+			case <-ctx.Done():
+				c.leave()
+				return nil
+			case l := <-leases:
+				c.noteLease(l)
+			}
+		}
+		c.lead(ctx, leases, started)
+	}
+}
+
+// lead runs client-go's coordinated elector while the Lease names this
+// candidate; a fresh elector tries at once, so a named candidate leads
+// without waiting out a retry period. A leader that stops (a move, a
+// lost renewal, ctx) lets the Lease run out behind it.
+func (c *Candidate) lead(ctx context.Context, leases <-chan *coordinationv1.Lease, started func(context.Context)) {
+	ectx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: c.lock, LeaseDuration: c.cfg.LeaseDuration, RenewDeadline: c.cfg.RenewDeadline, RetryPeriod: c.cfg.RetryPeriod,
+		Coordinated: true, Name: c.cfg.Election,
+		Callbacks: leaderelection.LeaderCallbacks{OnStartedLeading: started, OnStoppedLeading: func() {}, OnNewLeader: c.setLeader},
+	})
+	if err != nil { // only for a configuration NewCandidate already checked
+		c.cfg.Log.Error("coordinated elector", "err", err)
+		<-ctx.Done()
+		return
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); le.Run(ectx) }()
+	for {
+		select {
+		case <-done:
+			c.expire()
+			return
+		case l := <-leases:
+			c.noteLease(l)
+			// Named elsewhere before this elector took the Lease: its
+			// acquisition would only fail, every retry period.
+			if !le.IsLeader() && !c.named() {
+				cancel()
+			}
+		}
+	}
+}
+
+// named reports whether the Lease as last seen names this candidate
+// holder, valid by this candidate's clock (a Lease it let run out does
+// not invite it back), with no move away under way.
+func (c *Candidate) named() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := c.lease
+	if l == nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != c.cfg.Identity {
+		return false
+	}
+	if l.Spec.PreferredHolder != nil && *l.Spec.PreferredHolder != "" && *l.Spec.PreferredHolder != c.cfg.Identity {
+		return false
+	}
+	return l.Spec.RenewTime != nil && c.cfg.Clock.Now().Before(l.Spec.RenewTime.Add(leaseDuration(l, c.cfg.LeaseDuration)))
+}
+
+// leaseDuration is l's duration, or def where it has none.
+func leaseDuration(l *coordinationv1.Lease, def time.Duration) time.Duration {
+	if l.Spec.LeaseDurationSeconds != nil {
+		return time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+	}
+	return def
+}
+
+// noteLease keeps the Lease as last seen and tells the sidecar who holds
+// it.
+func (c *Candidate) noteLease(l *coordinationv1.Lease) {
+	holder, transitions := "", 0
+	if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != Unassigned {
+		holder = *l.Spec.HolderIdentity
+	}
+	if l.Spec.LeaseTransitions != nil {
+		transitions = int(*l.Spec.LeaseTransitions)
+	}
+	c.mu.Lock()
+	c.lease = l
+	changed := holder != c.leader
+	c.mu.Unlock()
+	c.noteRecord(holder, transitions, false)
+	if changed {
+		c.setLeader(holder)
+	}
+}
+
+// watchLease sends the election's Lease on every change, the latest only.
+func (c *Candidate) watchLease(ctx context.Context) <-chan *coordinationv1.Lease {
+	out := make(chan *coordinationv1.Lease, 1)
+	send := func(obj any) {
+		l, ok := obj.(*coordinationv1.Lease)
+		if !ok {
+			return
+		}
+		for {
+			select {
+			case out <- l:
+				return
+			default:
+			}
+			select { // drop the stale one
+			case <-out:
+			default:
+			}
+		}
+	}
+	f := informers.NewSharedInformerFactoryWithOptions(c.cfg.Client, 0, informers.WithNamespace(c.cfg.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", c.cfg.Election).String()
+		}))
+	inf := f.Coordination().V1().Leases().Informer()
+	inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: send, UpdateFunc: func(_, n any) { send(n) }})
+	f.Start(ctx.Done())
+	return out
+}
+
+// ensureCoordinatedLease creates the election's Lease for the strategy,
+// held by Unassigned and already run out, unless it exists; an existing
+// one gets the strategy if it has none.
+func (c *Candidate) ensureCoordinatedLease(ctx context.Context) error {
+	leases := c.cfg.Client.CoordinationV1().Leases(c.cfg.Namespace)
+	now := c.cfg.Clock.Now()
+	secs := int32(max(1, c.cfg.LeaseDuration/time.Second))
+	holder, st := Unassigned, coordinationv1.CoordinatedLeaseStrategy(strategy.Name)
+	_, err := leases.Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: c.cfg.Election, Namespace: c.cfg.Namespace},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, Strategy: &st, LeaseDurationSeconds: &secs,
+			RenewTime: &metav1.MicroTime{Time: now.Add(-time.Duration(secs) * time.Second)}},
+	}, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		if err != nil {
+			return fmt.Errorf("candidate %s: creating the coordinated Lease: %w", c.cfg.Identity, err)
+		}
+		return nil
+	}
+	l, err := leases.Get(ctx, c.cfg.Election, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("candidate %s: reading the Lease: %w", c.cfg.Identity, err)
+	}
+	if l.Spec.Strategy != nil && *l.Spec.Strategy == st {
+		return nil
+	}
+	l.Spec.Strategy = &st
+	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
+		l.Spec.HolderIdentity = &holder // never holderless (v1.32, above)
+	}
+	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
+		return fmt.Errorf("candidate %s: giving the Lease its strategy: %w", c.cfg.Identity, err)
+	}
+	return nil
+}
+
+// register creates this candidate's LeaseCandidate with its node, before
+// client-go's candidate renews it (which keeps the annotation).
+func (c *Candidate) register(ctx context.Context) error {
+	lcs := c.cfg.Client.CoordinationV1alpha2().LeaseCandidates(c.cfg.Namespace)
+	now := metav1.NewMicroTime(c.cfg.Clock.Now())
+	obj := &v1alpha2.LeaseCandidate{
+		ObjectMeta: metav1.ObjectMeta{Name: c.cfg.Identity, Namespace: c.cfg.Namespace, Annotations: map[string]string{NodeAnnotation: c.cfg.Node}},
+		Spec:       v1alpha2.LeaseCandidateSpec{LeaseName: c.cfg.Election, Strategy: strategy.Name, RenewTime: &now},
+	}
+	_, err := lcs.Create(ctx, obj, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) { // a restarted candidate: take its object over
+		var old *v1alpha2.LeaseCandidate
+		if old, err = lcs.Get(ctx, c.cfg.Identity, metav1.GetOptions{}); err == nil {
+			old.Annotations, old.Spec = obj.Annotations, obj.Spec
+			_, err = lcs.Update(ctx, old, metav1.UpdateOptions{})
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("candidate %s: registering its LeaseCandidate: %w", c.cfg.Identity, err)
+	}
+	return nil
+}
+
+// leave unregisters the candidate, then lets a Lease it still holds run
+// out — in that order, so the controller does not name it again.
+func (c *Candidate) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.RenewDeadline)
+	defer cancel()
+	err := c.cfg.Client.CoordinationV1alpha2().LeaseCandidates(c.cfg.Namespace).Delete(ctx, c.cfg.Identity, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		c.cfg.Log.Warn("unregistering the candidate", "err", err)
+	}
+	c.expire()
+}
+
+// expire ends this candidate's hold on the Lease, if it still has it, by
+// backdating its renewal a lease duration: the Lease keeps a holder (see
+// above) and is free at once.
+func (c *Candidate) expire() {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.RenewDeadline)
+	defer cancel()
+	leases := c.cfg.Client.CoordinationV1().Leases(c.cfg.Namespace)
+	l, err := leases.Get(ctx, c.cfg.Election, metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != c.cfg.Identity {
+		return
+	}
+	l.Spec.RenewTime = &metav1.MicroTime{Time: c.cfg.Clock.Now().Add(-leaseDuration(l, c.cfg.LeaseDuration))}
+	l, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+	if err != nil {
+		c.cfg.Log.Warn("letting the Lease run out", "err", err)
+		return
+	}
+	c.noteLease(l) // before its watch event: not named any more
+}
