@@ -71,8 +71,12 @@ EXPOSE 8080
 USER 65532
 ENTRYPOINT ["/worker"]
 
+# The elector sidecar, and the ringside.io/balanced strategy controller
+# that its cle-balanced candidates need (k8s/overlays/cle-balanced runs
+# it with command /cle-balanced).
 FROM scratch AS elector
 COPY --from=build /out/elector /elector
+COPY --from=build /out/cle-balanced /cle-balanced
 EXPOSE 4040
 USER 65532
 ENTRYPOINT ["/elector"]

@@ -37,6 +37,12 @@ import (
 // first holder; no candidate has this identity (it is not a Pod name).
 const Unassigned = "ringside.io/unassigned"
 
+// binaryVersion is what a candidate's LeaseCandidate gives as its binary
+// version: required, a semantic version, and read only by the built-in
+// OldestEmulationVersion strategy — the version of this candidate
+// protocol, not of a Kubernetes component.
+const binaryVersion = "1.0.0"
+
 // NodeAnnotation on a LeaseCandidate names the candidate's node, for the
 // strategy controller to count leaders per node.
 const NodeAnnotation = "ringside.io/node"
@@ -51,7 +57,7 @@ func (c *Candidate) runCoordinated(ctx context.Context, started func(context.Con
 		return err
 	}
 	lc, _, err := leaderelection.NewCandidate(c.cfg.Client, c.cfg.Namespace, c.cfg.Identity, c.cfg.Election,
-		"", "", strategy.Name)
+		binaryVersion, "", strategy.Name)
 	if err != nil {
 		return fmt.Errorf("candidate %s: %w", c.cfg.Identity, err)
 	}
@@ -228,7 +234,7 @@ func (c *Candidate) register(ctx context.Context) error {
 	now := metav1.NewMicroTime(c.cfg.Clock.Now())
 	obj := &v1alpha2.LeaseCandidate{
 		ObjectMeta: metav1.ObjectMeta{Name: c.cfg.Identity, Namespace: c.cfg.Namespace, Annotations: map[string]string{NodeAnnotation: c.cfg.Node}},
-		Spec:       v1alpha2.LeaseCandidateSpec{LeaseName: c.cfg.Election, Strategy: strategy.Name, RenewTime: &now},
+		Spec:       v1alpha2.LeaseCandidateSpec{LeaseName: c.cfg.Election, Strategy: strategy.Name, BinaryVersion: binaryVersion, RenewTime: &now},
 	}
 	_, err := lcs.Create(ctx, obj, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) { // a restarted candidate: take its object over

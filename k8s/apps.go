@@ -63,16 +63,26 @@ func Render(overlay string) ([]*unstructured.Unstructured, error) {
 // the objects of the named applications: each gets its own Deployment,
 // election, ServiceAccount, Role and RoleBinding, the Role granting that
 // application's lock only; the shared objects (Namespace, ClusterRole,
-// admission policy) come once, and the nodes ClusterRoleBinding names
-// every application's ServiceAccount.
+// admission policy, and objects of other names such as cle-balanced's
+// controller) come once, and the nodes ClusterRoleBinding names every
+// application's ServiceAccount.
 func Applications(objs []*unstructured.Unstructured, names ...string) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	var per []*unstructured.Unstructured
 	for _, o := range objs {
+		perApp := o.GetName() == BaseApp || o.GetName() == BaseApp+"-elector"
 		switch o.GetKind() {
 		case "Deployment", "ServiceAccount", "Role", "RoleBinding":
-			per = append(per, o)
+			if perApp {
+				per = append(per, o)
+			} else {
+				out = append(out, o.DeepCopy())
+			}
 		case "ClusterRoleBinding":
+			if !boundTo(o, BaseApp+"-elector") {
+				out = append(out, o.DeepCopy())
+				break
+			}
 			crb := o.DeepCopy()
 			subjects, _, _ := unstructured.NestedSlice(crb.Object, "subjects")
 			if len(subjects) != 1 {
@@ -102,6 +112,17 @@ func Applications(objs []*unstructured.Unstructured, names ...string) ([]*unstru
 		}
 	}
 	return out, nil
+}
+
+// boundTo reports whether a binding's first subject is the
+// ServiceAccount sa.
+func boundTo(o *unstructured.Unstructured, sa string) bool {
+	subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+	if len(subjects) == 0 {
+		return false
+	}
+	s, _ := subjects[0].(map[string]any)
+	return s["kind"] == "ServiceAccount" && s["name"] == sa
 }
 
 func rename(o *unstructured.Unstructured, app string) (*unstructured.Unstructured, error) {

@@ -33,10 +33,21 @@ import (
 
 	"github.com/ringside/ringside/bld"
 	"github.com/ringside/ringside/bld/balance"
+	"github.com/ringside/ringside/bld/cle"
 	"github.com/ringside/ringside/experiments/backend/kube/controlplane"
 )
 
-var overlays = []string{balance.Default, "default-endpoints", balance.BLD, balance.BLDPlus, balance.Ranked}
+var overlays = []string{balance.Default, "default-endpoints", balance.BLD, balance.BLDPlus, balance.Ranked, balance.CLEBalanced}
+
+// policy finds a ValidatingAdmissionPolicy by name.
+func policy(objs []*unstructured.Unstructured, name string) bool {
+	for _, o := range objs {
+		if o.GetKind() == "ValidatingAdmissionPolicy" && o.GetName() == name {
+			return true
+		}
+	}
+	return false
+}
 
 func render(t *testing.T, overlay string) []*unstructured.Unstructured {
 	t.Helper()
@@ -84,7 +95,11 @@ func TestOverlaysRender(t *testing.T) {
 			assert.Equal(t, []string{"ringside-leaders"}, grants["/configmaps/update"])
 			_, patch := grants["/pods/patch"]
 			assert.Equal(t, overlay == balance.Ranked, patch, "pods patch")
-			assert.Equal(t, overlay == balance.Ranked, find(objs, "ValidatingAdmissionPolicy") != nil, "own-pod policy")
+			assert.Equal(t, overlay == balance.Ranked, policy(objs, "ringside-elector-own-pod"), "own-pod policy")
+			// Coordinated candidates: their LeaseCandidates, each its own.
+			_, candidates := grants["coordination.k8s.io/leasecandidates/create"]
+			assert.Equal(t, overlay == balance.CLEBalanced, candidates, "leasecandidates rule")
+			assert.Equal(t, overlay == balance.CLEBalanced, policy(objs, "ringside-elector-own-candidate"), "own-candidate policy")
 			eps, endpoints := grants["/endpoints/update"]
 			assert.Equal(t, overlay == "default-endpoints", endpoints, "endpoints rule")
 			if endpoints {
@@ -182,6 +197,7 @@ func TestElectorsRunWithTheManifestsRights(t *testing.T) {
 		balance.BLD:         {balance.BLD, bld.LockLease},
 		balance.BLDPlus:     {balance.BLDPlus, bld.LockLease},
 		balance.Ranked:      {balance.Ranked, bld.LockLease},
+		balance.CLEBalanced: {balance.CLEBalanced, bld.LockLease},
 	}
 	for _, overlay := range overlays {
 		objs, err := Applications(render(t, overlay), "app-"+overlay)
@@ -229,6 +245,21 @@ func TestElectorsRunWithTheManifestsRights(t *testing.T) {
 	}
 
 	var wg sync.WaitGroup
+	// cle-balanced's candidates lead when its controller names them: run
+	// it with its ServiceAccount's rights.
+	tok, err := cs.CoreV1().ServiceAccounts("ringside").CreateToken(ctx, "cle-balanced", &authv1.TokenRequest{}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	ctlCfg := rest.AnonymousClientConfig(admin)
+	ctlCfg.BearerToken = tok.Status.Token
+	ctlClient, err := kubernetes.NewForConfig(ctlCfg)
+	require.NoError(t, err)
+	ctl, err := cle.New(cle.Config{Client: ctlClient, AckWait: 500 * time.Millisecond, Log: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	wg.Go(func() {
+		if err := ctl.Run(ctx); err != nil {
+			t.Errorf("cle-balanced controller: %v", err)
+		}
+	})
 	// Every channel exists before any candidate runs: the map is only
 	// read while they do.
 	leaders := map[string]chan string{}
@@ -298,6 +329,13 @@ func TestElectorsRunWithTheManifestsRights(t *testing.T) {
 	assert.ErrorContains(t, err, "only its own Pod")
 	_, err = ranked.CoreV1().Pods("ringside").Patch(ctx, "app-ranked-0", types.MergePatchType, probe, metav1.PatchOptions{})
 	assert.NoError(t, err, "its own probe address")
+	// A coordinated candidate cannot unregister a peer.
+	coordinated := asPod("app-cle-balanced", "app-cle-balanced-0")
+	assert.Eventually(t, func() bool {
+		err = coordinated.CoordinationV1alpha2().LeaseCandidates("ringside").Delete(ctx, "app-cle-balanced-1", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil
+	}, 10*time.Second, 100*time.Millisecond, "a coordinated candidate may remove a peer's LeaseCandidate")
+	assert.ErrorContains(t, err, "only its own Pod as a candidate")
 	cancel()
 	wg.Wait()
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
@@ -68,6 +69,9 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	rc.ContentType = "application/vnd.kubernetes.protobuf"
+	// LeaseCandidate's v1alpha2 is deprecated ahead of v1beta1: a warning
+	// on every request, which says nothing to an operator.
+	rc.WarningHandler = rest.NoWarnings{}
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return err

@@ -75,7 +75,7 @@ func (l *leaders) snapshot() (map[string]string, int) {
 // returned function makes it leave.
 func candidate(t *testing.T, cs kubernetes.Interface, ns, app, node string, l *leaders) context.CancelFunc {
 	t.Helper()
-	id := app + "@" + node
+	id := app + "-" + node
 	c, err := bld.NewCandidate(bld.CandidateConfig{
 		Algorithm: balance.CLEBalanced, Election: app, Namespace: ns, Identity: id, Node: node, Client: cs,
 		LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 500 * time.Millisecond,
@@ -84,13 +84,18 @@ func candidate(t *testing.T, cs kubernetes.Interface, ns, app, node string, l *l
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); c.Run(ctx) }()
+	go func() {
+		defer close(done)
+		if err := c.Run(ctx); err != nil {
+			t.Errorf("candidate %s: %v", id, err)
+		}
+	}()
 	stop := func() { cancel(); <-done }
 	t.Cleanup(stop)
 	return stop
 }
 
-// perNode counts the leaders on each of nodes (id "app@node").
+// perNode counts the leaders on each of nodes (id "app-node").
 func perNode(lead map[string]string, nodes ...string) map[string]int {
 	out := map[string]int{}
 	for _, n := range nodes {
@@ -98,7 +103,7 @@ func perNode(lead map[string]string, nodes ...string) map[string]int {
 	}
 	for _, id := range lead {
 		for _, n := range nodes {
-			if len(id) > len(n) && id[len(id)-len(n)-1:] == "@"+n {
+			if len(id) > len(n) && id[len(id)-len(n)-1:] == "-"+n {
 				out[n]++
 			}
 		}
@@ -114,6 +119,21 @@ func spread(counts map[string]int) int {
 	return hi - lo
 }
 
+// dump logs the Leases and LeaseCandidates of ns, for a failure.
+func dump(t *testing.T, cs kubernetes.Interface, ns string) {
+	ctx := context.Background()
+	leases, err := cs.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, l := range leases.Items {
+		t.Logf("lease %s: %+v", l.Name, l.Spec)
+	}
+	lcs, err := cs.CoordinationV1alpha2().LeaseCandidates(ns).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, c := range lcs.Items {
+		t.Logf("candidate %s %v: %+v", c.Name, c.Annotations, c.Spec)
+	}
+}
+
 // The controller binary against a real API server, two replicas: every
 // application elected and spread evenly; the replica that controls is
 // killed and the other names the successor of a leader that left; a
@@ -124,7 +144,10 @@ func TestCoordinatedElectionEndToEnd(t *testing.T) {
 	cp, err := controlplane.Start(ctx, t.TempDir())
 	require.NoError(t, err)
 	t.Cleanup(cp.Stop)
-	cs, err := cp.Clientset()
+	rc, err := cp.RestConfig()
+	require.NoError(t, err)
+	rc.QPS, rc.Burst = 500, 1000 // sixteen candidates share it
+	cs, err := kubernetes.NewForConfig(rc)
 	require.NoError(t, err)
 	const ns = "cle"
 	_, err = cs.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
@@ -149,7 +172,7 @@ func TestCoordinatedElectionEndToEnd(t *testing.T) {
 	stops := map[string]context.CancelFunc{}
 	for _, app := range apps {
 		for _, n := range nodes {
-			stops[app+"@"+n] = candidate(t, cs, ns, app, n, l)
+			stops[app+"-"+n] = candidate(t, cs, ns, app, n, l)
 		}
 	}
 	waitFor := func(what string, d time.Duration, ok func(map[string]string) bool) map[string]string {
@@ -163,6 +186,7 @@ func TestCoordinatedElectionEndToEnd(t *testing.T) {
 				return lead
 			}
 			if time.Now().After(deadline) {
+				dump(t, cs, ns)
 				t.Fatalf("%s: not within %s; leaders %v", what, d, lead)
 			}
 			<-tick.C

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/ringside/ringside/bld"
 	"github.com/ringside/ringside/bld/balance"
@@ -80,6 +81,9 @@ func run(ctx context.Context, args []string) error {
 	// and decode than JSON on both ends, and every object the electors
 	// touch is a built-in type.
 	rc.ContentType = "application/vnd.kubernetes.protobuf"
+	// LeaseCandidate's v1alpha2 is deprecated ahead of v1beta1: a warning
+	// on every request, which says nothing to an operator.
+	rc.WarningHandler = rest.NoWarnings{}
 	cfg.Client, err = kubernetes.NewForConfig(rc)
 	if err != nil {
 		return err

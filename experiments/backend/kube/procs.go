@@ -5,12 +5,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/ringside/ringside/bld/balance"
+	"github.com/ringside/ringside/internal/imagebuild"
 )
 
 // Processes is the process backend: one elector process per replica,
@@ -22,6 +26,9 @@ type Processes struct {
 	mu      sync.Mutex
 	procs   map[string]*proc // by elector id (namespace/pod)
 	crashes []crash
+	// The ringside.io/balanced strategy controller's two replicas, once a
+	// cle-balanced application is deployed.
+	controllers []*exec.Cmd
 }
 
 type proc struct {
@@ -44,6 +51,11 @@ type crash struct {
 // starts one elector process per replica, side by side as a Deployment's
 // replicas start.
 func (p *Processes) deploy(ctx context.Context, ns string, apps []App, offset int, alg, lock string, t Timing) (map[string]string, error) {
+	if alg == balance.CLEBalanced {
+		if err := p.startControllers(ctx); err != nil {
+			return nil, err
+		}
+	}
 	podNode := map[string]string{}
 	for _, app := range apps {
 		pods, err := p.c.Pods(ctx, ns, app, offset)
@@ -201,13 +213,44 @@ func (ps *Processes) stop(ns string) {
 	}
 }
 
+// startControllers starts the strategy controller's two replicas, as
+// k8s/overlays/cle-balanced deploys them, unless they run: one
+// controls every namespace's elections, the other stands by.
+func (ps *Processes) startControllers(ctx context.Context) error {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.controllers != nil {
+		return nil
+	}
+	bin, err := imagebuild.Static(ctx, "github.com/ringside/ringside/cmd/cle-balanced")
+	if err != nil {
+		return err
+	}
+	for i := range 2 {
+		cmd := exec.Command(bin, "--kubeconfig", ps.c.kubeconfig, "--id", fmt.Sprintf("cle-balanced-%d", i),
+			"--namespace", "kube-system", "--ack-wait", "500ms", "--http", "127.0.0.1:0", "--log-level", "error")
+		cmd.Stderr = os.Stderr // errors only
+		if err := cmd.Start(); err != nil {
+			return fmt.Errorf("start the strategy controller: %w", err)
+		}
+		ps.controllers = append(ps.controllers, cmd)
+	}
+	return nil
+}
+
 func (ps *Processes) close() {
 	ps.mu.Lock()
 	var nss []string
 	for _, p := range ps.procs {
 		nss = append(nss, p.ns)
 	}
+	ctls := ps.controllers
+	ps.controllers = nil
 	ps.mu.Unlock()
+	for _, cmd := range ctls {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}
 	for _, ns := range nss {
 		ps.stop(ns)
 	}
