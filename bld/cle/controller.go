@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -148,15 +149,27 @@ func (c *Controller) reconcile(ctx context.Context) time.Time {
 		namespaces = append(namespaces, ns)
 	}
 	slices.Sort(namespaces)
+	var pings []*v1alpha2.LeaseCandidate
+	es := map[string][]strategy.Election{}
 	for _, ns := range namespaces {
-		var es []strategy.Election
 		for name, el := range byNS[ns] {
-			es = append(es, c.election(ctx, now, name, el, soon))
+			e, ask := c.election(now, name, el, soon)
+			es[ns] = append(es[ns], e)
+			pings = append(pings, ask...)
 		}
-		for _, d := range strategy.Decide(now, es) {
+	}
+	c.ping(ctx, pings, now)
+	for _, ns := range namespaces {
+		for _, d := range strategy.Decide(now, es[ns]) {
 			if err := c.write(ctx, now, byNS[ns][d.Election].lease, d); err != nil {
-				c.cfg.Log.Warn("writing a decision", "namespace", ns, "lease", d.Election, "err", err)
-				soon(now.Add(c.cfg.AckWait / 4)) // look again soon: a conflict is a newer state
+				// A conflict is a newer state than the cache's (a renewal,
+				// the controller's own last write): look again soon.
+				lvl := slog.LevelWarn
+				if apierrors.IsConflict(err) {
+					lvl = slog.LevelDebug
+				}
+				c.cfg.Log.Log(ctx, lvl, "writing a decision", "namespace", ns, "lease", d.Election, "err", err)
+				soon(now.Add(c.cfg.AckWait / 4))
 				continue
 			}
 			c.cfg.OnDecision(ns, d)
@@ -201,12 +214,13 @@ func (c *Controller) elections() map[string]map[string]*election {
 	return out
 }
 
-// election reads one Lease and its candidates for the strategy, pinging
-// the candidates of a free Lease that have not answered since it went
-// free. A candidate without a usable node is left out, once reported.
-func (c *Controller) election(ctx context.Context, now time.Time, name string, el *election, soon func(time.Time)) strategy.Election {
+// election reads one Lease and its candidates for the strategy, and
+// returns the candidates of a free Lease to ask (those that have not
+// answered since it went free). A candidate without a usable node is
+// left out, once reported.
+func (c *Controller) election(now time.Time, name string, el *election, soon func(time.Time)) (e strategy.Election, ask []*v1alpha2.LeaseCandidate) {
 	spec := el.lease.Spec
-	e := strategy.Election{Name: name, LeaseDuration: max(time.Second, leaseDuration(el.lease))}
+	e = strategy.Election{Name: name, LeaseDuration: max(time.Second, leaseDuration(el.lease))}
 	if spec.HolderIdentity != nil {
 		e.Holder = *spec.HolderIdentity
 	}
@@ -226,6 +240,8 @@ func (c *Controller) election(ctx context.Context, now time.Time, name string, e
 	var since time.Time
 	if free {
 		since = e.FreeSince()
+		e.Gather = since.Add(c.cfg.AckWait)
+		soon(e.Gather)
 	} else {
 		soon(e.RenewTime.Add(e.LeaseDuration))
 	}
@@ -253,9 +269,7 @@ func (c *Controller) election(ctx context.Context, now time.Time, name string, e
 		case strategy.Dead:
 			continue
 		case strategy.Unasked:
-			if err := c.ping(ctx, lc, now); err != nil {
-				c.cfg.Log.Warn("pinging a candidate", "candidate", lc.Namespace+"/"+lc.Name, "err", err)
-			}
+			ask = append(ask, lc)
 			soon(now.Add(c.cfg.AckWait))
 			e.Candidates = append(e.Candidates, strategy.Candidate{Identity: lc.Name, Node: node, Pending: true})
 		case strategy.Pending:
@@ -265,7 +279,7 @@ func (c *Controller) election(ctx context.Context, now time.Time, name string, e
 			e.Candidates = append(e.Candidates, strategy.Candidate{Identity: lc.Name, Node: node})
 		}
 	}
-	return e
+	return e, ask
 }
 
 func leaseDuration(l *coordinationv1.Lease) time.Duration {
@@ -275,16 +289,29 @@ func leaseDuration(l *coordinationv1.Lease) time.Duration {
 	return time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
 }
 
-// ping asks a candidate to renew (client-go's candidate does when its
-// pingTime passes its renewTime).
-func (c *Controller) ping(ctx context.Context, lc *v1alpha2.LeaseCandidate, now time.Time) error {
-	cp := lc.DeepCopy()
-	cp.Spec.PingTime = &metav1.MicroTime{Time: now}
-	_, err := c.cfg.Client.CoordinationV1alpha2().LeaseCandidates(lc.Namespace).Update(ctx, cp, metav1.UpdateOptions{})
-	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-		return nil // it changed or left: the next look sees it
+// pingers bounds the pings in flight: a controller taking over, or one
+// watching many stopped applications, may have hundreds to send.
+const pingers = 16
+
+// ping asks candidates to renew (client-go's candidate does when its
+// pingTime passes its renewTime), several at once.
+func (c *Controller) ping(ctx context.Context, lcs []*v1alpha2.LeaseCandidate, now time.Time) {
+	sem := make(chan struct{}, pingers)
+	var wg sync.WaitGroup
+	for _, lc := range lcs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			cp := lc.DeepCopy()
+			cp.Spec.PingTime = &metav1.MicroTime{Time: now}
+			_, err := c.cfg.Client.CoordinationV1alpha2().LeaseCandidates(lc.Namespace).Update(ctx, cp, metav1.UpdateOptions{})
+			// A conflict or a 404: it changed or left, the next look sees it.
+			if err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+				c.cfg.Log.Warn("pinging a candidate", "candidate", lc.Namespace+"/"+lc.Name, "err", err)
+			}
+		})
 	}
-	return err
+	wg.Wait()
 }
 
 // write applies a decision to the Lease as read, refused by the API

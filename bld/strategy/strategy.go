@@ -38,6 +38,12 @@ type Election struct {
 	Candidates []Candidate
 	// LastMove is when this strategy last set Preferred.
 	LastMove time.Time
+	// Gather: until then a free Lease waits for a candidate on a node
+	// with the fewest leaders (of any node hosting a candidate), rather
+	// than settle for a fuller one — candidates of a new application
+	// register one by one, and naming the first to come would have to be
+	// undone by a move.
+	Gather time.Time
 }
 
 // Decision is what to write to one Lease: a holder for a free Lease, or
@@ -73,7 +79,8 @@ func (e Election) candidate(id string) (Candidate, bool) {
 //     the fewest leaders among the nodes hosting one (ties: node, then
 //     identity, by name) — so no election starves. While a pending
 //     candidate sits on a node with fewer leaders than that, the Lease
-//     waits for its answer;
+//     waits for its answer, and until Gather for a candidate on a node
+//     with the fewest leaders of all;
 //   - while the leader counts of the nodes hosting candidates differ by
 //     more than one, a leader on the fullest node whose election has a
 //     candidate on the emptiest is moved there (preferredHolder) — at
@@ -114,7 +121,7 @@ func Decide(now time.Time, elections []Election) []Decision {
 		if !e.Free(now) || len(e.Candidates) == 0 {
 			continue
 		}
-		best, ok := e.choose(count)
+		best, ok := e.choose(now, count)
 		if !ok {
 			continue
 		}
@@ -142,9 +149,10 @@ func Decide(now time.Time, elections []Election) []Decision {
 }
 
 // choose picks the holder of free Lease e given the leaders per node, or
-// reports that e must wait: no live candidate, or a pending one on a
-// node with fewer leaders than the best live one.
-func (e Election) choose(count map[string]int) (Candidate, bool) {
+// reports that e must wait: no live candidate, a pending one on a node
+// with fewer leaders than the best live one, or the best live one on a
+// node fuller than the emptiest before Gather.
+func (e Election) choose(now time.Time, count map[string]int) (Candidate, bool) {
 	var live, pending []Candidate
 	for _, c := range e.Candidates {
 		if c.Pending {
@@ -164,6 +172,11 @@ func (e Election) choose(count map[string]int) (Candidate, bool) {
 	})
 	for _, c := range pending {
 		if count[c.Node] < count[best.Node] {
+			return Candidate{}, false
+		}
+	}
+	if now.Before(e.Gather) {
+		if _, emptiest := extremes(count); count[best.Node] > count[emptiest] {
 			return Candidate{}, false
 		}
 	}

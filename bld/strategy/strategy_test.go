@@ -235,3 +235,17 @@ func TestLiveness(t *testing.T) {
 	assert.Equal(t, Live, Liveness(now, time.Time{}, at(-time.Hour), time.Time{}, wait))
 	assert.Equal(t, Dead, Liveness(now, time.Time{}, at(-time.Hour), at(-time.Minute), wait))
 }
+
+// Until Gather, a free Lease waits for a candidate on an emptiest node
+// rather than take one on a fuller node; after it, it takes the best.
+func TestAFreeLeaseGathersCandidates(t *testing.T) {
+	busy := held("b", "b@n1", cands("b", "n1"))
+	other := held("c", "c@n3", cands("c", "n3", "n2"))
+	e := Election{Name: "a", Candidates: cands("a", "n1"), Gather: now.Add(time.Second)}
+	assert.Empty(t, Decide(now, []Election{busy, other, e}), "n2 has no leader: wait for a's candidate there")
+	e.Gather = now
+	assert.Equal(t, []Decision{{Election: "a", Holder: "a@n1"}}, Decide(now, []Election{busy, other, e}))
+	e.Gather = now.Add(time.Second)
+	e.Candidates = append(e.Candidates, Candidate{Identity: "a@n2", Node: "n2"})
+	assert.Equal(t, []Decision{{Election: "a", Holder: "a@n2"}}, Decide(now, []Election{busy, other, e}), "one came: no need to wait")
+}

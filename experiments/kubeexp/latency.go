@@ -26,7 +26,7 @@ func (*Latency) Spec() experiments.Spec {
 }
 
 func (l *Latency) Flags(fs *flag.FlagSet) {
-	l.elections.define(fs, balance.Default, balance.BLD, balance.BLDPlus, balance.Ranked)
+	l.elections.define(fs, balance.Default, balance.BLD, balance.BLDPlus, balance.Ranked, balance.CLEBalanced)
 	l.k.define(fs, false)
 }
 

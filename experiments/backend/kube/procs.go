@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/ringside/ringside/bld/balance"
 	"github.com/ringside/ringside/internal/imagebuild"
 )
@@ -211,6 +213,12 @@ func (ps *Processes) stop(ns string) {
 		p.cmd.Process.Signal(syscall.SIGKILL)
 		<-p.done
 	}
+	// The namespace never finishes deleting here (no controller manager):
+	// remove what its killed candidates registered, as its deletion
+	// would, so the strategy controller does not ask them for ever.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ps.c.CS.CoordinationV1alpha2().LeaseCandidates(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 }
 
 // startControllers starts the strategy controller's two replicas, as
@@ -228,7 +236,7 @@ func (ps *Processes) startControllers(ctx context.Context) error {
 	}
 	for i := range 2 {
 		cmd := exec.Command(bin, "--kubeconfig", ps.c.kubeconfig, "--id", fmt.Sprintf("cle-balanced-%d", i),
-			"--namespace", "kube-system", "--ack-wait", "500ms", "--http", "127.0.0.1:0", "--log-level", "error")
+			"--namespace", "kube-system", "--ack-wait", "500ms", "--http", "127.0.0.1:0", "--log-level", "debug")
 		cmd.Stderr = os.Stderr // errors only
 		if err := cmd.Start(); err != nil {
 			return fmt.Errorf("start the strategy controller: %w", err)
