@@ -40,6 +40,7 @@ func run(ctx context.Context, args []string) error {
 	var id, lockNS, lockName, httpAddr, kubeconfigPath, level string
 	var lease, renew, retry time.Duration
 	var events bool
+	var qps float64
 	fs.StringVar(&cfg.Namespace, "watch-namespace", "CLE_WATCH_NAMESPACE", "", "namespace whose elections it controls (default: all)")
 	fs.DurationVar(&cfg.AckWait, "ack-wait", "CLE_ACK_WAIT", time.Second, "how long a pinged candidate has to answer before it counts as gone")
 	fs.StringVar(&id, "id", "POD_NAME", "", "this replica's identity: its Pod name")
@@ -50,6 +51,7 @@ func run(ctx context.Context, args []string) error {
 	fs.DurationVar(&retry, "retry-period", "CLE_RETRY_PERIOD", 2*time.Second, "interval between the replicas' acquisition attempts and renewals")
 	fs.StringVar(&httpAddr, "http", "CLE_HTTP", "127.0.0.1:4041", "address of /healthz and /metrics (loopback unless asked)")
 	fs.StringVar(&kubeconfigPath, "kubeconfig", "KUBECONFIG", "", "kubeconfig (default: in-cluster)")
+	fs.Float64Var(&qps, "kube-qps", "CLE_KUBE_QPS", 100, "requests per second to the API server (twice that in a burst); client-go's default of 5 would queue every ping and decision of a busy cluster behind the last")
 	fs.BoolVar(&events, "events", "CLE_EVENTS", false, "log every decision at info level (for experiments)")
 	fs.StringVar(&level, "log-level", "CLE_LOG", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -68,6 +70,10 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if !(qps > 0) {
+		return fmt.Errorf("--kube-qps %v: want > 0", qps)
+	}
+	rc.QPS, rc.Burst = float32(qps), int(2*qps)
 	rc.ContentType = "application/vnd.kubernetes.protobuf"
 	// LeaseCandidate's v1alpha2 is deprecated ahead of v1beta1: a warning
 	// on every request, which says nothing to an operator.
