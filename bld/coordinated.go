@@ -20,9 +20,8 @@ import (
 // Coordinated leader election (KEP-4355) with the ringside.io/balanced
 // strategy: the candidate registers a LeaseCandidate and never takes the
 // Lease itself; it leads when the strategy controller (bld/cle) names it
-// holder, through client-go's elector in its coordinated mode, and stops
-// when the controller marks another preferred holder (client-go then
-// stops renewing and steps down within its renew deadline).
+// holder, through client-go's elector in its coordinated mode, and steps
+// down as soon as the controller marks another preferred holder.
 //
 // Two rules keep kube-apiserver v1.32 alive beside it. Its own election
 // controller dereferences a Lease's holder without a nil check
@@ -108,9 +107,12 @@ func (c *Candidate) lead(ctx context.Context, leases <-chan *coordinationv1.Leas
 			return
 		case l := <-leases:
 			c.noteLease(l)
-			// Named elsewhere before this elector took the Lease: its
-			// acquisition would only fail, every retry period.
-			if !le.IsLeader() && !c.named() {
+			// Not named any more: a leader that is asked to hand over
+			// steps down at once (client-go would lead on until its renew
+			// deadline, which ends as the Lease runs out — the moment the
+			// controller may name the next one), and an elector that has
+			// not taken the Lease yet would only fail every retry period.
+			if !c.named() {
 				cancel()
 			}
 		}

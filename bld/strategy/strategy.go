@@ -75,7 +75,7 @@ func (e Election) candidate(id string) (Candidate, bool) {
 // spread evenly, in a fixed order for fixed input:
 //
 //   - a free Lease with a live candidate gets the candidate a move chose
-//     (preferredHolder), if it is live, or else the one on the node with
+//     (preferredHolder) once it answers, or else the one on the node with
 //     the fewest leaders among the nodes hosting one (ties: node, then
 //     identity, by name) — so no election starves. While a pending
 //     candidate sits on a node with fewer leaders than that, the Lease
@@ -103,13 +103,14 @@ func Decide(now time.Time, elections []Election) []Decision {
 			count[c.Node] += 0
 		}
 	}
+	// A move's target counts where it is going from the moment it is
+	// marked, through the free Lease between the two holders.
 	for _, e := range es {
-		if e.Free(now) {
-			continue
-		}
 		id := e.Holder
 		if e.Preferred != "" {
 			id = e.Preferred
+		} else if e.Free(now) {
+			continue
 		}
 		if c, ok := e.candidate(id); ok {
 			count[c.Node]++
@@ -125,8 +126,10 @@ func Decide(now time.Time, elections []Election) []Decision {
 		if !ok {
 			continue
 		}
-		count[best.Node]++
-		leaderNode[e.Name] = best.Node
+		if _, reserved := leaderNode[e.Name]; !reserved {
+			count[best.Node]++
+			leaderNode[e.Name] = best.Node
+		}
 		out = append(out, Decision{Election: e.Name, Holder: best.Identity})
 	}
 	moved := map[string]bool{}
@@ -149,7 +152,8 @@ func Decide(now time.Time, elections []Election) []Decision {
 }
 
 // choose picks the holder of free Lease e given the leaders per node, or
-// reports that e must wait: no live candidate, a pending one on a node
+// reports that e must wait: no live candidate, a move's target that has
+// not answered yet, a pending one on a node
 // with fewer leaders than the best live one, or the best live one on a
 // node fuller than the emptiest before Gather.
 func (e Election) choose(now time.Time, count map[string]int) (Candidate, bool) {
@@ -164,8 +168,10 @@ func (e Election) choose(now time.Time, count map[string]int) (Candidate, bool) 
 	if len(live) == 0 {
 		return Candidate{}, false
 	}
-	if c, ok := e.candidate(e.Preferred); ok && !c.Pending {
-		return c, true
+	// A move's target, once it answers (until then the Lease waits; if it
+	// does not, it is dropped as dead and the Lease goes to the best).
+	if c, ok := e.candidate(e.Preferred); ok {
+		return c, !c.Pending
 	}
 	best := slices.MinFunc(live, func(a, b Candidate) int {
 		return cmp.Or(cmp.Compare(count[a.Node], count[b.Node]), cmp.Compare(a.Node, b.Node), cmp.Compare(a.Identity, b.Identity))

@@ -210,7 +210,23 @@ func TestAFreeLeaseGoesToItsPreferredHolder(t *testing.T) {
 	busy := held("b", "b@n3", cands("b", "n3"))
 	assert.Equal(t, []Decision{{Election: "a", Holder: "a@n3"}}, Decide(now, []Election{busy, e}))
 	e.Candidates[2].Pending = true
-	assert.Equal(t, []Decision{{Election: "a", Holder: "a@n1"}}, Decide(now, []Election{busy, e}), "not while it has not answered")
+	assert.Empty(t, Decide(now, []Election{busy, e}), "it is asked: wait for its answer")
+	e.Candidates = e.Candidates[:2] // it did not answer
+	assert.Equal(t, []Decision{{Election: "a", Holder: "a@n1"}}, Decide(now, []Election{busy, e}))
+}
+
+// Between the holders of a move the Lease is free; the target's node
+// counts its leader all along, so no second move answers the first.
+func TestAMoveUnderWayCountsAtItsTarget(t *testing.T) {
+	es := []Election{
+		held("b", "b@n1", cands("b", "n1", "n4")),
+		held("c", "c@n1", cands("c", "n1", "n4")),
+		held("d", "d@n2", cands("d", "n2", "n4")),
+		held("e", "e@n3", cands("e", "n3", "n4")),
+		{Name: "a", Holder: "a@n2", RenewTime: now.Add(-lease), LeaseDuration: lease, Preferred: "a@n4",
+			Candidates: []Candidate{{Identity: "a@n2", Node: "n2"}, {Identity: "a@n4", Node: "n4", Pending: true}}},
+	}
+	assert.Empty(t, Decide(now, es), "2:1:1:(1 coming): nothing to do")
 }
 
 func TestLiveness(t *testing.T) {

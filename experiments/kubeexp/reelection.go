@@ -34,11 +34,11 @@ var profiles = map[string]kube.Timing{
 
 func (*Reelection) Spec() experiments.Spec {
 	return experiments.Spec{Name: "kube-reelection", Backends: backends, Quick: 10, Row: reelectionRow{},
-		Summary: "re-election time after the leader is SIGKILLed or SIGTERMed, default vs ranked succession, 10 s and short leases (seed 003)"}
+		Summary: "re-election time after the leader is SIGKILLed or SIGTERMed, default vs ranked succession vs cle-balanced, 10 s and short leases (seed 003)"}
 }
 
 func (r *Reelection) Flags(fs *flag.FlagSet) {
-	r.algs = experiments.ChoiceList{Vals: []string{balance.Default, balance.Ranked}, Allowed: balance.Algorithms}
+	r.algs = experiments.ChoiceList{Vals: []string{balance.Default, balance.Ranked, balance.CLEBalanced}, Allowed: balance.Algorithms}
 	r.kills = experiments.ChoiceList{Vals: []string{"SIGKILL", "SIGTERM"}, Allowed: []string{"SIGKILL", "SIGTERM"}}
 	r.profiles = experiments.ChoiceList{Vals: []string{"10s", "short"}, Allowed: []string{"10s", "short"}}
 	fs.Var(&r.algs, "algorithms", "algorithms to compare")
@@ -177,6 +177,7 @@ func (r *Reelection) Report(in *experiments.ReportInput) (string, error) {
 	out += "Seed 003 measured 10.10 s (default) and 10.04 s (ranked) with a 10 s lease: its followers still waited out the lease. " +
 		"Here a SIGTERMed default leader releases the lease (client-go's ReleaseOnCancel) and the others take it at their next retry; " +
 		"a SIGTERMed ranked leader writes the best-ranked live follower into the lease and kicks it, so nobody waits. " +
-		"A SIGKILLed leader cannot do either: the lease must expire, and ranked followers then go in rank order.\n"
+		"A SIGTERMed cle-balanced leader unregisters its LeaseCandidate and lets its Lease run out at once; the strategy controller pings the other candidates and names one. " +
+		"A SIGKILLed leader cannot do any of this: the lease must expire, and ranked followers then go in rank order.\n"
 	return out, nil
 }

@@ -188,6 +188,9 @@ type App struct {
 	Name     string
 	Replicas int
 	Nodes    []string // nodes its replicas are spread over, in order
+	// First numbers the first replica's Pod (Name-First): more
+	// candidates of a running application (a node joining) get new names.
+	First int
 }
 
 // Pods creates the application's Pods bound to nodes round-robin, starting
@@ -196,7 +199,7 @@ type App struct {
 func (c *Cluster) Pods(ctx context.Context, ns string, app App, offset int) ([][2]string, error) {
 	var out [][2]string
 	for i := range app.Replicas {
-		name := fmt.Sprintf("%s-%d", app.Name, i)
+		name := fmt.Sprintf("%s-%d", app.Name, app.First+i)
 		node := app.Nodes[(offset+i)%len(app.Nodes)]
 		_, err := c.CS.CoreV1().Pods(ns).Create(ctx, &v1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{bld.ElectionLabel: app.Name}},

@@ -236,7 +236,7 @@ func (ps *Processes) startControllers(ctx context.Context) error {
 	}
 	for i := range 2 {
 		cmd := exec.Command(bin, "--kubeconfig", ps.c.kubeconfig, "--id", fmt.Sprintf("cle-balanced-%d", i),
-			"--namespace", "kube-system", "--ack-wait", "500ms", "--http", "127.0.0.1:0", "--log-level", "debug")
+			"--namespace", "kube-system", "--ack-wait", "500ms", "--http", "127.0.0.1:0", "--log-level", "error")
 		cmd.Stderr = os.Stderr // errors only
 		if err := cmd.Start(); err != nil {
 			return fmt.Errorf("start the strategy controller: %w", err)

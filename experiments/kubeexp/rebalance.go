@@ -1,0 +1,274 @@
+package kubeexp
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ringside/ringside/bld/balance"
+	"github.com/ringside/ringside/experiments"
+	"github.com/ringside/ringside/experiments/backend/kube"
+)
+
+// Rebalance is kube-rebalance: applications elected on three worker
+// nodes, then a fourth node joins with a fresh candidate of every
+// application. BLD and the default election never move a leader, so the
+// new node stays empty; cle-balanced's controller moves leaders there
+// (preferredHolder). Measured: the time until the leaders are spread
+// within one again, the moves it took against the fewest that could,
+// and any moment with two leaders of one application.
+type Rebalance struct {
+	k        kubeFlags
+	algs     experiments.ChoiceList
+	apps     int
+	replicas int
+	timing   kube.Timing
+	window   float64
+}
+
+// joinNode is the node that joins (process backend: an API object).
+const joinNode = "worker-4"
+
+func (*Rebalance) Spec() experiments.Spec {
+	return experiments.Spec{Name: "kube-rebalance", Backends: []string{kube.BackendKube}, Quick: 2, Paper: 20, Row: rebalanceRow{},
+		Summary: "a fourth node joins a cluster whose leaders are spread over three: time until they are spread within one again, leader moves against the fewest possible, overlaps — default and BLD never move, cle-balanced does"}
+}
+
+func (r *Rebalance) Flags(fs *flag.FlagSet) {
+	r.algs = experiments.ChoiceList{Vals: []string{balance.Default, balance.CLEBalanced}, Allowed: balance.Algorithms}
+	fs.Var(&r.algs, "algorithms", "algorithms to compare (bld never moves a leader either)")
+	fs.IntVar(&r.apps, "apps", 6, "applications")
+	fs.IntVar(&r.replicas, "replicas", 3, "replicas of each application on the first three nodes")
+	fs.Float64Var(&r.window, "window", 2, "lease durations to wait for balance after the join (the target)")
+	timingFlags(fs, &r.timing, 2*time.Second, 1500*time.Millisecond, 500*time.Millisecond)
+	r.k.define(fs, false)
+}
+
+// rebalanceRow is one join.
+type rebalanceRow struct {
+	Backend      string        `csv:"backend"`
+	Algorithm    string        `csv:"algorithm"`
+	Rep          int           `csv:"rep"`
+	Apps         int           `csv:"apps"`
+	SpreadBefore int           `csv:"spread_before"` // max − min over the three nodes before the join
+	SpreadJoin   int           `csv:"spread_join"`   // over four nodes, at the join
+	SpreadFinal  int           `csv:"spread_final"`  // over four nodes, at the end of the window
+	Balanced     time.Duration `csv:"balanced_ms"`   // join → spread ≤ 1; −1 ms if not within the window
+	Moves        int           `csv:"moves"`         // leader changes after the join
+	MinMoves     int           `csv:"min_moves"`     // the fewest moves that balance the counts at the join
+	Overlaps     int           `csv:"overlaps"`
+	Seed         uint64        `csv:"seed"`
+}
+
+func (r *Rebalance) Run(ctx context.Context, env *experiments.Env) error {
+	if r.apps < 1 || r.replicas < 1 || !(r.window > 0) {
+		return fmt.Errorf("kube-rebalance: --apps %d, --replicas %d, --window %v: want each > 0", r.apps, r.replicas, r.window)
+	}
+	c, err := start(ctx, env, &r.k)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if len(c.WorkerNodes) != 3 || slices.Contains(c.WorkerNodes, joinNode) {
+		return fmt.Errorf("kube-rebalance starts from three worker nodes without %s; the cluster has %v", joinNode, c.WorkerNodes)
+	}
+	// One join at a time: the joining node is the cluster's.
+	grid := experiments.Grid{Cells: len(r.algs.Vals)}
+	return experiments.RunGrid(ctx, env, grid, func(ctx context.Context, tk experiments.Task) ([]rebalanceRow, error) {
+		alg := r.algs.Vals[tk.Cell]
+		row, err := r.once(ctx, c, alg)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", alg, err)
+		}
+		row.Backend, row.Algorithm, row.Rep, row.Apps, row.Seed = env.Backend, alg, tk.Rep, r.apps, tk.Seed
+		return []rebalanceRow{row}, nil
+	})
+}
+
+func (r *Rebalance) once(ctx context.Context, c *kube.Cluster, alg string) (rebalanceRow, error) {
+	ns, err := c.Namespace(ctx, "rebalance")
+	if err != nil {
+		return rebalanceRow{}, err
+	}
+	defer c.StopNamespace(ns)
+	var apps []kube.App
+	var names []string
+	for i := range r.apps {
+		apps = append(apps, kube.App{Name: fmt.Sprintf("app-%d", i), Replicas: r.replicas, Nodes: c.WorkerNodes})
+		names = append(names, apps[i].Name)
+	}
+	podNode, err := c.Deploy(ctx, ns, apps, 0, alg, r.k.lock, r.timing)
+	if err != nil {
+		return rebalanceRow{}, err
+	}
+	limit := 2*r.timing.Lease + 30*time.Second
+	if got, err := waitLeaders(ctx, c, ns, names, limit); err != nil || len(got) != len(names) {
+		return rebalanceRow{}, fmt.Errorf("not every application elected within %s (%v): %s", limit, err, eventCounts(c.Events(ns)))
+	}
+	// Let moves under way finish: a lease.
+	if err := sleep(ctx, r.timing.Lease); err != nil {
+		return rebalanceRow{}, err
+	}
+	nodes := append(slices.Clone(c.WorkerNodes), joinNode)
+	counts := func() (map[string]int, bool) {
+		out := map[string]int{}
+		for _, n := range nodes {
+			out[n] = 0
+		}
+		for _, a := range names {
+			id, _ := c.Leader(ns, a)
+			if id == "" {
+				return out, false
+			}
+			out[podNode[id]]++
+		}
+		return out, true
+	}
+	before, _ := counts()
+	row := rebalanceRow{SpreadBefore: spreadOf(before, c.WorkerNodes), SpreadJoin: spreadOf(before, nodes), MinMoves: minMoves(before, nodes)}
+
+	if err := r.join(ctx, c); err != nil {
+		return rebalanceRow{}, err
+	}
+	defer c.CS.CoreV1().Nodes().Delete(context.Background(), joinNode, metav1.DeleteOptions{})
+	var joining []kube.App
+	for _, a := range names {
+		joining = append(joining, kube.App{Name: a, Replicas: 1, Nodes: []string{joinNode}, First: r.replicas})
+	}
+	joinAt := time.Now()
+	joined, err := c.Deploy(ctx, ns, joining, 0, alg, r.k.lock, r.timing)
+	if err != nil {
+		return rebalanceRow{}, err
+	}
+	for k, v := range joined {
+		podNode[k] = v
+	}
+	row.Balanced = -time.Millisecond
+	end := joinAt.Add(time.Duration(r.window * float64(r.timing.Lease)))
+	for time.Now().Before(end) {
+		now, all := counts()
+		if all && spreadOf(now, nodes) <= 1 && row.Balanced < 0 && row.SpreadJoin > 1 {
+			row.Balanced = time.Since(joinAt)
+		}
+		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+			return rebalanceRow{}, err
+		}
+	}
+	final, _ := counts()
+	row.SpreadFinal = spreadOf(final, nodes)
+	if row.SpreadJoin <= 1 {
+		row.Balanced = 0 // balanced already
+	}
+	events := c.Events(ns)
+	for _, e := range events {
+		if e.Event == "started" && e.TS.After(joinAt) {
+			row.Moves++
+		}
+	}
+	row.Overlaps = kube.Overlaps(events)
+	return row, c.Crashed(ns)
+}
+
+// join registers the joining node (the process backend has no kubelet to).
+func (r *Rebalance) join(ctx context.Context, c *kube.Cluster) error {
+	_, err := c.CS.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: joinNode}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("join %s: %w", joinNode, err)
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// spreadOf is max − min of counts over nodes.
+func spreadOf(counts map[string]int, nodes []string) int {
+	hi, lo := 0, -1
+	for _, n := range nodes {
+		hi = max(hi, counts[n])
+		if lo < 0 || counts[n] < lo {
+			lo = counts[n]
+		}
+	}
+	return hi - max(lo, 0)
+}
+
+// minMoves is the fewest leader moves that spread the counts over nodes
+// within one, where any leader may move to any node: the fullest nodes
+// keep ⌈L/N⌉, the rest ⌊L/N⌋, and every leader above that moves once.
+func minMoves(counts map[string]int, nodes []string) int {
+	c := make([]int, 0, len(nodes))
+	total := 0
+	for _, n := range nodes {
+		c = append(c, counts[n])
+		total += counts[n]
+	}
+	slices.SortFunc(c, func(a, b int) int { return b - a })
+	moves := 0
+	for i, v := range c {
+		target := total / len(c)
+		if i < total%len(c) {
+			target++
+		}
+		moves += max(0, v-target)
+	}
+	return moves
+}
+
+func (r *Rebalance) Report(in *experiments.ReportInput) (string, error) {
+	t := in.Table
+	var rows [][]string
+	var verdicts []string
+	for _, g := range t.GroupBy("algorithm") {
+		alg := g.Key[0]
+		var balanced []float64
+		moves, minimum, overlaps, never, finalWorst := 0, 0, 0, 0, 0
+		for _, i := range g.Rows {
+			if b := t.Float(i, "balanced_ms"); b >= 0 {
+				balanced = append(balanced, b)
+			} else {
+				never++
+			}
+			moves += int(t.Float(i, "moves"))
+			minimum += int(t.Float(i, "min_moves"))
+			overlaps += int(t.Float(i, "overlaps"))
+			finalWorst = max(finalWorst, int(t.Float(i, "spread_final")))
+		}
+		s := experiments.Summarize(balanced)
+		p50 := "never"
+		if s.N > 0 {
+			p50 = experiments.Num(s.P50, 0)
+		}
+		rows = append(rows, []string{alg, strconv.Itoa(len(g.Rows)), fmt.Sprintf("%d of %d", s.N, len(g.Rows)), p50,
+			strconv.Itoa(finalWorst), strconv.Itoa(moves), strconv.Itoa(minimum), strconv.Itoa(overlaps)})
+		if alg == balance.CLEBalanced {
+			verdicts = append(verdicts, fmt.Sprintf("cle-balanced balanced within the window in %d of %d joins (target: all, %s), with %d moves against the fewest possible %d (%s), %d overlaps (target 0: %s)",
+				s.N, len(g.Rows), experiments.Verdict(never == 0), moves, minimum, experiments.Verdict(moves == minimum), overlaps, experiments.Verdict(overlaps == 0)))
+		}
+	}
+	out := experiments.MarkdownTable([]string{"algorithm", "joins", "balanced within the window", "p50 ms to balance",
+		"max − min at the end (worst)", "moves", "fewest possible", "overlaps"}, rows)
+	out += "\nThe window is the target, two lease durations from the join. A leader moves when the controller marks another candidate preferred: " +
+		"the holder stops renewing and steps down at its renew deadline, then the preferred one is named — so each move costs about a renew deadline, and moves of different applications run at once. " +
+		"The default election and BLD never move a leader: the new node stays empty until some leader is lost.\n"
+	if len(verdicts) > 0 {
+		out += "\nTargets: " + strings.Join(verdicts, "; ") + ".\n"
+	}
+	return out, nil
+}
