@@ -253,7 +253,7 @@ func TestElectorsRunWithTheManifestsRights(t *testing.T) {
 	ctlCfg.BearerToken = tok.Status.Token
 	ctlClient, err := kubernetes.NewForConfig(ctlCfg)
 	require.NoError(t, err)
-	ctl, err := cle.New(cle.Config{Client: ctlClient, AckWait: 500 * time.Millisecond, Log: slog.New(slog.DiscardHandler)})
+	ctl, err := cle.New(cle.Config{Client: ctlClient, Namespace: "ringside", AckWait: 500 * time.Millisecond, Log: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	wg.Go(func() {
 		if err := ctl.Run(ctx); err != nil {

@@ -123,12 +123,16 @@ func (r *podRunner) deploy(ctx context.Context, ns string, apps []App, _ int, al
 				return nil, err
 			}
 		case "Deployment":
-			app := apps[slices.Index(names, o.GetName())]
-			if err := r.shape(o, app, alg, t); err != nil {
+			i := slices.Index(names, o.GetName())
+			if i < 0 {
+				break // not an application's: cle-balanced's controller, as the overlay has it
+			}
+			if err := r.shape(o, apps[i], alg, t); err != nil {
 				return nil, err
 			}
 		}
-		if err := r.create(ctx, ns, o); err != nil {
+		shared := o.GetName() != "" && !slices.ContainsFunc(names, func(n string) bool { return o.GetName() == n || o.GetName() == n+"-elector" })
+		if err := r.create(ctx, ns, o, shared); err != nil {
 			return nil, err
 		}
 	}
@@ -207,7 +211,10 @@ func setEnv(c *v1.Container, name, value string) {
 
 // create creates o in ns (or cluster-wide); an object every namespace
 // shares (the admission policy) may exist already.
-func (r *podRunner) create(ctx context.Context, ns string, o *unstructured.Unstructured) error {
+// create creates o in ns; one that exists already is fine for a
+// cluster-scoped object and for a namespace's shared one (cle-balanced's
+// controller, deployed with the namespace's first application).
+func (r *podRunner) create(ctx context.Context, ns string, o *unstructured.Unstructured, shared bool) error {
 	gvk := o.GroupVersionKind()
 	m, err := r.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
@@ -219,7 +226,7 @@ func (r *podRunner) create(ctx context.Context, ns string, o *unstructured.Unstr
 		ri = r.dyn.Resource(m.Resource).Namespace(ns)
 	}
 	_, err = ri.Create(ctx, o, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) && m.Scope.Name() != meta.RESTScopeNameNamespace {
+	if apierrors.IsAlreadyExists(err) && (shared || m.Scope.Name() != meta.RESTScopeNameNamespace) {
 		return nil
 	}
 	if err != nil {
