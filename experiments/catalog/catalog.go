@@ -25,6 +25,7 @@ func New() *experiments.Registry {
 	r.Register(&kubeexp.Latency{})
 	r.Register(&kubeexp.Reelection{})
 	r.Register(&kubeexp.Rebalance{})
+	r.Register(&kubeexp.LeaseTradeoff{})
 	r.Register(&kubeexp.SplitBrain{})
 	r.Register(&kubeexp.ThroughputRole{})
 	r.Register(&kubeexp.ThroughputPlacement{})
