@@ -107,18 +107,9 @@ func (l *LeaseTradeoff) once(ctx context.Context, c *kube.Cluster, alg string, t
 		return leaseTradeoffRow{}, err
 	}
 	defer c.StopNamespace(ns)
-	var apps []kube.App
-	var names []string
-	for i := range l.apps {
-		apps = append(apps, kube.App{Name: fmt.Sprintf("app-%d", i), Replicas: l.replicas, Nodes: c.WorkerNodes})
-		names = append(names, apps[i].Name)
-	}
-	if _, err := c.Deploy(ctx, ns, apps, 0, alg, l.k.lock, t); err != nil {
+	names, _, err := elect(ctx, c, ns, l.apps, l.replicas, alg, l.k.lock, t)
+	if err != nil {
 		return leaseTradeoffRow{}, err
-	}
-	limit := 2*t.Lease + 30*time.Second
-	if got, err := waitLeaders(ctx, c, ns, names, limit); err != nil || len(got) != len(names) {
-		return leaseTradeoffRow{}, fmt.Errorf("not every application elected within %s (%v): %s", limit, err, eventCounts(c.Events(ns)))
 	}
 	// Steady state: a lease to settle, then count.
 	if err := sleep(ctx, t.Lease); err != nil {

@@ -99,19 +99,9 @@ func (r *Rebalance) once(ctx context.Context, c *kube.Cluster, alg string) (reba
 		return rebalanceRow{}, err
 	}
 	defer c.StopNamespace(ns)
-	var apps []kube.App
-	var names []string
-	for i := range r.apps {
-		apps = append(apps, kube.App{Name: fmt.Sprintf("app-%d", i), Replicas: r.replicas, Nodes: c.WorkerNodes})
-		names = append(names, apps[i].Name)
-	}
-	podNode, err := c.Deploy(ctx, ns, apps, 0, alg, r.k.lock, r.timing)
+	names, podNode, err := elect(ctx, c, ns, r.apps, r.replicas, alg, r.k.lock, r.timing)
 	if err != nil {
 		return rebalanceRow{}, err
-	}
-	limit := 2*r.timing.Lease + 30*time.Second
-	if got, err := waitLeaders(ctx, c, ns, names, limit); err != nil || len(got) != len(names) {
-		return rebalanceRow{}, fmt.Errorf("not every application elected within %s (%v): %s", limit, err, eventCounts(c.Events(ns)))
 	}
 	// Let moves under way finish: a lease.
 	if err := sleep(ctx, r.timing.Lease); err != nil {
@@ -184,6 +174,27 @@ func (r *Rebalance) join(ctx context.Context, c *kube.Cluster) error {
 		return fmt.Errorf("join %s: %w", joinNode, err)
 	}
 	return nil
+}
+
+// elect deploys n applications of replicas each over the workers and
+// waits until every one has a leader; it returns their names and where
+// each candidate runs ("ns/pod" → node).
+func elect(ctx context.Context, c *kube.Cluster, ns string, n, replicas int, alg, lock string, t kube.Timing) ([]string, map[string]string, error) {
+	var apps []kube.App
+	var names []string
+	for i := range n {
+		apps = append(apps, kube.App{Name: fmt.Sprintf("app-%d", i), Replicas: replicas, Nodes: c.WorkerNodes})
+		names = append(names, apps[i].Name)
+	}
+	podNode, err := c.Deploy(ctx, ns, apps, 0, alg, lock, t)
+	if err != nil {
+		return nil, nil, err
+	}
+	limit := 2*t.Lease + 30*time.Second
+	if got, err := waitLeaders(ctx, c, ns, names, limit); err != nil || len(got) != len(names) {
+		return nil, nil, fmt.Errorf("not every application elected within %s (%v): %s", limit, err, eventCounts(c.Events(ns)))
+	}
+	return names, podNode, nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
