@@ -22,7 +22,10 @@ func TestEveryElectionFailsOver(t *testing.T) {
 			withElection(t, name)
 			nodes := startRing(t, 5)
 			nodes[0].stop() // the bootstrap server is the coordinator
-			requireFailedOver(t, nodes[1:], 10*time.Second)
+			// A liveness bound, not a speed target: under make test's
+			// whole load (-race, the kind cluster beside it) DKR once took
+			// more than 10 s; 40 runs here beside four busy loops passed.
+			requireFailedOver(t, nodes[1:], 30*time.Second)
 		})
 	}
 }
