@@ -276,7 +276,7 @@ func (r *Rebalance) Report(in *experiments.ReportInput) (string, error) {
 	out := experiments.MarkdownTable([]string{"algorithm", "joins", "balanced within the window", "p50 ms to balance",
 		"max − min at the end (worst)", "moves", "fewest possible", "overlaps"}, rows)
 	out += "\nThe window is the target, two lease durations from the join. A leader moves when the controller marks another candidate preferred: " +
-		"the holder stops renewing and steps down at its renew deadline, then the preferred one is named — so each move costs about a renew deadline, and moves of different applications run at once. " +
+		"the holder steps down at once and lets its Lease run out, the controller asks the preferred candidate whether it is there and names it — a few round trips per move, and moves of different applications run at once. " +
 		"The default election and BLD never move a leader: the new node stays empty until some leader is lost.\n"
 	if len(verdicts) > 0 {
 		out += "\nTargets: " + strings.Join(verdicts, "; ") + ".\n"
