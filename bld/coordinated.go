@@ -78,6 +78,10 @@ func (c *Candidate) runCoordinated(ctx context.Context, started func(context.Con
 			}
 		}
 		c.lead(ctx, leases, started)
+		if ctx.Err() != nil {
+			c.leave()
+			return nil
+		}
 	}
 }
 
@@ -103,7 +107,9 @@ func (c *Candidate) lead(ctx context.Context, leases <-chan *coordinationv1.Leas
 	for {
 		select {
 		case <-done:
-			c.expire()
+			if ctx.Err() == nil { // leaving: leave unregisters first
+				c.expire()
+			}
 			return
 		case l := <-leases:
 			c.noteLease(l)
