@@ -26,7 +26,7 @@ func TestHopAcksSurviveAnyAckOrder(t *testing.T) {
 	}
 	forged := []Message{
 		{Type: MsgElection, To: UID{Hi: math.MaxUint64, Lo: math.MaxUint64}, Cand: UID{Lo: 5}, Round: math.MaxUint64, Hops: math.MaxUint32},
-		{Type: MsgElected, To: hop(5).To, Cand: hop(5).Cand, Round: 3, Hops: 5}, // another type, same hop
+		{Type: MsgElected, To: hop(5).To, Cand: hop(5).Cand, Round: 3, Hops: 5},  // another type, same hop
 		{Type: MsgElection, To: hop(7).To, Cand: hop(7).Cand, Round: 2, Hops: 7}, // an older round
 	}
 	acked := map[int]bool{}
