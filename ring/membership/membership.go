@@ -145,6 +145,14 @@ func (m *Metadata) Addrs() map[ring.UID]string {
 	return out
 }
 
+// AddrOf returns the address of the member whose UID is u.
+func (m *Metadata) AddrOf(u ring.UID) (string, bool) {
+	if i := slices.Index(m.uids, u); i >= 0 {
+		return m.Servers[i], true
+	}
+	return "", false
+}
+
 // Has reports whether addr is a member.
 func (m *Metadata) Has(addr string) bool { return slices.Contains(m.Servers, addr) }
 

@@ -3,11 +3,12 @@ package server
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
+	"github.com/ringside/ringside/ring"
 	"github.com/ringside/ringside/ring/membership"
+	"github.com/ringside/ringside/ring/wire"
 )
 
 // The serving lease (ring/lease) on the network. Every heartbeat interval
@@ -22,17 +23,13 @@ import (
 // noLease begins the 503 of an owner without a serving lease.
 const noLease = "no majority of the ring has confirmed this server"
 
-// HeaderRebalanced is the epoch under which the answering server last
-// finished its data moves ("round.version"; absent before the first).
-const HeaderRebalanced = "X-Ringside-Rebalanced"
-
 // leaseLoop asks for confirmations every heartbeat interval, and at once
 // when the membership changed, until ctx ends.
 func (s *Server) leaseLoop(ctx context.Context) {
 	t := time.NewTicker(s.cfg.HeartbeatInterval)
 	defer t.Stop()
 	for {
-		s.askLease(ctx)
+		s.askLease()
 		select {
 		case <-ctx.Done():
 			return
@@ -42,7 +39,10 @@ func (s *Server) leaseLoop(ctx context.Context) {
 	}
 }
 
-func (s *Server) askLease(ctx context.Context) {
+// askLease asks every other member, over the ring's connections
+// (wire.MsgLeaseAsk), whether it counts this server. Answers come back
+// to onLease; one that never comes confirms nothing.
+func (s *Server) askLease() {
 	meta := s.currentMeta()
 	if meta == nil {
 		return
@@ -52,60 +52,66 @@ func (s *Server) askLease(ctx context.Context) {
 	s.leaseMu.Unlock()
 	for _, to := range meta.Servers {
 		if to != s.cfg.Addr {
-			go s.askMember(ctx, to, n)
+			s.tr.Send(ring.Message{Type: wire.MsgLeaseAsk, From: s.self, To: ring.UIDOf(to), Round: n})
 		}
 	}
 }
 
-// askMember asks one member, within one lease term, whether it counts this
-// server, and records its answer and its rebalance report.
-func (s *Server) askMember(ctx context.Context, to string, n uint64) {
-	ctx, cancel := context.WithTimeout(ctx, s.lease.Term())
-	defer cancel()
-	resp, err := s.peerRequest(ctx, http.MethodGet, to, "/internal/lease?from="+s.cfg.Addr, nil)
-	if err != nil {
-		return
+// onLease handles the serving lease's frames, reporting whether m was
+// one. They bypass the election lock: answering takes published state
+// only.
+func (s *Server) onLease(m ring.Message) bool {
+	switch m.Type {
+	case wire.MsgLeaseAsk:
+		s.tr.Send(s.answerLease(m))
+	case wire.MsgLeaseAnswer:
+		s.leaseAnswered(m)
+	default:
+		return false
 	}
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 512))
-	resp.Body.Close()
-	if resp.StatusCode == http.StatusNoContent {
-		s.leaseMu.Lock()
-		s.lease.Confirmed(n, to)
-		s.leaseMu.Unlock()
-	}
-	if v := resp.Header.Get(HeaderRebalanced); v != "" {
-		round, version, err := parseEpoch(v)
-		if err != nil {
-			s.m.malformed.WithLabelValues("peer").Inc()
-			s.log.Debug("lease answer", "from", to, "err", fmt.Errorf("%s: %w", HeaderRebalanced, err))
-			return
-		}
-		s.lmu.Lock()
-		s.role.Rebalanced(to, membership.Epoch{Round: round, Version: version})
-		s.lmu.Unlock()
-	}
+	return true
 }
 
-// handleLease answers GET /internal/lease?from=ADDR: 204 when ADDR is a
-// member under this server's metadata, 409 naming the epoch when it is
-// not; either way with this server's rebalance report.
-func (s *Server) handleLease(w http.ResponseWriter, r *http.Request) {
-	from := r.URL.Query().Get("from")
-	if err := membership.CheckAddr(from); err != nil {
-		s.badRequest(w, "lease", fmt.Errorf("from: %w", err))
-		return
+// answerLease answers an ask: counted when its sender is a member under
+// this server's metadata, and either way with this server's rebalance
+// report. The transport reaches only members, so a stranger's ask goes
+// unanswered, which confirms nothing as well.
+func (s *Server) answerLease(ask ring.Message) ring.Message {
+	a := wire.LeaseAnswer{Round: ask.Round}
+	if meta := s.currentMeta(); meta != nil {
+		_, a.Counted = meta.AddrOf(ask.From)
 	}
 	if e, ok := s.rebalancedAt(); ok {
-		w.Header().Set(HeaderRebalanced, e.String())
+		a.Rebalanced, a.HasRebalanced = [2]uint64{e.Round, e.Version}, true
+	}
+	return a.Message(s.self, ask.From)
+}
+
+// leaseAnswered records a member's answer and its rebalance report.
+func (s *Server) leaseAnswered(m ring.Message) {
+	a, err := wire.ParseLeaseAnswer(m)
+	if err != nil {
+		s.m.malformed.WithLabelValues("peer").Inc()
+		s.log.Debug("lease answer", "err", err)
+		return
 	}
 	meta := s.currentMeta()
-	switch {
-	case meta == nil:
-		http.Error(w, "not in a ring yet", http.StatusConflict)
-	case !meta.Has(from):
-		http.Error(w, fmt.Sprintf("%s is not a member under metadata %s", from, meta.Epoch()), http.StatusConflict)
-	default:
-		w.WriteHeader(http.StatusNoContent)
+	if meta == nil {
+		return
+	}
+	from, ok := meta.AddrOf(m.From)
+	if !ok {
+		return // not a member: its answer counts for nothing
+	}
+	if a.Counted {
+		s.leaseMu.Lock()
+		s.lease.Confirmed(a.Round, from)
+		s.leaseMu.Unlock()
+	}
+	if a.HasRebalanced {
+		s.lmu.Lock()
+		s.role.Rebalanced(from, membership.Epoch{Round: a.Rebalanced[0], Version: a.Rebalanced[1]})
+		s.lmu.Unlock()
 	}
 }
 

@@ -9,7 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ringside/ringside/ring"
 	"github.com/ringside/ringside/ring/membership"
+	"github.com/ringside/ringside/ring/wire"
 )
 
 // keyOwnedBy returns a key whose owner is Servers[i] under meta.
@@ -131,23 +133,49 @@ func rings(nodes []*node) []string {
 	return out
 }
 
-// The lease question: a member is counted (204), anyone else is not (409
-// naming the epoch), and either way the answer says where this server
-// last finished its data moves; without the secret nothing is answered.
+// The lease question, as it travels between members: a member is
+// counted, anyone else is not, and either way the answer says where this
+// server last finished its data moves; an answer counts only from a member,
+// for a round asked, and only when well formed.
 func TestLeaseAnswers(t *testing.T) {
 	nodes := startRing(t, 3)
-	ask := func(from, secret string) (*http.Response, string) {
-		return peerDo(t, http.MethodGet, "http://"+nodes[0].Addr()+"/internal/lease?from="+from, "", secret)
+	s := nodes[0].Server
+	meta := s.currentMeta()
+	ask := func(from string) wire.LeaseAnswer {
+		m := s.answerLease(ring.Message{Type: wire.MsgLeaseAsk, From: ring.UIDOf(from), To: s.self, Round: 9})
+		require.Equal(t, ring.UIDOf(from), m.To, "the answer goes back to the asker")
+		a, err := wire.ParseLeaseAnswer(m)
+		require.NoError(t, err)
+		return a
 	}
-	meta := nodes[0].currentMeta()
+	want := [2]uint64{meta.Round, meta.Version}
 	require.Eventually(t, func() bool {
-		resp, _ := ask(nodes[1].Addr(), testSecret)
-		return resp.StatusCode == http.StatusNoContent && resp.Header.Get(HeaderRebalanced) == meta.Epoch().String()
+		a := ask(nodes[1].Addr())
+		return a.Counted && a.HasRebalanced && a.Rebalanced == want && a.Round == 9
 	}, 5*time.Second, 10*time.Millisecond, "a member is counted; the answer carries the rebalanced epoch")
-	resp, body := ask("10.9.9.9:7000", testSecret)
-	assert.Equal(t, http.StatusConflict, resp.StatusCode)
-	assert.Contains(t, body, meta.Epoch().String())
-	resp, _ = ask(nodes[1].Addr(), "")
-	assert.NotEqual(t, http.StatusNoContent, resp.StatusCode, "no secret, no answer")
-	assert.Empty(t, resp.Header.Get(HeaderRebalanced))
+	stranger := ask("10.9.9.9:7000")
+	assert.False(t, stranger.Counted)
+	assert.Equal(t, want, stranger.Rebalanced)
+
+	// Answers to a round this test asks itself: a stranger's yes and a
+	// malformed one leave it short of a majority; one member's makes it
+	// (asked again should the server's own asks have overwritten it).
+	valid := func() bool {
+		s.leaseMu.Lock()
+		defer s.leaseMu.Unlock()
+		return s.lease.Valid(s.now() + time.Hour)
+	}
+	require.Eventually(t, func() bool {
+		s.leaseMu.Lock()
+		n := s.lease.Ask(s.now() + time.Hour)
+		s.leaseMu.Unlock()
+		yes := wire.LeaseAnswer{Round: n, Counted: true}
+		s.leaseAnswered(yes.Message(ring.UIDOf("10.9.9.9:7000"), s.self))
+		bad := yes.Message(ring.UIDOf(nodes[1].Addr()), s.self)
+		bad.Kind = 0x40
+		s.leaseAnswered(bad)
+		require.False(t, valid(), "a stranger's or a malformed answer confirms nothing")
+		s.leaseAnswered(yes.Message(ring.UIDOf(nodes[2].Addr()), s.self))
+		return valid()
+	}, 5*time.Second, 10*time.Millisecond, "a member's answer completes a majority")
 }

@@ -260,9 +260,18 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.m = newMetrics(s.reg)
 	s.tr = transport.New(cfg.Secret, cfg.Network.DialContext, transport.Handler{
-		Deliver: func(m ring.Message) { s.locked(func() { s.onMessage(m) }) },
-		// Send may report a message unreachable while lmu is held.
-		Unreachable: func(m ring.Message) { go s.locked(func() { s.onUnreachable(m) }) },
+		Deliver: func(m ring.Message) {
+			if !s.onLease(m) {
+				s.locked(func() { s.onMessage(m) })
+			}
+		},
+		// Send may report a message unreachable while lmu is held. A lease
+		// frame that did not go out confirms nothing; that is all.
+		Unreachable: func(m ring.Message) {
+			if m.Type != wire.MsgLeaseAsk && m.Type != wire.MsgLeaseAnswer {
+				go s.locked(func() { s.onUnreachable(m) })
+			}
+		},
 		Malformed:   func(string, error) { s.m.malformed.WithLabelValues("peer").Inc() },
 	}, s.log)
 	s.http = serve.Limit(&http.Server{Handler: s.routes()})
@@ -399,31 +408,43 @@ func (s *Server) addrOf(u ring.UID) (string, bool) {
 	return s.meta.Servers[i], true
 }
 
+// send hands out to the transport, the messages that carry an election
+// on first and hop acknowledgements last: a write on loopback runs the
+// receiver's side of TCP and wakes it before it returns, so an
+// acknowledgement written first delayed every hop by a write and a
+// wake-up of the predecessor (the core answers an ack first).
 func (s *Server) send(out []ring.Message) {
 	for _, m := range out {
-		switch {
-		case m.Ack:
+		if !m.Ack {
+			s.sendOne(m)
+		}
+	}
+	for _, m := range out {
+		if m.Ack {
 			s.hopAcks.Add(1)
 			s.m.sent.WithLabelValues("hop_ack").Inc()
 			s.tr.Send(m)
-			continue
-		case m.Resent:
-			s.resent.Add(1)
-			s.m.sent.WithLabelValues("retransmission").Inc()
-			s.tr.Send(m)
-			continue
 		}
-		if m.Type == ring.MsgElection {
-			s.mu.Lock()
-			if m.Round != s.sentRound {
-				s.events.ElectionSent, s.sentRound = time.Now().UnixNano(), m.Round
-			}
-			s.mu.Unlock()
-		}
-		s.sent[m.Type].Add(1)
-		s.m.sent.WithLabelValues(typeName(m.Type)).Inc()
-		s.tr.Send(m)
 	}
+}
+
+func (s *Server) sendOne(m ring.Message) {
+	if m.Resent {
+		s.resent.Add(1)
+		s.m.sent.WithLabelValues("retransmission").Inc()
+		s.tr.Send(m)
+		return
+	}
+	if m.Type == ring.MsgElection {
+		s.mu.Lock()
+		if m.Round != s.sentRound {
+			s.events.ElectionSent, s.sentRound = time.Now().UnixNano(), m.Round
+		}
+		s.mu.Unlock()
+	}
+	s.sent[m.Type].Add(1)
+	s.m.sent.WithLabelValues(typeName(m.Type)).Inc()
+	s.tr.Send(m)
 }
 
 func typeName(t ring.MsgType) string {

@@ -6,7 +6,8 @@
 //	offset size field
 //	0      2    magic "RG" (0x52 0x47)
 //	2      1    version, 2
-//	3      1    type: 1 election, 2 elected, 3 end, 4 heartbeat, 16 heartbeat-ack;
+//	3      1    type: 1 election, 2 elected, 3 end, 4 heartbeat, 16 heartbeat-ack,
+//	            17 lease ask, 18 lease answer (lease.go);
 //	            0x80 | 1 or 2: the per-hop acknowledgement of an election or elected
 //	4      2    body length, 66 in version 2
 //	6      16   from UID (MD5 of "ip:port")
@@ -117,7 +118,7 @@ func checkHeader(b []byte) error {
 	switch typ := ring.MsgType(b[3] &^ ackBit); {
 	case b[3]&ackBit != 0 && typ != ring.MsgElection && typ != ring.MsgElected:
 		return fmt.Errorf("%w: acknowledgement of type %d, only election and elected are acknowledged", ErrMalformed, typ)
-	case !typ.Valid() && typ != MsgHeartbeatAck:
+	case !typ.Valid() && typ != MsgHeartbeatAck && typ != MsgLeaseAsk && typ != MsgLeaseAnswer:
 		return fmt.Errorf("%w: unknown type %d", ErrMalformed, b[3])
 	}
 	if n := binary.BigEndian.Uint16(b[4:]); n != BodySize {

@@ -82,6 +82,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte("RG\x02\x04\x00\x42"))
 	f.Add(Append(nil, ring.Message{Type: ring.MsgElected, Ack: true}))
 	f.Add([]byte{})
+	f.Add(Append(nil, LeaseAnswer{Round: 7, Counted: true, Rebalanced: [2]uint64{3, 9}, HasRebalanced: true}.Message(ring.UIDOf("a:1"), ring.UIDOf("b:2"))))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := Decode(b)
 		if err != nil {
@@ -92,6 +93,21 @@ func FuzzDecode(f *testing.F) {
 		}
 		if again := Append(nil, m); !bytes.Equal(again, b[:FrameSize]) {
 			t.Fatalf("decode/encode not inverse")
+		}
+		if m.Type != MsgLeaseAnswer {
+			return
+		}
+		// A lease answer has one reading: what parses re-encodes to the
+		// same message.
+		a, err := ParseLeaseAnswer(m)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error not wrapped: %v", err)
+			}
+			return
+		}
+		if again := a.Message(m.From, m.To); again != m {
+			t.Fatalf("lease answer %+v re-encodes to %+v, not %+v", a, again, m)
 		}
 	})
 }
