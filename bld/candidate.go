@@ -216,7 +216,11 @@ func (c *Candidate) Run(ctx context.Context) error {
 		Lock: c.lock, LeaseDuration: c.cfg.LeaseDuration, RenewDeadline: c.cfg.RenewDeadline, RetryPeriod: c.cfg.RetryPeriod,
 		OnStartedLeading: started, OnStoppedLeading: stopped, OnNewLeader: c.setLeader, Kick: c.kick, Log: c.cfg.Log, Clock: c.cfg.Clock,
 	}
-	if balance.Balanced(c.cfg.Algorithm) {
+	switch {
+	case c.cfg.Algorithm == balance.BLDOptimistic:
+		cfg.Gate, cfg.Validate, cfg.Prefetch = c.precheck, c.reserve, c.readAhead
+		cfg.GateRetry = c.cfg.RetryPeriod / 40
+	case balance.Balanced(c.cfg.Algorithm):
 		cfg.Gate, cfg.AfterAttempt, cfg.Prefetch, cfg.Unclaimed = c.balanceGate, c.afterBalanced, c.readAhead, c.unclaimed
 		cfg.GateRetry = c.cfg.RetryPeriod / 40
 	}

@@ -42,6 +42,17 @@ type ElectorConfig struct {
 	// after all; the next try reads it. The gate still comes first, so a
 	// reservation still precedes the lease.
 	Unclaimed func() bool
+	// Validate, when set, is asked after this candidate took the lease
+	// from previous (or created it: previous "") and before it leads: the
+	// optimistic BLD takes the lease first and reserves its node in the
+	// record after, so the election's losers never touch the record and a
+	// winner pays no read of the lock on its first try. false (or an
+	// error) frees the lease at once and counts as a refusal. With
+	// Prefetch, a candidate's first try creates the lock without reading
+	// it, the prefetch beside the create; a lock that exists is read at
+	// once, as any try does. Gate, if set, is then a check that needs no
+	// round trip (on what Prefetch read), made before the write.
+	Validate func(ctx context.Context, previous string) (bool, error)
 	// GateRetry is the first wait after the gate refused a free lease
 	// (default RetryPeriod), doubling up to RetryPeriod while refusals go
 	// on: the balance can change as soon as another application's
@@ -78,6 +89,10 @@ type Elector struct {
 	observedTime time.Time
 	reported     string
 	refused      bool          // the last try found the lease free but the gate said no
+	// The last try found a holder that may still fail validation: one
+	// this candidate has seen hold the lease for less than a retry period.
+	tentative   bool
+	holderSince time.Time // when this candidate first saw the current holder
 	tried        bool          // a try has run
 	gateWait     time.Duration // current wait after refusals, doubling
 }
@@ -134,11 +149,12 @@ func (e *Elector) acquire(ctx context.Context) bool {
 }
 
 // nextWait is how long to wait (before jitter) after a try that did not
-// acquire: a retry period, or after the gate refused a free lease the
-// GateRetry backoff, doubling while refusals go on.
+// acquire: a retry period, or after the gate refused a free lease (or, under
+// Validate, a new holder was found) the GateRetry backoff, doubling while
+// that goes on.
 func (e *Elector) nextWait() time.Duration {
 	switch {
-	case !e.refused || e.cfg.GateRetry <= 0:
+	case !e.refused && !e.tentative || e.cfg.GateRetry <= 0:
 		e.gateWait = 0
 		return e.cfg.RetryPeriod
 	case e.gateWait == 0:
@@ -208,7 +224,7 @@ func (e *Elector) Leader() string {
 func (e *Elector) setObserved(rec *resourcelock.LeaderElectionRecord, raw []byte, at time.Time) {
 	e.observed, e.observedRaw, e.observedTime = rec, raw, at
 	if rec.HolderIdentity != e.reported {
-		e.reported = rec.HolderIdentity
+		e.reported, e.holderSince = rec.HolderIdentity, at
 		if e.cfg.OnNewLeader != nil && rec.HolderIdentity != "" {
 			e.cfg.OnNewLeader(rec.HolderIdentity)
 		}
@@ -226,11 +242,16 @@ func (e *Elector) try(ctx context.Context) bool {
 		RenewTime:            metav1.NewTime(now),
 		AcquireTime:          metav1.NewTime(now),
 	}
-	e.refused = false
+	e.refused, e.tentative = false, false
 	first := !e.tried
 	e.tried = true
 	var prefetched chan struct{}
 	switch {
+	case first && e.cfg.Validate != nil && e.cfg.Prefetch != nil:
+		if won, exists := e.createAtOnce(ctx, rec, now); !exists {
+			return won
+		}
+		// The lock exists: read it as any try does.
 	case first && e.cfg.Unclaimed != nil && e.cfg.Prefetch != nil:
 		// A new election's candidates all find the lock absent: skipping
 		// that read takes a round trip off BLD's critical path, which has
@@ -261,6 +282,9 @@ func (e *Elector) try(ctx context.Context) bool {
 	holder := old.HolderIdentity
 	expires := e.observedTime.Add(time.Duration(old.LeaseDurationSeconds) * time.Second)
 	if holder != "" && holder != id && expires.After(now) {
+		// Under Validate a new holder may yet free the lease (its node
+		// did not qualify): look again soon rather than a retry period on.
+		e.tentative = e.cfg.Validate != nil && now.Sub(e.holderSince) < e.cfg.RetryPeriod
 		return false
 	}
 	if holder == id {
@@ -287,7 +311,56 @@ func (e *Elector) try(ctx context.Context) bool {
 		return false
 	}
 	e.setObserved(&rec, nil, now)
+	if holder != id {
+		return e.validate(ctx, holder, rec)
+	}
 	return true
+}
+
+// createAtOnce is an optimistic candidate's first try: create the lock
+// without reading it, with Prefetch beside. exists reports that the lock
+// was there already, and the try must read it.
+func (e *Elector) createAtOnce(ctx context.Context, rec resourcelock.LeaderElectionRecord, start time.Time) (won, exists bool) {
+	prefetched := make(chan struct{})
+	go func() { defer close(prefetched); e.cfg.Prefetch(ctx) }()
+	err := e.cfg.Lock.Create(ctx, rec)
+	<-prefetched
+	e.logAttempt(start, start, start, err)
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		return false, true
+	case err != nil:
+		return false, false
+	}
+	e.setObserved(&rec, nil, start)
+	return e.validate(ctx, "", rec), false
+}
+
+// validate asks Validate whether this new holder may lead; when not, it
+// frees the lease at once, so a candidate that qualifies need not wait
+// it out.
+func (e *Elector) validate(ctx context.Context, previous string, rec resourcelock.LeaderElectionRecord) bool {
+	if e.cfg.Validate == nil {
+		return true
+	}
+	ok, err := e.cfg.Validate(ctx, previous)
+	if ok && err == nil {
+		return true
+	}
+	switch {
+	case err == nil:
+		err = errInvalid
+	case !errors.Is(err, ErrReserved):
+		e.cfg.Log.Warn("validating the acquisition failed", "err", err)
+	}
+	now := e.cfg.Clock.Now()
+	e.logAttempt(now, now, now, err)
+	e.refused = true
+	if e.free(ctx, "", rec) {
+		// Seen free, so the next try reads the record again first.
+		e.setObserved(&resourcelock.LeaderElectionRecord{LeaderTransitions: rec.LeaderTransitions, LeaseDurationSeconds: 1}, nil, e.cfg.Clock.Now())
+	}
+	return false
 }
 
 // create takes the lock by creating it, if the gate allows: the lock was
@@ -305,7 +378,7 @@ func (e *Elector) create(ctx context.Context, rec resourcelock.LeaderElectionRec
 		return false
 	}
 	e.setObserved(&rec, nil, start)
-	return true
+	return e.validate(ctx, "", rec)
 }
 
 func (e *Elector) gate(ctx context.Context, old *resourcelock.LeaderElectionRecord, expired time.Duration) bool {
@@ -335,7 +408,10 @@ func (e *Elector) mayBeFree(now time.Time) bool {
 	return !e.observedTime.Add(time.Duration(e.observed.LeaseDurationSeconds) * time.Second).After(now)
 }
 
-var errRefused = errors.New("refused by the gate")
+var (
+	errRefused = errors.New("refused by the gate")
+	errInvalid = errors.New("taken, then refused by validation: freed")
+)
 
 // logAttempt times an acquisition attempt's phases for the debug log:
 // reading the lock (with the read-ahead), the gate, and the write.
@@ -368,18 +444,26 @@ func (e *Elector) release() {
 			}
 		}
 	}
+	if e.free(ctx, next, *old) {
+		done()
+	}
+}
+
+// free writes held, a record this candidate holds, over to next: nobody
+// ("", a lease of one second, so nobody waits it out) or a successor.
+func (e *Elector) free(ctx context.Context, next string, held resourcelock.LeaderElectionRecord) bool {
 	now := metav1.NewTime(e.cfg.Clock.Now())
 	rec := resourcelock.LeaderElectionRecord{
 		HolderIdentity: next, LeaseDurationSeconds: 1, RenewTime: now, AcquireTime: now,
-		LeaderTransitions: old.LeaderTransitions,
+		LeaderTransitions: held.LeaderTransitions,
 	}
 	if next != "" {
-		rec.LeaseDurationSeconds = old.LeaseDurationSeconds
+		rec.LeaseDurationSeconds = held.LeaseDurationSeconds
 		rec.LeaderTransitions++
 	}
 	if err := e.cfg.Lock.Update(ctx, rec); err != nil {
 		e.cfg.Log.Warn("releasing the lease failed", "err", err)
-		return
+		return false
 	}
-	done()
+	return true
 }

@@ -23,6 +23,7 @@ type memStore struct {
 	mu          sync.Mutex
 	rec         *resourcelock.LeaderElectionRecord
 	failUpdates atomic.Bool
+	gets        atomic.Int32
 }
 
 type memLock struct {
@@ -33,6 +34,7 @@ type memLock struct {
 var leases = schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
 
 func (l memLock) Get(context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	l.s.gets.Add(1)
 	l.s.mu.Lock()
 	defer l.s.mu.Unlock()
 	if l.s.rec == nil {
@@ -150,6 +152,52 @@ func TestGateRefusalsBackOffToTheRetryPeriod(t *testing.T) {
 
 	allow = true
 	assert.True(t, e.try(ctx))
+}
+
+// bld-optimistic's order: the first try creates the lock without reading
+// it (the prefetch beside), validation comes after the write, and a
+// holder that fails it frees the lease at once; a lock that exists is
+// read, and a follower is never validated.
+func TestOptimisticValidatesAfterTheWrite(t *testing.T) {
+	ctx := context.Background()
+	fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	s := &memStore{}
+	var prefetches atomic.Int32
+	var validated []string
+	optimistic := func(id string, ok bool) *Elector {
+		e := newTestElector(s, id, fc, nil)
+		e.cfg.Prefetch = func(context.Context) { prefetches.Add(1) }
+		e.cfg.Validate = func(_ context.Context, previous string) (bool, error) {
+			validated = append(validated, id+" after "+previous)
+			return ok, nil
+		}
+		return e
+	}
+	a := optimistic("a", false)
+	require.False(t, a.try(ctx), "taken, refused by validation")
+	assert.Equal(t, int32(0), s.gets.Load(), "the first try does not read the lock")
+	assert.Equal(t, int32(1), prefetches.Load())
+	assert.Equal(t, "", s.holder(), "freed at once")
+	assert.False(t, a.IsLeader())
+	assert.Equal(t, 50*time.Millisecond, func() time.Duration { a.cfg.GateRetry = 50 * time.Millisecond; return a.nextWait() }(), "a refusal: the gate's backoff")
+
+	b := optimistic("b", true)
+	require.True(t, b.try(ctx), "a freed lease is taken at once")
+	assert.Equal(t, "b", s.holder())
+	assert.Equal(t, int32(1), s.gets.Load(), "b's first create found the lock and read it")
+	assert.Equal(t, 1, s.rec.LeaderTransitions)
+
+	c := optimistic("c", true)
+	c.cfg.GateRetry = 50 * time.Millisecond
+	require.False(t, c.try(ctx), "held by b")
+	assert.Equal(t, "b", c.Leader())
+	assert.Equal(t, 50*time.Millisecond, c.nextWait(), "b may yet free it: look again soon")
+	fc.Step(2 * time.Second)
+	require.True(t, b.try(ctx))
+	require.False(t, c.try(ctx))
+	assert.Equal(t, 2*time.Second, c.nextWait(), "b has held it a retry period: a follower's wait")
+	assert.Equal(t, []string{"a after ", "b after "}, validated, "only holders are validated, with the holder they followed")
+	assert.Len(t, validated, 2, "renewals are not validated")
 }
 
 // A leader whose renewals fail steps down once the renew deadline has

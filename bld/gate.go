@@ -73,6 +73,22 @@ func (c *Candidate) readAhead(ctx context.Context) {
 	}
 }
 
+// aheadSnapshot returns the record as read ahead for this try, nil when it was
+// read for an earlier one (a compare-and-swap on it would be wasted);
+// taking it leaves none, so a retry reads afresh.
+func (c *Candidate) aheadSnapshot(take bool) *Snapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ahead := c.ahead
+	if c.cfg.Clock.Since(c.aheadAt) > time.Second {
+		ahead = nil
+	}
+	if take {
+		c.ahead = nil
+	}
+	return ahead
+}
+
 // unclaimed reports whether the record, as read ahead, holds no entry
 // for this election: nobody leads it or is reserving it, so its lock is
 // most likely absent.
@@ -116,16 +132,35 @@ func (c *Candidate) balanceGate(ctx context.Context, observed *resourcelock.Lead
 	if observed != nil {
 		previous = observed.HolderIdentity
 	}
-	c.mu.Lock()
-	ahead := c.ahead
-	if c.cfg.Clock.Since(c.aheadAt) > time.Second {
-		ahead = nil // read for an earlier try: a wasted compare-and-swap
-	}
-	c.ahead = nil // one use: a retry must read afresh
-	c.mu.Unlock()
-	return c.record.Reserve(ctx, ahead, c.cfg.Election, c.cfg.Identity, c.cfg.Node, previous, c.cfg.LeaseDuration, func(p balance.Placement) (bool, error) {
+	return c.reserve(ctx, previous)
+}
+
+// reserve reserves this node for the election in the record, under the
+// balance condition, in a compare-and-swap on the record as read ahead
+// (read again on a conflict). bld and its kin reserve before they write
+// the lease; bld-optimistic (its Validate) after, with the lease held, so
+// only an election's winner gets here and a burst of elections contends
+// on the record with one writer per application, not one per candidate.
+func (c *Candidate) reserve(ctx context.Context, previous string) (bool, error) {
+	return c.record.Reserve(ctx, c.aheadSnapshot(true), c.cfg.Election, c.cfg.Identity, c.cfg.Node, previous, c.cfg.LeaseDuration, func(p balance.Placement) (bool, error) {
 		return c.qualifies(ctx, p)
 	})
+}
+
+// precheck is bld-optimistic's gate: the balance condition on the record
+// as read ahead, which costs no round trip. A node it refuses is not
+// worth taking the lease for; one it accepts is checked again, atomically,
+// by reserve once the lease is held.
+func (c *Candidate) precheck(ctx context.Context, _ *resourcelock.LeaderElectionRecord, _ time.Duration) (bool, error) {
+	ahead := c.aheadSnapshot(false)
+	if ahead == nil {
+		return true, nil
+	}
+	p, err := ahead.Placement()
+	if err != nil {
+		return true, nil // reserve reads it again
+	}
+	return c.qualifies(ctx, p)
 }
 
 // qualifies evaluates the balance condition on p. A node that holds no
@@ -154,7 +189,7 @@ func (c *Candidate) crowded(p balance.Placement) bool {
 // candidate of this election (bld-plus). Both are cached.
 func (c *Candidate) balanceInputs(ctx context.Context) (nodes, cands []string, err error) {
 	switch c.cfg.Algorithm {
-	case balance.BLD, balance.BLDLiteral:
+	case balance.BLD, balance.BLDLiteral, balance.BLDOptimistic:
 		nodes, err = c.workerNodes(ctx)
 	case balance.BLDPlus:
 		cands, err = c.candidateNodes(ctx)

@@ -301,21 +301,28 @@ func TestDefaultElectsOneAndFailsOver(t *testing.T) {
 }
 
 func TestBLDPrefersTheEmptyNode(t *testing.T) {
-	ns, l := namespace(t), newLeaders()
-	rec := &Record{Client: cs.CoreV1(), Namespace: ns}
-	ctx := context.Background()
-	for app, node := range map[string]string{"a": "w1", "b": "w2"} {
-		ok, err := rec.Reserve(ctx, nil, app, app+"-0", node, "", 0, func(balance.Placement) (bool, error) { return true, nil })
-		require.NoError(t, err)
-		require.True(t, ok)
+	for _, alg := range []string{balance.BLD, balance.BLDOptimistic} {
+		t.Run(alg, func(t *testing.T) {
+			ns, l := namespace(t), newLeaders()
+			rec := &Record{Client: cs.CoreV1(), Namespace: ns}
+			ctx := context.Background()
+			for app, node := range map[string]string{"a": "w1", "b": "w2"} {
+				ok, err := rec.Reserve(ctx, nil, app, app+"-0", node, "", 0, func(balance.Placement) (bool, error) { return true, nil })
+				require.NoError(t, err)
+				require.True(t, ok)
+			}
+			for i, node := range []string{"w1", "w2", "w3"} {
+				campaign(t, l, alg, LockLease, ns, "c", fmt.Sprint("c-", i), node)
+			}
+			assert.Equal(t, "c-2", waitLeader(t, l, "c", 10*time.Second), "only w3 satisfies N·c ≤ L")
+			p, err := rec.Placement(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, "w3", p["c"])
+			l.mu.Lock()
+			assert.Zero(t, l.overlap, "never two leaders at once")
+			l.mu.Unlock()
+		})
 	}
-	for i, node := range []string{"w1", "w2", "w3"} {
-		campaign(t, l, balance.BLD, LockLease, ns, "c", fmt.Sprint("c-", i), node)
-	}
-	assert.Equal(t, "c-2", waitLeader(t, l, "c", 10*time.Second), "only w3 satisfies N·c ≤ L")
-	p, err := rec.Placement(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, "w3", p["c"])
 }
 
 func TestLiteralBLDAllowsACrowdedNode(t *testing.T) {
@@ -343,13 +350,15 @@ func TestConstrainedPlacement(t *testing.T) {
 		}
 		return l
 	}
-	t.Run("bld starves", func(t *testing.T) {
-		// Refused over and over (the gate's backoff reaches the retry
-		// period within a few tries), and never elected.
-		l := setup(t, balance.BLD)
-		require.Eventually(t, func() bool { return l.refusedAtLeast(8, "c-0", "c-1") }, 20*time.Second, 20*time.Millisecond, "both candidates keep trying")
-		assert.Empty(t, l.of("c"), "BLD's failure mode: no candidate qualifies")
-	})
+	for _, alg := range []string{balance.BLD, balance.BLDOptimistic} {
+		t.Run(alg+" starves", func(t *testing.T) {
+			// Refused over and over (the gate's backoff reaches the retry
+			// period within a few tries), and never elected.
+			l := setup(t, alg)
+			require.Eventually(t, func() bool { return l.refusedAtLeast(8, "c-0", "c-1") }, 20*time.Second, 20*time.Millisecond, "both candidates keep trying")
+			assert.Empty(t, l.of("c"), "BLD's failure mode: no candidate qualifies")
+		})
+	}
 	t.Run("bld-plus elects", func(t *testing.T) {
 		l := setup(t, balance.BLDPlus)
 		waitLeader(t, l, "c", 10*time.Second)
@@ -357,24 +366,29 @@ func TestConstrainedPlacement(t *testing.T) {
 }
 
 func TestConcurrentApplicationsCannotCrowdOneNode(t *testing.T) {
-	for round := range 3 {
-		ns, l := namespace(t), newLeaders()
-		var rs []running
-		for _, app := range []string{"a", "b", "c"} {
-			for i, node := range []string{"w1", "w2", "w3"} {
-				id := fmt.Sprintf("%s-%d", app, i)
-				rs = append(rs, campaign(t, l, balance.BLD, LockLease, ns, app, id, node))
+	for _, alg := range []string{balance.BLD, balance.BLDOptimistic} {
+		for round := range 3 {
+			ns, l := namespace(t), newLeaders()
+			var rs []running
+			for _, app := range []string{"a", "b", "c"} {
+				for i, node := range []string{"w1", "w2", "w3"} {
+					id := fmt.Sprintf("%s-%d", app, i)
+					rs = append(rs, campaign(t, l, alg, LockLease, ns, app, id, node))
+				}
 			}
-		}
-		nodes := map[string]bool{}
-		for _, app := range []string{"a", "b", "c"} {
-			id := waitLeader(t, l, app, 15*time.Second)
-			node := "w" + string(id[len(id)-1]+1)
-			nodes[node] = true
-		}
-		assert.Len(t, nodes, 3, "round %d: three applications, three nodes", round)
-		for _, r := range rs {
-			r.stop()
+			nodes := map[string]bool{}
+			for _, app := range []string{"a", "b", "c"} {
+				id := waitLeader(t, l, app, 15*time.Second)
+				node := "w" + string(id[len(id)-1]+1)
+				nodes[node] = true
+			}
+			assert.Len(t, nodes, 3, "%s round %d: three applications, three nodes", alg, round)
+			l.mu.Lock()
+			assert.Zero(t, l.overlap, "never two leaders at once")
+			l.mu.Unlock()
+			for _, r := range rs {
+				r.stop()
+			}
 		}
 	}
 }

@@ -15,7 +15,11 @@ const (
 	BLD        = "bld"
 	BLDLiteral = "bld-literal"
 	BLDPlus    = "bld-plus"
-	Ranked     = "ranked"
+	// BLDOptimistic is BLD's rule with the acquisition turned round: take
+	// the lease first, then reserve the node in the record, releasing the
+	// lease at once when the node does not qualify (bld.ElectorConfig.Validate).
+	BLDOptimistic = "bld-optimistic"
+	Ranked        = "ranked"
 	// CLEBalanced campaigns through Kubernetes' coordinated leader
 	// election: the candidate registers and leads when the
 	// ringside.io/balanced strategy controller names it (bld/strategy).
@@ -23,10 +27,12 @@ const (
 )
 
 // Algorithms lists every algorithm name, for flag validation.
-var Algorithms = []string{Default, BLD, BLDLiteral, BLDPlus, Ranked, CLEBalanced}
+var Algorithms = []string{Default, BLD, BLDLiteral, BLDPlus, BLDOptimistic, Ranked, CLEBalanced}
 
 // Balanced reports whether alg consults the leader-management record.
-func Balanced(alg string) bool { return alg == BLD || alg == BLDLiteral || alg == BLDPlus }
+func Balanced(alg string) bool {
+	return alg == BLD || alg == BLDLiteral || alg == BLDPlus || alg == BLDOptimistic
+}
 
 // CheckAlgorithm returns an error naming the valid algorithms.
 func CheckAlgorithm(alg string) error {
@@ -56,7 +62,7 @@ func (p Placement) Counts(app string) map[string]int {
 // nodes are the schedulable worker nodes (N = len(nodes)); candidates are
 // the nodes that host a live candidate of app (for bld-plus).
 //
-//   - bld: with L leaders of other applications and c of them on node,
+//   - bld and bld-optimistic: with L leaders of other applications and c of them on node,
 //     qualify iff N·c ≤ L, i.e. c < (L+1)/N (DESIGN §3.2);
 //   - bld-literal: the paper's text read literally, c ≤ (L+1)/N, which
 //     allows 2:1:0 for three applications on three nodes;
@@ -72,7 +78,7 @@ func Qualifies(alg, app, node string, p Placement, nodes, candidates []string) b
 	}
 	n := len(nodes)
 	switch alg {
-	case BLD:
+	case BLD, BLDOptimistic:
 		return n == 0 || n*c <= l
 	case BLDLiteral:
 		return n == 0 || float64(c) <= float64(l+1)/float64(n)

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,7 +38,7 @@ func run(ctx context.Context, args []string) error {
 	var httpAddr, advertise, kubeconfigPath, level string
 	var events bool
 	var rate float64
-	fs.StringVar(&cfg.Algorithm, "algorithm", "ELECTOR_ALGORITHM", balance.Default, "default, bld, bld-literal, bld-plus or ranked")
+	fs.StringVar(&cfg.Algorithm, "algorithm", "ELECTOR_ALGORITHM", balance.Default, strings.Join(balance.Algorithms, ", "))
 	fs.StringVar(&cfg.Lock, "lock", "ELECTOR_LOCK", bld.LockLease, "lease or endpoints")
 	fs.StringVar(&cfg.Election, "election", "ELECTOR_ELECTION", "", "election (lock object) name; the application's name")
 	fs.StringVar(&cfg.Namespace, "namespace", "POD_NAMESPACE", "default", "namespace of the lock")

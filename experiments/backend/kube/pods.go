@@ -80,7 +80,7 @@ func overlay(alg, lock string) (string, error) {
 		return "default-endpoints", nil
 	case lock == bld.LockEndpoints:
 		return "", fmt.Errorf("kind backend: the endpoints lock has an overlay for the default algorithm only (k8s/overlays/default-endpoints)")
-	case alg == balance.BLDLiteral:
+	case alg == balance.BLDLiteral || alg == balance.BLDOptimistic:
 		return balance.BLD, nil // the same rights; the algorithm is set below
 	}
 	return alg, nil
