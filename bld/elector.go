@@ -88,13 +88,13 @@ type Elector struct {
 	observedRaw  []byte
 	observedTime time.Time
 	reported     string
-	refused      bool          // the last try found the lease free but the gate said no
+	refused      bool // the last try found the lease free but the gate said no
 	// The last try found a holder that may still fail validation: one
 	// this candidate has seen hold the lease for less than a retry period.
 	tentative   bool
-	holderSince time.Time // when this candidate first saw the current holder
-	tried        bool          // a try has run
-	gateWait     time.Duration // current wait after refusals, doubling
+	holderSince time.Time     // when this candidate first saw the current holder
+	tried       bool          // a try has run
+	gateWait    time.Duration // current wait after refusals, doubling
 }
 
 // NewElector returns an elector; Run drives it.

@@ -272,7 +272,7 @@ func New(cfg Config) (*Server, error) {
 				go s.locked(func() { s.onUnreachable(m) })
 			}
 		},
-		Malformed:   func(string, error) { s.m.malformed.WithLabelValues("peer").Inc() },
+		Malformed: func(string, error) { s.m.malformed.WithLabelValues("peer").Inc() },
 	}, s.log)
 	s.http = serve.Limit(&http.Server{Handler: s.routes()})
 	return s, nil
