@@ -2,9 +2,13 @@ package ringnet
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -65,7 +69,16 @@ func (f *Failover) Run(ctx context.Context, env *experiments.Env) error {
 		if err != nil {
 			return nil, fmt.Errorf("n=%d %s: %w", n, alg, err)
 		}
+		var profiled chan error
+		if c, ok := r.(*cleanup); ok && n == slices.Max(ns) && alg == algs[0] && t.Rep == 0 {
+			profiled = profileFailover(ctx, env, c)
+		}
 		res, err := ringnodes.KillCoordinator(ctx, r)
+		if profiled != nil {
+			if perr := <-profiled; perr != nil && err == nil {
+				err = perr
+			}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("n=%d: %w", n, err)
 		}
@@ -85,6 +98,30 @@ func (f *Failover) Run(ctx context.Context, env *experiments.Env) error {
 		}
 		return []ringsim.FailoverRow{row}, nil
 	})
+}
+
+// The profiles ring-failover keeps of one ringnode (local backend): CPU
+// and blocking over profileWindow from just before the first kill in the
+// largest ring, on the server with the smallest UID — never the
+// coordinator, so it lives through the failover and sees it all.
+const (
+	failoverCPUProfile   = "ring-failover-ringnode.cpu.pprof"
+	failoverBlockProfile = "ring-failover-ringnode.block.pprof"
+	profileWindow        = 3 * time.Second
+)
+
+// profileFailover starts both profiles; the channel yields their first
+// error once both are written.
+func profileFailover(ctx context.Context, env *experiments.Env, r *cleanup) chan error {
+	addrs := r.Addrs()
+	target := slices.MinFunc(addrs, func(a, b string) int { return ring.UIDOf(a).Cmp(ring.UIDOf(b)) })
+	done := make(chan error, 2)
+	for kind, name := range map[string]string{"cpu": failoverCPUProfile, "block": failoverBlockProfile} {
+		go func() { done <- ringnodes.Profile(ctx, target, r.secret, kind, profileWindow, filepath.Join(env.Dir, name)) }()
+	}
+	out := make(chan error, 1)
+	go func() { out <- errors.Join(<-done, <-done) }()
+	return out
 }
 
 // bareRounds is how many trips the bare token ring is timed for per size.
@@ -128,7 +165,13 @@ func (f *Failover) Report(in *experiments.ReportInput) (string, error) {
 	if err != nil {
 		return out + "\n(no bare token ring beside this run: it is measured on the local backend.)\n", nil
 	}
-	return out + bareSection(in.Table, bare), nil
+	out += bareSection(in.Table, bare)
+	if _, err := os.Stat(filepath.Join(in.Dir, failoverCPUProfile)); err == nil {
+		out += fmt.Sprintf("\nWhere a ringnode's time goes: `go tool pprof -top %s` (CPU) and `go tool pprof -top %s` (where it waited), "+
+			"%v of the server with the smallest UID from just before the first kill in the largest ring, beside this report; "+
+			"that repetition runs under the profilers.\n", failoverCPUProfile, failoverBlockProfile, profileWindow)
+	}
+	return out, nil
 }
 
 // bareSection sets ringnode's time per election hop beside the bare token

@@ -74,11 +74,12 @@ func startRing(ctx context.Context, env *experiments.Env, n int, flags *serverFl
 		if err != nil {
 			return nil, err
 		}
-		r, err := ringnodes.StartLocal(ctx, n, ringnodes.Options{Bin: bin, Dir: dir, Args: f.args()})
+		secret := ringnodes.NewSecret()
+		r, err := ringnodes.StartLocal(ctx, n, ringnodes.Options{Bin: bin, Dir: dir, Args: f.args(), Secret: secret})
 		if err != nil {
 			return nil, err
 		}
-		return &cleanup{Ring: r, dir: dir}, nil
+		return &cleanup{Ring: r, dir: dir, secret: secret}, nil
 	case "compose":
 		r, err := ringnodes.StartCompose(ctx, n, ringnodes.ComposeOptions{Env: f.env(), Log: env.Log})
 		if err != nil {
@@ -93,7 +94,8 @@ func startRing(ctx context.Context, env *experiments.Env, n int, flags *serverFl
 // cleanup removes the ring's scratch directory when it closes.
 type cleanup struct {
 	ringnodes.Ring
-	dir string
+	dir    string
+	secret string // the cluster secret, for peer-only requests
 }
 
 func (c *cleanup) Close() error {

@@ -42,6 +42,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /internal/pull", s.peerOnly(s.handlePull))
 	mux.HandleFunc("PUT /internal/metadata", s.peerOnly(s.handleMetadata))
 	mux.HandleFunc("POST /internal/join", s.peerOnly(s.handleJoin))
+	mux.HandleFunc("GET /internal/profile/{kind}", s.peerOnly(s.handleProfile))
 	// Read-only views, open: smart clients read the ring, experiments the status.
 	mux.HandleFunc("GET /internal/ring", s.handleRing)
 	mux.HandleFunc("GET /internal/status", s.handleStatus)

@@ -342,6 +342,10 @@ func TestMalformedInputKeepsServing(t *testing.T) {
 		{http.MethodPost, "/internal/pull?for=nope", "{}", 400, "for:"},
 		{http.MethodPost, "/internal/pull?for=127.0.0.1:1", "garbage", 400, "pull"},
 		{http.MethodPost, "/internal/pull?for=127.0.0.1:1", strings.Repeat("x", 2<<20), 400, "over 1 MiB"},
+		{http.MethodGet, "/internal/profile/cpu", "", 400, "seconds \"\": want a whole number from 1 to 50"},
+		{http.MethodGet, "/internal/profile/cpu?seconds=-1", "", 400, "seconds"},
+		{http.MethodGet, "/internal/profile/cpu?seconds=9999999999999999999", "", 400, "seconds"},
+		{http.MethodGet, "/internal/profile/heap?seconds=1", "", 404, `profile "heap": want cpu or block`},
 	} {
 		req, _ := http.NewRequest(tc.method, "http://"+a+tc.path, strings.NewReader(tc.body))
 		req.Header.Set(HeaderSecret, testSecret)
