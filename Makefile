@@ -5,7 +5,7 @@ RESULTS ?= results
 KUBE_VERSION ?= v1.32.13
 COMPOSE_VERSION ?= v2.40.3
 
-.PHONY: build test experiments lint bench kube-tools compose-v2 base-images stack-images ringnode-image compose-ring lb-images compose-lb compose-lb-down elector-image kind kind-node-image kind-up kind-deploy kind-experiment kind-down clean
+.PHONY: build test experiments lint bench kube-tools compose-v2 base-images stack-images ringnode-image compose-ring lb-images compose-lb compose-lb-down elector-image kind kind-node-image kind-up kind-deploy kind-experiment kind-down clean print-test-prereqs
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/...
@@ -26,6 +26,9 @@ test:
 	$(MAKE) -j3 --output-sync=target $(TEST_PREREQS)
 	$(GO) vet ./...
 	$(GO) test -race -timeout 30m ./...
+
+print-test-prereqs:
+	@echo $(TEST_PREREQS)
 
 # Every experiment of the catalogue on its default backend and quick profile.
 experiments: kube-tools
