@@ -3,7 +3,9 @@
 // listens, connects to the next, and forwards every 8-byte token it reads
 // at once — no election, no state. The origin (--rounds > 0) injects one
 // token, times its trips around the ring and prints each round trip in
-// nanoseconds on its own line, then closes the ring.
+// nanoseconds on its own line, then closes the ring. With --gap each trip
+// waits that long after the last one came back: the ring at rest, as an
+// election meets it, rather than kept busy.
 package main
 
 import (
@@ -26,11 +28,12 @@ func run(ctx context.Context, args []string) error {
 	listen := fs.String("listen", "", "this process's address")
 	next := fs.String("next", "", "the next process's address")
 	rounds := fs.Int("rounds", 0, "origin only: timed trips around the ring (after 10 warm-up trips)")
+	gap := fs.Duration("gap", 0, "origin only: the pause before each trip")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *listen == "" || *next == "" || *rounds < 0 {
-		return errors.New("want --listen ADDR --next ADDR [--rounds N ≥ 0]")
+	if *listen == "" || *next == "" || *rounds < 0 || *gap < 0 {
+		return errors.New("want --listen ADDR --next ADDR [--rounds N ≥ 0] [--gap D ≥ 0]")
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
@@ -53,7 +56,7 @@ func run(ctx context.Context, args []string) error {
 		_, err := io.Copy(out, in) // relay until the origin closes the ring
 		return err
 	}
-	return originate(in, out, *rounds)
+	return originate(in, out, *rounds, *gap)
 }
 
 func dial(ctx context.Context, addr string) (net.Conn, error) {
@@ -70,9 +73,10 @@ func dial(ctx context.Context, addr string) (net.Conn, error) {
 	}
 }
 
-func originate(in io.Reader, out io.Writer, rounds int) error {
+func originate(in io.Reader, out io.Writer, rounds int, gap time.Duration) error {
 	var tok [8]byte
 	for i := range rounds + 10 {
+		time.Sleep(gap)
 		start := time.Now()
 		if _, err := out.Write(tok[:]); err != nil {
 			return err

@@ -20,8 +20,10 @@ import (
 // round-trip times of rounds trips: the physical limit of one hop between
 // processes on this host, to set a ring election's hops against. Like the
 // local ringnode ring, processes get one P each when there are more of
-// them than cores.
-func BareRing(ctx context.Context, n, rounds int) ([]time.Duration, error) {
+// them than cores. Each trip starts gap after the last came back: 0 keeps
+// the ring busy (hot); a pause lets every process fall idle between
+// trips, as a ring between elections is.
+func BareRing(ctx context.Context, n, rounds int, gap time.Duration) ([]time.Duration, error) {
 	if n < 2 || rounds < 1 {
 		return nil, fmt.Errorf("bare ring: n=%d rounds=%d, want n ≥ 2 and rounds ≥ 1", n, rounds)
 	}
@@ -48,7 +50,7 @@ func BareRing(ctx context.Context, n, rounds int) ([]time.Duration, error) {
 		args := []string{"--listen", addrs[i], "--next", addrs[(i+1)%n]}
 		cmd := exec.Command(bin, args...)
 		if i == 0 {
-			cmd.Args = append(cmd.Args, "--rounds", strconv.Itoa(rounds))
+			cmd.Args = append(cmd.Args, "--rounds", strconv.Itoa(rounds), "--gap", gap.String())
 			cmd.Stdout, cmd.Stderr = &out, &errb
 		}
 		if oneProc {

@@ -220,13 +220,17 @@ func contains(xs []string, x string) bool {
 }
 
 func TestBareRingTimesRoundTrips(t *testing.T) {
-	rtts, err := BareRing(context.Background(), 4, 50)
-	require.NoError(t, err)
-	require.Len(t, rtts, 50)
-	for _, d := range rtts {
-		assert.Positive(t, d)
-		assert.Less(t, d, time.Second, "four loopback hops")
+	for _, gap := range []time.Duration{0, 5 * time.Millisecond} {
+		start := time.Now()
+		rtts, err := BareRing(context.Background(), 4, 50, gap)
+		require.NoError(t, err)
+		require.Len(t, rtts, 50)
+		for _, d := range rtts {
+			assert.Positive(t, d)
+			assert.Less(t, d, time.Second, "four loopback hops")
+		}
+		assert.GreaterOrEqual(t, time.Since(start), 60*gap, "60 trips (10 to warm up), each after the gap")
 	}
-	_, err = BareRing(context.Background(), 1, 5)
+	_, err := BareRing(context.Background(), 1, 5, 0)
 	assert.ErrorContains(t, err, "n=1")
 }
