@@ -117,7 +117,9 @@ func profileFailover(ctx context.Context, env *experiments.Env, r *cleanup) chan
 	target := slices.MinFunc(addrs, func(a, b string) int { return ring.UIDOf(a).Cmp(ring.UIDOf(b)) })
 	done := make(chan error, 2)
 	for kind, name := range map[string]string{"cpu": failoverCPUProfile, "block": failoverBlockProfile} {
-		go func() { done <- ringnodes.Profile(ctx, target, r.secret, kind, profileWindow, filepath.Join(env.Dir, name)) }()
+		go func() {
+			done <- ringnodes.Profile(ctx, target, r.secret, kind, profileWindow, filepath.Join(env.Dir, name))
+		}()
 	}
 	out := make(chan error, 1)
 	go func() { out <- errors.Join(<-done, <-done) }()
