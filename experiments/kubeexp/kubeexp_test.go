@@ -235,3 +235,31 @@ func TestSplitBrainFencesStaleLeaders(t *testing.T) {
 	assert.Contains(t, string(b), "## kube-split-brain")
 	assert.Contains(t, string(b), "Configurations with fencing on that missed the target: 0.")
 }
+
+// kube-rebalance, both cases: the default election never moves a leader;
+// cle-balanced spreads the leaders within one after a node joins and after
+// the fullest returns from a drain, in the fewest moves, never two leaders
+// at once.
+func TestRebalanceJoinAndDrain(t *testing.T) {
+	dir := t.TempDir()
+	tab := runKube(t, &Rebalance{}, dir, 1, "--algorithms", "default,cle-balanced", "--apps", "4", "--window", "4")
+	require.Len(t, tab.Rows, 4)
+	for i := range tab.Rows {
+		alg, cs := tab.Str(i, "algorithm"), tab.Str(i, "case")
+		assert.Equal(t, "0", tab.Str(i, "overlaps"), "%s %s: two leaders at once", alg, cs)
+		if alg == "default" {
+			assert.Equal(t, "0", tab.Str(i, "moves"), "%s: the default election never moves a leader", cs)
+			continue
+		}
+		assert.LessOrEqual(t, tab.Float(i, "spread_final"), 1.0, "%s: spread within one", cs)
+		assert.Equal(t, tab.Str(i, "min_moves"), tab.Str(i, "moves"), "%s: the fewest moves", cs)
+	}
+	r := &experiments.Registry{}
+	r.Register(&Rebalance{})
+	_, err := experiments.WriteReport(dir, r)
+	require.NoError(t, err)
+	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(md), "| cle-balanced | drain |")
+	assert.NotContains(t, string(md), "report failed")
+}

@@ -7,11 +7,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ringside/ringside/bld/balance"
 	"github.com/ringside/ringside/experiments"
@@ -20,14 +22,18 @@ import (
 
 // Rebalance is kube-rebalance: applications elected on three worker
 // nodes, then a fourth node joins with a fresh candidate of every
-// application. BLD and the default election never move a leader, so the
-// new node stays empty; cle-balanced's controller moves leaders there
-// (preferredHolder). Measured: the time until the leaders are spread
+// application (case join), or the fullest node is drained — cordoned, its
+// candidates stopped, their leaders failing over — and returns with a
+// fresh candidate of every application (case drain). BLD and the default
+// election never move a leader, so the new or returned node stays empty;
+// cle-balanced's controller moves leaders there (preferredHolder).
+// Measured from the join or return: the time until the leaders are spread
 // within one again, the moves it took against the fewest that could,
 // and any moment with two leaders of one application.
 type Rebalance struct {
 	k        kubeFlags
 	algs     experiments.ChoiceList
+	cases    experiments.ChoiceList
 	apps     int
 	replicas int
 	timing   kube.Timing
@@ -37,6 +43,12 @@ type Rebalance struct {
 // joinNode is the node that joins (process backend: an API object).
 const joinNode = "worker-4"
 
+// The cases.
+const (
+	caseJoin  = "join"
+	caseDrain = "drain"
+)
+
 func (*Rebalance) Spec() experiments.Spec {
 	return experiments.Spec{Name: "kube-rebalance", Backends: []string{kube.BackendKube}, Quick: 2, Paper: 20, Row: rebalanceRow{},
 		Summary: "a fourth node joins a cluster whose leaders are spread over three: time until they are spread within one again, leader moves against the fewest possible, overlaps — default and BLD never move, cle-balanced does"}
@@ -45,6 +57,8 @@ func (*Rebalance) Spec() experiments.Spec {
 func (r *Rebalance) Flags(fs *flag.FlagSet) {
 	r.algs = experiments.ChoiceList{Vals: []string{balance.Default, balance.CLEBalanced}, Allowed: balance.Algorithms}
 	fs.Var(&r.algs, "algorithms", "algorithms to compare (bld never moves a leader either)")
+	r.cases = experiments.ChoiceList{Vals: []string{caseJoin, caseDrain}, Allowed: []string{caseJoin, caseDrain}}
+	fs.Var(&r.cases, "cases", "join (a fourth node joins) and drain (the fullest node is drained and returns)")
 	fs.IntVar(&r.apps, "apps", 6, "applications")
 	fs.IntVar(&r.replicas, "replicas", 3, "replicas of each application on the first three nodes")
 	fs.Float64Var(&r.window, "window", 2, "lease durations to wait for balance after the join (the target)")
@@ -56,14 +70,15 @@ func (r *Rebalance) Flags(fs *flag.FlagSet) {
 type rebalanceRow struct {
 	Backend      string        `csv:"backend"`
 	Algorithm    string        `csv:"algorithm"`
+	Case         string        `csv:"case"` // join or drain
 	Rep          int           `csv:"rep"`
 	Apps         int           `csv:"apps"`
-	SpreadBefore int           `csv:"spread_before"` // max − min over the three nodes before the join
-	SpreadJoin   int           `csv:"spread_join"`   // over four nodes, at the join
-	SpreadFinal  int           `csv:"spread_final"`  // over four nodes, at the end of the window
-	Balanced     time.Duration `csv:"balanced_ms"`   // join → spread ≤ 1; −1 ms if not within the window
-	Moves        int           `csv:"moves"`         // leader changes after the join
-	MinMoves     int           `csv:"min_moves"`     // the fewest moves that balance the counts at the join
+	SpreadBefore int           `csv:"spread_before"` // max − min over the three nodes before the join or the drain
+	SpreadJoin   int           `csv:"spread_join"`   // over the nodes after it (four, or the three again), at the join or return
+	SpreadFinal  int           `csv:"spread_final"`  // over those nodes, at the end of the window
+	Balanced     time.Duration `csv:"balanced_ms"`   // join or return → spread ≤ 1; −1 ms if not within the window
+	Moves        int           `csv:"moves"`         // leader changes after the join or return
+	MinMoves     int           `csv:"min_moves"`     // the fewest moves that balance the counts at the join or return
 	Overlaps     int           `csv:"overlaps"`
 	Seed         uint64        `csv:"seed"`
 }
@@ -80,20 +95,20 @@ func (r *Rebalance) Run(ctx context.Context, env *experiments.Env) error {
 	if len(c.WorkerNodes) != 3 || slices.Contains(c.WorkerNodes, joinNode) {
 		return fmt.Errorf("kube-rebalance starts from three worker nodes without %s; the cluster has %v", joinNode, c.WorkerNodes)
 	}
-	// One join at a time: the joining node is the cluster's.
-	grid := experiments.Grid{Cells: len(r.algs.Vals)}
+	// One at a time: the joining and the drained node are the cluster's.
+	grid := experiments.Grid{Cells: len(r.algs.Vals) * len(r.cases.Vals)}
 	return experiments.RunGrid(ctx, env, grid, func(ctx context.Context, tk experiments.Task) ([]rebalanceRow, error) {
-		alg := r.algs.Vals[tk.Cell]
-		row, err := r.once(ctx, c, alg)
+		alg, cs := r.algs.Vals[tk.Cell/len(r.cases.Vals)], r.cases.Vals[tk.Cell%len(r.cases.Vals)]
+		row, err := r.once(ctx, c, alg, cs)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", alg, err)
+			return nil, fmt.Errorf("%s %s: %w", alg, cs, err)
 		}
-		row.Backend, row.Algorithm, row.Rep, row.Apps, row.Seed = env.Backend, alg, tk.Rep, r.apps, tk.Seed
+		row.Backend, row.Algorithm, row.Case, row.Rep, row.Apps, row.Seed = env.Backend, alg, cs, tk.Rep, r.apps, tk.Seed
 		return []rebalanceRow{row}, nil
 	})
 }
 
-func (r *Rebalance) once(ctx context.Context, c *kube.Cluster, alg string) (rebalanceRow, error) {
+func (r *Rebalance) once(ctx context.Context, c *kube.Cluster, alg, cs string) (rebalanceRow, error) {
 	ns, err := c.Namespace(ctx, "rebalance")
 	if err != nil {
 		return rebalanceRow{}, err
@@ -107,8 +122,7 @@ func (r *Rebalance) once(ctx context.Context, c *kube.Cluster, alg string) (reba
 	if err := sleep(ctx, r.timing.Lease); err != nil {
 		return rebalanceRow{}, err
 	}
-	nodes := append(slices.Clone(c.WorkerNodes), joinNode)
-	counts := func() (map[string]int, bool) {
+	counts := func(nodes []string) (map[string]int, bool) {
 		out := map[string]int{}
 		for _, n := range nodes {
 			out[n] = 0
@@ -122,19 +136,33 @@ func (r *Rebalance) once(ctx context.Context, c *kube.Cluster, alg string) (reba
 		}
 		return out, true
 	}
-	before, _ := counts()
-	row := rebalanceRow{SpreadBefore: spreadOf(before, c.WorkerNodes), SpreadJoin: spreadOf(before, nodes), MinMoves: minMoves(before, nodes)}
+	before, _ := counts(c.WorkerNodes)
+	row := rebalanceRow{SpreadBefore: spreadOf(before, c.WorkerNodes)}
 
-	if err := r.join(ctx, c); err != nil {
-		return rebalanceRow{}, err
+	// The event: a fresh candidate of every application comes up on node.
+	node, nodes := joinNode, append(slices.Clone(c.WorkerNodes), joinNode)
+	if cs == caseJoin {
+		if err := r.join(ctx, c); err != nil {
+			return rebalanceRow{}, err
+		}
+		defer c.CS.CoreV1().Nodes().Delete(context.Background(), joinNode, metav1.DeleteOptions{})
+	} else {
+		node, nodes = fullest(before, c.WorkerNodes), c.WorkerNodes
+		if err := r.drain(ctx, c, ns, node, names, podNode); err != nil {
+			return rebalanceRow{}, err
+		}
+		if err := cordon(ctx, c, node, false); err != nil {
+			return rebalanceRow{}, err
+		}
 	}
-	defer c.CS.CoreV1().Nodes().Delete(context.Background(), joinNode, metav1.DeleteOptions{})
-	var joining []kube.App
+	at, _ := counts(nodes)
+	row.SpreadJoin, row.MinMoves = spreadOf(at, nodes), minMoves(at, nodes)
+	var fresh []kube.App
 	for _, a := range names {
-		joining = append(joining, kube.App{Name: a, Replicas: 1, Nodes: []string{joinNode}, First: r.replicas})
+		fresh = append(fresh, kube.App{Name: a, Replicas: 1, Nodes: []string{node}, First: r.replicas})
 	}
 	joinAt := time.Now()
-	joined, err := c.Deploy(ctx, ns, joining, 0, alg, r.k.lock, r.timing)
+	joined, err := c.Deploy(ctx, ns, fresh, 0, alg, r.k.lock, r.timing)
 	if err != nil {
 		return rebalanceRow{}, err
 	}
@@ -144,7 +172,7 @@ func (r *Rebalance) once(ctx context.Context, c *kube.Cluster, alg string) (reba
 	row.Balanced = -time.Millisecond
 	end := joinAt.Add(time.Duration(r.window * float64(r.timing.Lease)))
 	for time.Now().Before(end) {
-		now, all := counts()
+		now, all := counts(nodes)
 		if all && spreadOf(now, nodes) <= 1 && row.Balanced < 0 && row.SpreadJoin > 1 {
 			row.Balanced = time.Since(joinAt)
 		}
@@ -152,7 +180,7 @@ func (r *Rebalance) once(ctx context.Context, c *kube.Cluster, alg string) (reba
 			return rebalanceRow{}, err
 		}
 	}
-	final, _ := counts()
+	final, _ := counts(nodes)
 	row.SpreadFinal = spreadOf(final, nodes)
 	if row.SpreadJoin <= 1 {
 		row.Balanced = 0 // balanced already
@@ -165,6 +193,63 @@ func (r *Rebalance) once(ctx context.Context, c *kube.Cluster, alg string) (reba
 	}
 	row.Overlaps = kube.Overlaps(events)
 	return row, c.Crashed(ns)
+}
+
+// fullest is the node of nodes with the most leaders (the first such).
+func fullest(counts map[string]int, nodes []string) string {
+	best := nodes[0]
+	for _, n := range nodes {
+		if counts[n] > counts[best] {
+			best = n
+		}
+	}
+	return best
+}
+
+// drain cordons node and stops every candidate on it (SIGTERM: its
+// leaders let go), then waits until every application leads again on the
+// other nodes.
+func (r *Rebalance) drain(ctx context.Context, c *kube.Cluster, ns, node string, names []string, podNode map[string]string) error {
+	if err := cordon(ctx, c, node, true); err != nil {
+		return err
+	}
+	for id, n := range podNode {
+		if n != node {
+			continue
+		}
+		if _, err := c.Signal(ctx, ns, strings.TrimPrefix(id, ns+"/"), syscall.SIGTERM); err != nil {
+			return fmt.Errorf("drain %s: %w", node, err)
+		}
+	}
+	limit := 2*r.timing.Lease + 30*time.Second
+	deadline := time.Now().Add(limit)
+	for {
+		moved := 0
+		for _, a := range names {
+			if id, _ := c.Leader(ns, a); id != "" && podNode[id] != node {
+				moved++
+			}
+		}
+		if moved == len(names) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("drain %s: %d of %d applications lead elsewhere after %s", node, moved, len(names), limit)
+		}
+		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// cordon marks node unschedulable (on) or schedulable again: BLD counts
+// only schedulable workers.
+func cordon(ctx context.Context, c *kube.Cluster, node string, on bool) error {
+	patch := fmt.Sprintf(`{"spec":{"unschedulable":%v}}`, on)
+	if _, err := c.CS.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("cordon %s (%v): %w", node, on, err)
+	}
+	return nil
 }
 
 // join registers the joining node (the process backend has no kubelet to).
@@ -246,8 +331,8 @@ func (r *Rebalance) Report(in *experiments.ReportInput) (string, error) {
 	t := in.Table
 	var rows [][]string
 	var verdicts []string
-	for _, g := range t.GroupBy("algorithm") {
-		alg := g.Key[0]
+	for _, g := range t.GroupBy("algorithm", "case") {
+		alg, cs := g.Key[0], g.Key[1]
 		var balanced []float64
 		moves, minimum, overlaps, never, finalWorst := 0, 0, 0, 0, 0
 		for _, i := range g.Rows {
@@ -266,18 +351,20 @@ func (r *Rebalance) Report(in *experiments.ReportInput) (string, error) {
 		if s.N > 0 {
 			p50 = experiments.Num(s.P50, 0)
 		}
-		rows = append(rows, []string{alg, strconv.Itoa(len(g.Rows)), fmt.Sprintf("%d of %d", s.N, len(g.Rows)), p50,
+		rows = append(rows, []string{alg, cs, strconv.Itoa(len(g.Rows)), fmt.Sprintf("%d of %d", s.N, len(g.Rows)), p50,
 			strconv.Itoa(finalWorst), strconv.Itoa(moves), strconv.Itoa(minimum), strconv.Itoa(overlaps)})
 		if alg == balance.CLEBalanced {
-			verdicts = append(verdicts, fmt.Sprintf("cle-balanced balanced within the window in %d of %d joins (target: all, %s), with %d moves against the fewest possible %d (%s), %d overlaps (target 0: %s)",
-				s.N, len(g.Rows), experiments.Verdict(never == 0), moves, minimum, experiments.Verdict(moves == minimum), overlaps, experiments.Verdict(overlaps == 0)))
+			verdicts = append(verdicts, fmt.Sprintf("after a %s cle-balanced balanced within the window in %d of %d runs (target: all, %s), with %d moves against the fewest possible %d (%s), %d overlaps (target 0: %s)",
+				cs, s.N, len(g.Rows), experiments.Verdict(never == 0), moves, minimum, experiments.Verdict(moves == minimum), overlaps, experiments.Verdict(overlaps == 0)))
 		}
 	}
-	out := experiments.MarkdownTable([]string{"algorithm", "joins", "balanced within the window", "p50 ms to balance",
+	out := experiments.MarkdownTable([]string{"algorithm", "case", "runs", "balanced within the window", "p50 ms to balance",
 		"max − min at the end (worst)", "moves", "fewest possible", "overlaps"}, rows)
-	out += "\nThe window is the target, two lease durations from the join. A leader moves when the controller marks another candidate preferred: " +
+	out += "\n*join*: a fourth node joins with a fresh candidate of every application; *drain*: the node with the most leaders is cordoned and its candidates stopped " +
+		"(their leaders fail over to the other two), then it returns with a fresh candidate of every application. Times, moves and spreads count from the join or the return. " +
+		"The window is the target, two lease durations from the join or return. A leader moves when the controller marks another candidate preferred: " +
 		"the holder steps down at once and lets its Lease run out, the controller asks the preferred candidate whether it is there and names it — a few round trips per move, and moves of different applications run at once. " +
-		"The default election and BLD never move a leader: the new node stays empty until some leader is lost.\n"
+		"The default election and BLD never move a leader: the new or returned node stays empty until some leader is lost.\n"
 	if len(verdicts) > 0 {
 		out += "\nTargets: " + strings.Join(verdicts, "; ") + ".\n"
 	}
