@@ -3,6 +3,7 @@ package kubeexp
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/ringside/ringside/experiments/backend/kube"
@@ -17,6 +18,11 @@ type spreadResult struct {
 	// the first candidate's campaign start, to the leader's start
 	launch, campaign map[string]time.Duration
 	apps             []string // every application, elected or not
+	// The API server's requests on election objects from the deployment
+	// until every application led (its own count, apiserver_request_total;
+	// the Pods' creation left out), and the writes among them; NaN when
+	// it could not be scraped.
+	requests, writes float64
 }
 
 // spread deploys n applications of replicas each over the workers, all
@@ -34,6 +40,7 @@ func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas 
 		apps = append(apps, kube.App{Name: name, Replicas: replicas, Nodes: c.WorkerNodes})
 		names = append(names, name)
 	}
+	before, berr := requestCounts(ctx, c)
 	podNode, err := c.Deploy(ctx, ns, apps, 0, alg, lock, t)
 	if err != nil {
 		return spreadResult{}, err
@@ -42,7 +49,13 @@ func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas 
 	if err != nil {
 		return spreadResult{}, err
 	}
-	res := spreadResult{perNode: map[string]int{}, elected: len(leaders), launch: map[string]time.Duration{}, campaign: map[string]time.Duration{}, apps: names}
+	res := spreadResult{perNode: map[string]int{}, elected: len(leaders), launch: map[string]time.Duration{}, campaign: map[string]time.Duration{}, apps: names,
+		requests: math.NaN(), writes: math.NaN()}
+	if after, aerr := requestCounts(ctx, c); berr == nil && aerr == nil {
+		res.requests, res.writes = after.sub(before)
+		created := after[[2]string{"pods", "POST"}] - before[[2]string{"pods", "POST"}]
+		res.requests, res.writes = res.requests-created, res.writes-created
+	}
 	for _, id := range leaders {
 		res.perNode[podNode[id]]++
 	}
