@@ -2,7 +2,9 @@ package bld
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -49,10 +51,16 @@ const NodeAnnotation = "ringside.io/node"
 // runCoordinated campaigns until ctx ends: register, then lead each time
 // the Lease names this candidate.
 func (c *Candidate) runCoordinated(ctx context.Context, started func(context.Context)) error {
-	if err := c.ensureCoordinatedLease(ctx); err != nil {
-		return err
-	}
-	if err := c.register(ctx); err != nil {
+	// The Lease, the candidate's registration and the watch need nothing
+	// of each other: side by side, they cost one write's wait, not two.
+	leases := c.watchLease(ctx)
+	var lerr, rerr error
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); lerr = c.ensureCoordinatedLease(ctx) }()
+	go func() { defer wg.Done(); rerr = c.register(ctx) }()
+	wg.Wait()
+	if err := errors.Join(lerr, rerr); err != nil {
 		return err
 	}
 	lc, _, err := leaderelection.NewCandidate(c.cfg.Client, c.cfg.Namespace, c.cfg.Identity, c.cfg.Election,
@@ -65,7 +73,6 @@ func (c *Candidate) runCoordinated(ctx context.Context, started func(context.Con
 	lcCtx, stopCandidate := context.WithCancel(context.Background())
 	defer stopCandidate()
 	go lc.Run(lcCtx)
-	leases := c.watchLease(ctx)
 	for {
 		// Wait until named.
 		for !c.named() {

@@ -27,7 +27,13 @@ const (
 // Liveness classifies a candidate that renewed at renew and was last
 // pinged at ping (zero: never), for a Lease free since since (zero for a
 // Lease still held: there the controller does not ask). A candidate
-// that answered its last ping is alive as of its answer.
+// that answered its last ping is alive as of its answer. A renewal up to
+// wait before the Lease went free counts as an answer too: a new
+// election's candidates register side by side with the Lease's creation,
+// some of them a moment before it (and by clocks of their own), and
+// pinging them would cost the election a round trip through every one;
+// a candidate that dies that close to its Lease going free is the rare
+// case the ping is not worth.
 func Liveness(now, since, renew, ping time.Time, wait time.Duration) Status {
 	if ping.After(renew) {
 		if now.Sub(ping) < wait {
@@ -35,7 +41,7 @@ func Liveness(now, since, renew, ping time.Time, wait time.Duration) Status {
 		}
 		return Dead
 	}
-	if !renew.Before(since) {
+	if !renew.Before(since.Add(-wait)) {
 		return Live
 	}
 	return Unasked

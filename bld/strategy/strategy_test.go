@@ -239,6 +239,8 @@ func TestLiveness(t *testing.T) {
 		want        Status
 	}{
 		{"renewed since the Lease went free", at(-time.Second), time.Time{}, Live},
+		{"renewed just before the Lease went free (registered beside its creation)", since.Add(-wait), time.Time{}, Live},
+		{"renewed a wait and more before", since.Add(-wait - time.Millisecond), time.Time{}, Unasked},
 		{"renewed before, never pinged", at(-2 * time.Minute), time.Time{}, Unasked},
 		{"answered an old ping, then the Lease went free", at(-2 * time.Minute), at(-3 * time.Minute), Unasked},
 		{"pinged just now", at(-2 * time.Minute), at(-wait / 2), Pending},
