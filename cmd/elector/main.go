@@ -132,6 +132,10 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// When the signal to stop arrived, by this process's clock: on
+	// Kubernetes the kubelet's SIGTERM comes some time after the Pod's
+	// deletion, and a hand-over is the elector's from here.
+	context.AfterFunc(ctx, func() { cfg.OnEvent("terminating", "") })
 	if events {
 		// Where the sidecar API is, for the application beside it.
 		enc.Encode(map[string]any{"ts_ns": time.Now().UnixNano(), "event": "serving", "id": cfg.Identity, "election": cfg.Election, "addr": ln.Addr().String()})

@@ -84,6 +84,10 @@ func TestKubeExperimentsWriteCSVAndReport(t *testing.T) {
 	require.Len(t, re.Rows, 1)
 	assert.NotEqual(t, re.Str(0, "old_leader"), re.Str(0, "new_leader"))
 	assert.Less(t, re.Float(0, "reelection_ms"), 8000.0, "a hand-over: the 10 s lease, renewed at most 2 s before the kill, runs out ≥ 8 s after it")
+	seen, from := re.Float(0, "signal_seen_ms"), re.Float(0, "from_signal_ms")
+	assert.GreaterOrEqual(t, seen, 0.0, "the old leader's elector reported the SIGTERM")
+	assert.GreaterOrEqual(t, from, 0.0)
+	assert.InDelta(t, re.Float(0, "reelection_ms"), seen+from, 0.01, "the two parts make the whole")
 
 	_, err := experiments.WriteReport(dir, r)
 	require.NoError(t, err)
