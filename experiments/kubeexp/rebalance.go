@@ -50,7 +50,7 @@ const (
 )
 
 func (*Rebalance) Spec() experiments.Spec {
-	return experiments.Spec{Name: "kube-rebalance", Backends: []string{kube.BackendKube}, Quick: 2, Paper: 20, Row: rebalanceRow{},
+	return experiments.Spec{Name: "kube-rebalance", Backends: []string{kube.BackendKube}, Quick: 1, Paper: 20, Row: rebalanceRow{},
 		Summary: "a fourth node joins a cluster whose leaders are spread over three: time until they are spread within one again, leader moves against the fewest possible, overlaps — default and BLD never move, cle-balanced does"}
 }
 
