@@ -95,6 +95,8 @@ type Elector struct {
 	holderSince time.Time     // when this candidate first saw the current holder
 	tried       bool          // a try has run
 	gateWait    time.Duration // current wait after refusals, doubling
+	held        bool          // leading: acquired, and renewing since
+	renewNow    bool          // the first renewal is due at once (a hand-over taken without a write)
 }
 
 // NewElector returns an elector; Run drives it.
@@ -116,11 +118,13 @@ func (e *Elector) Run(ctx context.Context) {
 		if !e.acquire(ctx) {
 			return
 		}
+		e.held = true
 		lctx, cancel := context.WithCancel(ctx)
 		if e.cfg.OnStartedLeading != nil {
 			go e.cfg.OnStartedLeading(lctx)
 		}
 		e.renew(ctx)
+		e.held = false
 		cancel()
 		if ctx.Err() != nil {
 			e.release()
@@ -169,7 +173,11 @@ func (e *Elector) nextWait() time.Duration {
 // renew deadline (trying every quarter retry period) has lost the lease.
 func (e *Elector) renew(ctx context.Context) {
 	for {
-		if !e.sleep(ctx, e.cfg.RetryPeriod) {
+		wait := e.cfg.RetryPeriod
+		if e.renewNow {
+			wait, e.renewNow = 0, false
+		}
+		if !e.sleep(ctx, wait) {
 			return
 		}
 		if !e.renewOnce(ctx) {
@@ -287,6 +295,14 @@ func (e *Elector) try(ctx context.Context) bool {
 		e.tentative = e.cfg.Validate != nil && now.Sub(e.holderSince) < e.cfg.RetryPeriod
 		return false
 	}
+	if holder == id && !e.held && e.handedOver(old, now) {
+		// A hand-over: the last holder wrote this candidate in, with a
+		// fresh renewal. It leads from here, as from an acquisition of its
+		// own, and renews at once rather than before it starts — the
+		// successor's write was the hand-over's last round trip.
+		e.renewNow = true
+		return true
+	}
 	if holder == id {
 		rec.AcquireTime, rec.LeaderTransitions = old.AcquireTime, old.LeaderTransitions
 	} else {
@@ -356,11 +372,21 @@ func (e *Elector) validate(ctx context.Context, previous string, rec resourceloc
 	now := e.cfg.Clock.Now()
 	e.logAttempt(now, now, now, err)
 	e.refused = true
-	if e.free(ctx, "", rec) {
+	if err := e.free(ctx, "", rec); err != nil {
+		e.cfg.Log.Warn("freeing the lease failed", "err", err)
+	} else {
 		// Seen free, so the next try reads the record again first.
 		e.setObserved(&resourcelock.LeaderElectionRecord{LeaderTransitions: rec.LeaderTransitions, LeaseDurationSeconds: 1}, nil, e.cfg.Clock.Now())
 	}
 	return false
+}
+
+// handedOver reports whether old, a record naming this candidate that
+// it has not been renewing, was written within a retry period by the
+// clocks' reckoning (either way: another node's clock may run ahead).
+func (e *Elector) handedOver(old *resourcelock.LeaderElectionRecord, now time.Time) bool {
+	age := now.Sub(old.RenewTime.Time)
+	return age < e.cfg.RetryPeriod && -age < e.cfg.RetryPeriod
 }
 
 // create takes the lock by creating it, if the gate allows: the lock was
@@ -431,10 +457,13 @@ func (e *Elector) attempted(ctx context.Context, won bool) {
 func (e *Elector) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.RenewDeadline)
 	defer cancel()
-	old, _, err := e.cfg.Lock.Get(ctx)
-	if err != nil || old.HolderIdentity != e.cfg.Lock.Identity() {
+	// The leader's own last renewal is the record to write over: no read
+	// first (a hand-over's round trips are the successor's wait). Should
+	// someone have written since, the write fails and the lock is read.
+	if !e.IsLeader() {
 		return
 	}
+	old := *e.observed
 	next, done := "", func() {}
 	if e.cfg.Handover != nil {
 		if n, d := e.cfg.Handover(ctx); n != "" {
@@ -444,14 +473,22 @@ func (e *Elector) release() {
 			}
 		}
 	}
-	if e.free(ctx, next, *old) {
-		done()
+	if e.free(ctx, next, old) != nil {
+		cur, _, err := e.cfg.Lock.Get(ctx)
+		if err != nil || cur.HolderIdentity != e.cfg.Lock.Identity() {
+			return
+		}
+		if err := e.free(ctx, next, *cur); err != nil {
+			e.cfg.Log.Warn("releasing the lease failed", "err", err)
+			return
+		}
 	}
+	done()
 }
 
 // free writes held, a record this candidate holds, over to next: nobody
 // ("", a lease of one second, so nobody waits it out) or a successor.
-func (e *Elector) free(ctx context.Context, next string, held resourcelock.LeaderElectionRecord) bool {
+func (e *Elector) free(ctx context.Context, next string, held resourcelock.LeaderElectionRecord) error {
 	now := metav1.NewTime(e.cfg.Clock.Now())
 	rec := resourcelock.LeaderElectionRecord{
 		HolderIdentity: next, LeaseDurationSeconds: 1, RenewTime: now, AcquireTime: now,
@@ -461,9 +498,5 @@ func (e *Elector) free(ctx context.Context, next string, held resourcelock.Leade
 		rec.LeaseDurationSeconds = held.LeaseDurationSeconds
 		rec.LeaderTransitions++
 	}
-	if err := e.cfg.Lock.Update(ctx, rec); err != nil {
-		e.cfg.Log.Warn("releasing the lease failed", "err", err)
-		return false
-	}
-	return true
+	return e.cfg.Lock.Update(ctx, rec)
 }

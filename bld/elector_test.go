@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -24,6 +25,7 @@ type memStore struct {
 	rec         *resourcelock.LeaderElectionRecord
 	failUpdates atomic.Bool
 	gets        atomic.Int32
+	updates     atomic.Int32
 }
 
 type memLock struct {
@@ -59,6 +61,7 @@ func (l memLock) Update(_ context.Context, r resourcelock.LeaderElectionRecord) 
 	if l.s.failUpdates.Load() {
 		return errors.New("the API server is unreachable")
 	}
+	l.s.updates.Add(1)
 	l.s.mu.Lock()
 	defer l.s.mu.Unlock()
 	if l.s.rec == nil {
@@ -152,6 +155,37 @@ func TestGateRefusalsBackOffToTheRetryPeriod(t *testing.T) {
 
 	allow = true
 	assert.True(t, e.try(ctx))
+}
+
+// A leader hands over without reading the lock first, and its successor
+// takes a fresh hand-over without a write of its own, renewing at once
+// instead; a stale record naming a candidate is renewed before it leads.
+func TestHandOverCostsOneWriteAndOneRead(t *testing.T) {
+	ctx := context.Background()
+	fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	s := &memStore{}
+	a, b := newTestElector(s, "a", fc, nil), newTestElector(s, "b", fc, nil)
+	a.cfg.Handover = func(context.Context) (string, func()) { return "b", nil }
+	require.True(t, a.try(ctx))
+	require.False(t, b.try(ctx))
+	gets, updates := s.gets.Load(), s.updates.Load()
+	a.release()
+	assert.Equal(t, "b", s.holder())
+	assert.Equal(t, 1, s.rec.LeaderTransitions, "a new tenure")
+	assert.Equal(t, gets, s.gets.Load(), "the leader writes over its own last renewal")
+	assert.Equal(t, updates+1, s.updates.Load())
+	require.True(t, b.try(ctx), "b leads on the hand-over")
+	assert.Equal(t, updates+1, s.updates.Load(), "without a write before it starts")
+	assert.True(t, b.renewNow, "its first renewal is due at once")
+
+	// A record naming c that nobody renewed for a retry period: c renews
+	// it before it leads.
+	fc.Step(20 * time.Second)
+	c := newTestElector(&memStore{rec: &resourcelock.LeaderElectionRecord{HolderIdentity: "c", LeaseDurationSeconds: 10,
+		RenewTime: metav1.NewTime(fc.Now().Add(-3 * time.Second))}}, "c", fc, nil)
+	require.True(t, c.try(ctx))
+	assert.Equal(t, int32(1), c.cfg.Lock.(memLock).s.updates.Load())
+	assert.False(t, c.renewNow)
 }
 
 // bld-optimistic's order: the first try creates the lock without reading
