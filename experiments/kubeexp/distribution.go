@@ -97,7 +97,7 @@ func (d *Distribution) Run(ctx context.Context, env *experiments.Env) error {
 		}
 		return alg, "spread", d.apps[i]
 	}
-	grid := experiments.Grid{Cells: len(d.algs.Vals) * perAlg, Parallel: d.k.parallel,
+	grid := experiments.Grid{Cells: len(d.algs.Vals) * perAlg, Parallel: d.k.parallelism(env.Backend),
 		Cost: func(cell int) int { _, _, apps := cellOf(cell); return apps * d.replicas }}
 	return experiments.RunGrid(ctx, env, grid, func(ctx context.Context, t experiments.Task) ([]distributionRow, error) {
 		alg, scenario, apps := cellOf(t.Cell)

@@ -37,8 +37,21 @@ func (k *kubeFlags) define(fs *flag.FlagSet, parallel bool) {
 	fs.StringVar(&k.kubeconfig, "kubeconfig", os.Getenv("RINGSIDE_KUBECONFIG"), "API server to use (env RINGSIDE_KUBECONFIG; default: start a local control plane with three worker nodes; the kind backend needs one: make kind-up writes .kube/kind.kubeconfig)")
 	fs.StringVar(&k.lock, "lock", "lease", "lock object: lease or endpoints")
 	if parallel {
-		fs.IntVar(&k.parallel, "parallel", 40, "elector processes to run at once across repetitions (each repetition has its own namespace)")
+		fs.IntVar(&k.parallel, "parallel", 0, "elector processes to run at once across repetitions, each in a namespace of its own "+
+			"(default: 40 on the process backend; on kind one repetition at a time — each elector is a Pod there, and a dozen "+
+			"repetitions at once on a small machine time the machine's load, not the algorithms)")
 	}
+}
+
+// parallelism is the Grid.Parallel budget of elector processes on backend.
+func (k *kubeFlags) parallelism(backend string) int {
+	switch {
+	case k.parallel > 0:
+		return k.parallel
+	case backend == kube.BackendKind:
+		return 1 // every repetition costs more: it runs alone
+	}
+	return 40
 }
 
 // waitLeaders waits until every app in ns has a leader, or limit passes;
@@ -78,6 +91,9 @@ func eventCounts(events []kube.Event) string {
 }
 
 func start(ctx context.Context, env *experiments.Env, k *kubeFlags) (*kube.Cluster, error) {
+	if k.parallel < 0 {
+		return nil, fmt.Errorf("--parallel %d: want a count of elector processes ≥ 1 (or 0 for the backend's default)", k.parallel)
+	}
 	c, err := kube.Start(ctx, k.kubeconfig, env.Backend)
 	if err != nil {
 		return nil, fmt.Errorf("%s backend: %w", env.Backend, err)

@@ -132,7 +132,7 @@ func (r *Reelection) Run(ctx context.Context, env *experiments.Env) error {
 	}
 	defer c.Close()
 	cells := experiments.Cells(len(r.profiles.Vals), len(r.algs.Vals), len(r.kills.Vals))
-	grid := experiments.Grid{Cells: len(cells), Parallel: r.k.parallel, Cost: func(int) int { return r.replicas }}
+	grid := experiments.Grid{Cells: len(cells), Parallel: r.k.parallelism(env.Backend), Cost: func(int) int { return r.replicas }}
 	return experiments.RunGrid(ctx, env, grid, func(ctx context.Context, tk experiments.Task) ([]reelectionRow, error) {
 		p, alg, kill := r.profiles.Vals[cells[tk.Cell][0]], r.algs.Vals[cells[tk.Cell][1]], r.kills.Vals[cells[tk.Cell][2]]
 		t := profiles[p]

@@ -180,7 +180,7 @@ func (s *SplitBrain) Run(ctx context.Context, env *experiments.Env) error {
 		return err
 	}
 	defer c.Close()
-	grid := experiments.Grid{Cells: len(cells), Parallel: s.k.parallel, Cost: func(int) int { return 2 * s.replicas }}
+	grid := experiments.Grid{Cells: len(cells), Parallel: s.k.parallelism(env.Backend), Cost: func(int) int { return 2 * s.replicas }}
 	return experiments.RunGrid(ctx, env, grid, func(ctx context.Context, tk experiments.Task) ([]splitRow, error) {
 		cell := cells[tk.Cell]
 		row, err := s.once(ctx, c, cell, t)
