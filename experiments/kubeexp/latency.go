@@ -65,7 +65,7 @@ func (l *Latency) Run(ctx context.Context, env *experiments.Env) error {
 		var rows []latencyRow
 		for i := range algs {
 			alg := algs[(t.Rep+i)%len(algs)]
-			r, err := spread(ctx, c, alg, l.k.lock, n, l.replicas, l.timing, l.settle)
+			r, err := spread(ctx, c, alg, l.k.lock, n, l.replicas, l.timing, l.settle, true)
 			if err != nil {
 				return nil, fmt.Errorf("%s, %d apps: %w", alg, n, err)
 			}

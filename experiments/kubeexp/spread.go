@@ -21,13 +21,14 @@ type spreadResult struct {
 	// The API server's requests on election objects from the deployment
 	// until every application led (its own count, apiserver_request_total;
 	// the Pods' creation left out), and the writes among them; NaN when
-	// it could not be scraped.
+	// not counted.
 	requests, writes float64
 }
 
 // spread deploys n applications of replicas each over the workers, all
-// at once, and waits for their leaders.
-func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas int, t kube.Timing, settle time.Duration) (spreadResult, error) {
+// at once, and waits for their leaders; with count, it counts the API
+// requests they took (two scrapes of the API server's metrics).
+func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas int, t kube.Timing, settle time.Duration, count bool) (spreadResult, error) {
 	ns, err := c.Namespace(ctx, "spread")
 	if err != nil {
 		return spreadResult{}, err
@@ -40,7 +41,12 @@ func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas 
 		apps = append(apps, kube.App{Name: name, Replicas: replicas, Nodes: c.WorkerNodes})
 		names = append(names, name)
 	}
-	before, berr := requestCounts(ctx, c)
+	var before counts
+	if count {
+		if before, err = requestCounts(ctx, c); err != nil {
+			return spreadResult{}, err
+		}
+	}
 	podNode, err := c.Deploy(ctx, ns, apps, 0, alg, lock, t)
 	if err != nil {
 		return spreadResult{}, err
@@ -51,7 +57,11 @@ func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas 
 	}
 	res := spreadResult{perNode: map[string]int{}, elected: len(leaders), launch: map[string]time.Duration{}, campaign: map[string]time.Duration{}, apps: names,
 		requests: math.NaN(), writes: math.NaN()}
-	if after, aerr := requestCounts(ctx, c); berr == nil && aerr == nil {
+	if count {
+		after, err := requestCounts(ctx, c)
+		if err != nil {
+			return spreadResult{}, err
+		}
 		res.requests, res.writes = after.sub(before)
 		created := after[[2]string{"pods", "POST"}] - before[[2]string{"pods", "POST"}]
 		res.requests, res.writes = res.requests-created, res.writes-created
