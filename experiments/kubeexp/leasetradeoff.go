@@ -35,7 +35,7 @@ type LeaseTradeoff struct {
 }
 
 func (*LeaseTradeoff) Spec() experiments.Spec {
-	return experiments.Spec{Name: "kube-lease-tradeoff", Backends: []string{kube.BackendKube}, Quick: 1, Paper: 5, Row: leaseTradeoffRow{},
+	return experiments.Spec{Name: "kube-lease-tradeoff", Backends: backends, Quick: 1, Paper: 5, Row: leaseTradeoffRow{},
 		Summary: "lease duration × algorithm: re-election time after SIGKILL against the API server's requests per minute in steady state and per election (apiserver_request_total)"}
 }
 

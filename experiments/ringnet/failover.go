@@ -102,8 +102,9 @@ func (f *Failover) Run(ctx context.Context, env *experiments.Env) error {
 
 // The profiles ring-failover keeps of one ringnode (local backend): CPU
 // and blocking over profileWindow from just before the first kill in the
-// largest ring, on the server with the smallest UID — never the
-// coordinator, so it lives through the failover and sees it all.
+// largest ring, on the server with the smallest UID but the coordinator's
+// (a fresh ring's coordinator is the server that started it, whatever
+// its UID), so it lives through the failover and sees it all.
 const (
 	failoverCPUProfile   = "ring-failover-ringnode.cpu.pprof"
 	failoverBlockProfile = "ring-failover-ringnode.block.pprof"
@@ -113,7 +114,13 @@ const (
 // profileFailover starts both profiles; the channel yields their first
 // error once both are written.
 func profileFailover(ctx context.Context, env *experiments.Env, r *cleanup) chan error {
-	addrs := r.Addrs()
+	out := make(chan error, 1)
+	coord, err := ringnodes.WaitSettled(ctx, r.Addrs(), 20*time.Second)
+	if err != nil {
+		out <- fmt.Errorf("before profiling: %w", err)
+		return out
+	}
+	addrs := slices.DeleteFunc(r.Addrs(), func(a string) bool { return a == coord })
 	target := slices.MinFunc(addrs, func(a, b string) int { return ring.UIDOf(a).Cmp(ring.UIDOf(b)) })
 	done := make(chan error, 2)
 	for kind, name := range map[string]string{"cpu": failoverCPUProfile, "block": failoverBlockProfile} {
@@ -121,7 +128,6 @@ func profileFailover(ctx context.Context, env *experiments.Env, r *cleanup) chan
 			done <- ringnodes.Profile(ctx, target, r.secret, kind, profileWindow, filepath.Join(env.Dir, name))
 		}()
 	}
-	out := make(chan error, 1)
 	go func() { out <- errors.Join(<-done, <-done) }()
 	return out
 }
