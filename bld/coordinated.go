@@ -2,9 +2,7 @@ package bld
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -51,28 +49,23 @@ const NodeAnnotation = "ringside.io/node"
 // runCoordinated campaigns until ctx ends: register, then lead each time
 // the Lease names this candidate.
 func (c *Candidate) runCoordinated(ctx context.Context, started func(context.Context)) error {
-	// The Lease, the candidate's registration and the watch need nothing
-	// of each other: side by side, they cost one write's wait, not two.
+	// The watch starts beside the writes. The Lease comes before the
+	// registration, never beside it: v1.32's own election controller,
+	// finding a candidate of a third-party strategy whose Lease does not
+	// exist, creates that Lease without a holder and then crashes the API
+	// server on it (below, ensureCoordinatedLease).
 	leases := c.watchLease(ctx)
-	var lerr, rerr error
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); lerr = c.ensureCoordinatedLease(ctx) }()
-	go func() { defer wg.Done(); rerr = c.register(ctx) }()
-	wg.Wait()
-	if err := errors.Join(lerr, rerr); err != nil {
+	if err := c.ensureCoordinatedLease(ctx); err != nil {
 		return err
 	}
-	lc, _, err := leaderelection.NewCandidate(c.cfg.Client, c.cfg.Namespace, c.cfg.Identity, c.cfg.Election,
-		binaryVersion, "", strategy.Name)
-	if err != nil {
-		return fmt.Errorf("candidate %s: %w", c.cfg.Identity, err)
+	if err := c.register(ctx); err != nil {
+		return err
 	}
 	// The candidate answers pings until it leaves (below): its own
 	// context, so that it outlives ctx by the unregistering.
 	lcCtx, stopCandidate := context.WithCancel(context.Background())
 	defer stopCandidate()
-	go lc.Run(lcCtx)
+	go c.answerPings(lcCtx)
 	for {
 		// Wait until named.
 		for !c.named() {
@@ -204,6 +197,70 @@ func (c *Candidate) watchLease(ctx context.Context) <-chan *coordinationv1.Lease
 	inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: send, UpdateFunc: func(_, n any) { send(n) }})
 	f.Start(ctx.Done())
 	return out
+}
+
+// answerPings renews this candidate's LeaseCandidate whenever the
+// controller pings it (a pingTime after its renewTime) — what client-go's
+// leaderelection.NewCandidate does, but for one thing: client-go v0.32
+// lists LeaseCandidates at cluster scope, which the namespaced Role a
+// candidate gets cannot grant, so on a real cluster its cache never
+// synced and no ping was ever answered (a SIGKILLed leader's election
+// then waited for candidates registered after its Lease ran out).
+func (c *Candidate) answerPings(ctx context.Context) {
+	pinged := make(chan struct{}, 1)
+	note := func(obj any) {
+		lc, ok := obj.(*v1alpha2.LeaseCandidate)
+		if ok && lc.Spec.PingTime != nil && (lc.Spec.RenewTime == nil || lc.Spec.PingTime.After(lc.Spec.RenewTime.Time)) {
+			select {
+			case pinged <- struct{}{}:
+			default:
+			}
+		}
+	}
+	f := informers.NewSharedInformerFactoryWithOptions(c.cfg.Client, 0, informers.WithNamespace(c.cfg.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", c.cfg.Identity).String()
+		}))
+	inf := f.Coordination().V1alpha2().LeaseCandidates().Informer()
+	inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: note, UpdateFunc: func(_, n any) { note(n) }})
+	f.Start(ctx.Done())
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-pinged:
+		}
+		// A failed answer is tried again while the ping stands: a conflict
+		// is a newer ping, which the watch delivers anyway.
+		for attempt := 0; ; attempt++ {
+			err := c.renewCandidate(ctx)
+			if err == nil || ctx.Err() != nil || apierrors.IsConflict(err) {
+				break
+			}
+			if attempt == 4 {
+				c.cfg.Log.Warn("answering the strategy controller's ping", "err", err)
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-c.cfg.Clock.After(100 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// renewCandidate sets the candidate's renewTime to now.
+func (c *Candidate) renewCandidate(ctx context.Context) error {
+	lcs := c.cfg.Client.CoordinationV1alpha2().LeaseCandidates(c.cfg.Namespace)
+	lc, err := lcs.Get(ctx, c.cfg.Identity, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	now := metav1.NewMicroTime(c.cfg.Clock.Now())
+	lc.Spec.RenewTime = &now
+	_, err = lcs.Update(ctx, lc, metav1.UpdateOptions{})
+	return err
 }
 
 // ensureCoordinatedLease creates the election's Lease for the strategy,
