@@ -189,14 +189,20 @@ func (c *Candidate) watchLease(ctx context.Context) <-chan *coordinationv1.Lease
 			}
 		}
 	}
-	f := informers.NewSharedInformerFactoryWithOptions(c.cfg.Client, 0, informers.WithNamespace(c.cfg.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", c.cfg.Election).String()
-		}))
+	f := c.watchOne(c.cfg.Election)
 	inf := f.Coordination().V1().Leases().Informer()
 	inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: send, UpdateFunc: func(_, n any) { send(n) }})
 	f.Start(ctx.Done())
 	return out
+}
+
+// watchOne is an informer factory for the objects named name in the
+// candidate's namespace: all a namespaced Role lets it list.
+func (c *Candidate) watchOne(name string) informers.SharedInformerFactory {
+	return informers.NewSharedInformerFactoryWithOptions(c.cfg.Client, 0, informers.WithNamespace(c.cfg.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+		}))
 }
 
 // answerPings renews this candidate's LeaseCandidate whenever the
@@ -217,10 +223,7 @@ func (c *Candidate) answerPings(ctx context.Context) {
 			}
 		}
 	}
-	f := informers.NewSharedInformerFactoryWithOptions(c.cfg.Client, 0, informers.WithNamespace(c.cfg.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", c.cfg.Identity).String()
-		}))
+	f := c.watchOne(c.cfg.Identity)
 	inf := f.Coordination().V1alpha2().LeaseCandidates().Informer()
 	inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: note, UpdateFunc: func(_, n any) { note(n) }})
 	f.Start(ctx.Done())
