@@ -26,16 +26,17 @@ func main() { serve.Main("tokenring", run) }
 func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("tokenring", flag.ContinueOnError)
 	listen := fs.String("listen", "", "this process's address")
+	listenFD := fs.Int("listen-fd", 0, "listen on this inherited file descriptor (a listening socket) instead of --listen")
 	next := fs.String("next", "", "the next process's address")
 	rounds := fs.Int("rounds", 0, "origin only: timed trips around the ring (after 10 warm-up trips)")
 	gap := fs.Duration("gap", 0, "origin only: the pause before each trip")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *listen == "" || *next == "" || *rounds < 0 || *gap < 0 {
-		return errors.New("want --listen ADDR --next ADDR [--rounds N ≥ 0] [--gap D ≥ 0]")
+	if (*listen == "") == (*listenFD == 0) || *listenFD < 0 || *next == "" || *rounds < 0 || *gap < 0 {
+		return errors.New("want --listen ADDR or --listen-fd N ≥ 3, --next ADDR [--rounds N ≥ 0] [--gap D ≥ 0]")
 	}
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := listener(*listen, *listenFD)
 	if err != nil {
 		return err
 	}
@@ -57,6 +58,24 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	return originate(in, out, *rounds, *gap)
+}
+
+// listener listens on addr, or takes over the listening socket fd that
+// the parent handed down.
+func listener(addr string, fd int) (net.Listener, error) {
+	if fd == 0 {
+		return net.Listen("tcp", addr)
+	}
+	f := os.NewFile(uintptr(fd), "listener")
+	if f == nil {
+		return nil, fmt.Errorf("--listen-fd %d: not an open file descriptor", fd)
+	}
+	defer f.Close()
+	ln, err := net.FileListener(f)
+	if err != nil {
+		return nil, fmt.Errorf("--listen-fd %d: %w", fd, err)
+	}
+	return ln, nil
 }
 
 func dial(ctx context.Context, addr string) (net.Conn, error) {

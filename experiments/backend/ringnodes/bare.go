@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -31,10 +32,29 @@ func BareRing(ctx context.Context, n, rounds int, gap time.Duration) ([]time.Dur
 	if err != nil {
 		return nil, err
 	}
+	// Each process gets its listener open (fd 3): ports picked free and
+	// handed over by number could be taken in between — by another
+	// process's outgoing connection, say — and a relay that cannot listen
+	// leaves the origin waiting for a predecessor that never comes.
 	addrs := make([]string, n)
+	files := make([]*os.File, n)
+	defer func() {
+		for _, f := range files {
+			if f != nil {
+				f.Close()
+			}
+		}
+	}()
 	for i := range addrs {
-		if addrs[i], err = freePort(); err != nil {
-			return nil, err
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("bare ring: %w", err)
+		}
+		addrs[i] = ln.Addr().String()
+		files[i], err = ln.(*net.TCPListener).File()
+		ln.Close() // the file is a duplicate: the socket stays open
+		if err != nil {
+			return nil, fmt.Errorf("bare ring: %w", err)
 		}
 	}
 	_, userSet := os.LookupEnv("GOMAXPROCS")
@@ -47,8 +67,9 @@ func BareRing(ctx context.Context, n, rounds int, gap time.Duration) ([]time.Dur
 	}()
 	var out, errb bytes.Buffer
 	for i := n - 1; i >= 0; i-- { // the origin last, when every relay listens
-		args := []string{"--listen", addrs[i], "--next", addrs[(i+1)%n]}
+		args := []string{"--listen-fd", "3", "--next", addrs[(i+1)%n]}
 		cmd := exec.Command(bin, args...)
+		cmd.ExtraFiles = []*os.File{files[i]}
 		if i == 0 {
 			cmd.Args = append(cmd.Args, "--rounds", strconv.Itoa(rounds), "--gap", gap.String())
 			cmd.Stdout, cmd.Stderr = &out, &errb
