@@ -24,6 +24,13 @@ apiserver_request_total{code="200",resource="secrets",verb="GET"} 99
 	assert.Equal(t, 20.0, all, "secrets are no election's")
 	assert.Equal(t, 10.0, writes)
 
+	// Only that family is read: other families, a look-alike name and a
+	// line the parser would refuse elsewhere leave it alone.
+	mixed, err := parseRequestCounts([]byte("apiserver_request_duration_seconds_bucket{le=\"0.1\"} 3\nnot a metric line {\n" +
+		"apiserver_request_total_other{resource=\"leases\",verb=\"GET\"} 50\n" + string(raw)))
+	require.NoError(t, err)
+	assert.Equal(t, before, mixed)
+
 	for _, bad := range []string{"", "garbage{", "# TYPE apiserver_request_total counter\napiserver_request_total{verb=\"GET\"} x\n", "other_total 1\n", "apiserver_request_total{resource=\"leases\",verb=\"GET\"} NaN\n",
 		"apiserver_request_total{resource=\"leases\",verb=\"GET\",code=\"1\"} 1e308\napiserver_request_total{resource=\"leases\",verb=\"GET\",code=\"2\"} 1e308\n"} {
 		_, err := parseRequestCounts([]byte(bad))
