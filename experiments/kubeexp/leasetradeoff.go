@@ -202,8 +202,8 @@ func requestCounts(ctx context.Context, c *kube.Cluster) (counts, error) {
 
 // parseRequestCounts reads apiserver_request_total from a Prometheus
 // text exposition. Only that family's lines are parsed: the API server's
-// whole exposition is megabytes of histograms, and parsing all of it
-// twice per election set slowed kube-election-latency by a third.
+// whole exposition is mostly histograms, and kube-election-latency scrapes
+// it twice per election set.
 func parseRequestCounts(raw []byte) (counts, error) {
 	var family []byte
 	for line := range bytes.Lines(raw) {
