@@ -111,14 +111,23 @@ func (r *Reelection) once(ctx context.Context, c *kube.Cluster, alg, kill string
 	for time.Now().Before(deadline) {
 		if id, since := c.Leader(ns, app.Name); id != "" && id != old {
 			res := reelected{old: pod, new: strings.TrimPrefix(id, ns+"/"), took: since.Sub(at), seen: -time.Millisecond, fromSignal: -time.Millisecond}
-			events := c.Events(ns)
-			res.overlaps = kube.Overlaps(events)
-			for _, e := range events {
-				if e.Event == "terminating" && e.ID == old {
-					res.seen, res.fromSignal = e.TS.Sub(at), since.Sub(e.TS)
+			// The old elector's word of its SIGTERM comes through another
+			// process's output than the new leader's, so it may be read
+			// after it: wait for it a moment.
+			wait := time.Now().Add(2 * time.Second)
+			for {
+				events := c.Events(ns)
+				res.overlaps = kube.Overlaps(events)
+				for _, e := range events {
+					if e.Event == "terminating" && e.ID == old {
+						res.seen, res.fromSignal = e.TS.Sub(at), since.Sub(e.TS)
+					}
 				}
+				if res.seen >= 0 || sig != syscall.SIGTERM || time.Now().After(wait) {
+					return res, nil
+				}
+				time.Sleep(10 * time.Millisecond)
 			}
-			return res, nil
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
