@@ -177,7 +177,10 @@ func TestLeaseAnswers(t *testing.T) {
 		bad := yes.Message(ring.UIDOf(nodes[1].Addr()), s.self)
 		bad.Kind = 0x40
 		s.leaseAnswered(bad)
-		require.False(t, valid(), "a stranger's or a malformed answer confirms nothing")
+		if valid() {
+			t.Error("a stranger's or a malformed answer confirmed the lease")
+			return true
+		}
 		s.leaseAnswered(yes.Message(ring.UIDOf(nodes[2].Addr()), s.self))
 		return valid()
 	}, 5*time.Second, 10*time.Millisecond, "a member's answer completes a majority")
