@@ -4,15 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"strings"
 	"time"
 
 	"github.com/ringside/ringside/internal/proc"
+	"github.com/ringside/ringside/internal/profilefetch"
 )
 
 // Balancer is cmd/balancer as a process, as nginx is one.
@@ -60,21 +59,5 @@ func StartBalancer(ctx context.Context, bin, picker string, addrs []string) (*Ba
 // Profile saves a CPU profile of the balancer over d.
 func (b *Balancer) Profile(ctx context.Context, d time.Duration, path string) error {
 	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", b.Admin, max(1, int(d.Seconds())))
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, body, 0o644)
+	return profilefetch.Save(ctx, url, nil, path)
 }

@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
-	"strings"
 	"time"
 
+	"github.com/ringside/ringside/internal/profilefetch"
 	"github.com/ringside/ringside/ring/server"
 )
 
@@ -49,22 +47,8 @@ func StatusAll(ctx context.Context, addrs []string) (map[string]server.Status, e
 // endpoint asks for.
 func Profile(ctx context.Context, addr, secret, kind string, d time.Duration, path string) error {
 	url := fmt.Sprintf("http://%s/internal/profile/%s?seconds=%d", addr, kind, max(1, int(d.Seconds())))
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set(server.HeaderSecret, secret)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
+	if err := profilefetch.Save(ctx, url, http.Header{server.HeaderSecret: {secret}}, path); err != nil {
 		return fmt.Errorf("%s profile of %s: %w", kind, addr, err)
 	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s profile of %s: %s: %s", kind, addr, resp.Status, strings.TrimSpace(string(body)))
-	}
-	return os.WriteFile(path, body, 0o644)
+	return nil
 }
