@@ -69,3 +69,11 @@ func TestSplitBrainRefusesBadSettings(t *testing.T) {
 		assert.Error(t, err, "%v", args)
 	}
 }
+
+// A negative --parallel is refused by name, before any cluster starts.
+func TestParallelMustNotBeNegative(t *testing.T) {
+	for _, e := range []experiments.Experiment{&Reelection{}, &Distribution{}, &SplitBrain{}} {
+		_, _, err := experiments.RunArgs(t.Context(), e, []string{"--parallel", "-3"}, experiments.RunOptions{Seed: 1, Reps: 1, Out: t.TempDir()})
+		assert.ErrorContains(t, err, "--parallel -3", "%T", e)
+	}
+}
