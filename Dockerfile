@@ -71,12 +71,17 @@ EXPOSE 8080
 USER 65532
 ENTRYPOINT ["/worker"]
 
-# The elector sidecar, and the ringside.io/balanced strategy controller
-# that its cle-balanced candidates need (k8s/overlays/cle-balanced runs
-# it with command /cle-balanced).
+# The elector sidecar, the ringside.io/balanced strategy controller that
+# its cle-balanced candidates need (k8s/overlays/cle-balanced runs it with
+# command /cle-balanced), and what kube-split-brain's Pods run beside the
+# elector: the leader-based application (/leaderapp) and the relay that
+# delays the elector's API requests (/faultproxy). One image, so that a
+# cluster runs every kube experiment once it is loaded.
 FROM scratch AS elector
 COPY --from=build /out/elector /elector
 COPY --from=build /out/cle-balanced /cle-balanced
+COPY --from=build /out/leaderapp /leaderapp
+COPY --from=build /out/faultproxy /faultproxy
 EXPOSE 4040
 USER 65532
 ENTRYPOINT ["/elector"]

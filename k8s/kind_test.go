@@ -1,4 +1,4 @@
-package k8s
+package k8s_test
 
 import (
 	"context"
@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +22,10 @@ import (
 
 	"github.com/ringside/ringside/bld"
 	"github.com/ringside/ringside/bld/balance"
+	"github.com/ringside/ringside/experiments"
 	"github.com/ringside/ringside/experiments/backend/kube/controlplane"
+	"github.com/ringside/ringside/experiments/kubeexp"
+	"github.com/ringside/ringside/k8s"
 	"github.com/ringside/ringside/k8s/kindrun"
 )
 
@@ -31,7 +36,7 @@ import (
 // sit one on each worker, as the API shows; deleting a leader's pod hands
 // the lease to another replica. The cluster is deleted at the end.
 func TestKindClusterBalancesLeaders(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 14*time.Minute)
 	defer cancel()
 	kind, err := kindrun.Find(ctx)
 	require.NoError(t, err)
@@ -69,9 +74,9 @@ func TestKindClusterBalancesLeaders(t *testing.T) {
 	}, time.Minute, time.Second, "kind.yaml turns coordinated leader election on")
 
 	apps := []string{"app-1", "app-2", "app-3"}
-	objs, err := Applications(render(t, balance.BLD), apps...)
+	objs, err := k8s.Applications(k8s.RenderForTest(t, balance.BLD), apps...)
 	require.NoError(t, err)
-	apply(ctx, t, rc, objs)
+	k8s.ApplyForTest(ctx, t, rc, objs)
 
 	// leaders reads each application's Lease: its holder, and the node
 	// that holder's Pod runs on (once the Pod is running there).
@@ -120,6 +125,36 @@ func TestKindClusterBalancesLeaders(t *testing.T) {
 	})
 	require.NoError(t, err, "no new leader of app-1 after deleting %s", old)
 	t.Logf("app-1: %s deleted, %s leads %v later (on %s)", old, holders["app-1"], time.Since(deleted).Round(time.Millisecond), on["app-1"])
+
+	t.Run("split-brain faults on Pods", func(t *testing.T) { splitBrainOnKind(ctx, t, kubeconfig) })
+}
+
+// kube-split-brain's four faults on real Pods of the same cluster (one
+// cluster keeps make test within its budget): each takes the lease from a
+// BLD leader — frozen, cut off from the API server in its network
+// namespace, slow-clocked and cut off, its API requests held by the relay
+// in its Pod — and with fencing on no follower takes the stale leader's
+// writes and no acknowledged write is dropped or lost.
+func splitBrainOnKind(ctx context.Context, t *testing.T, kubeconfig []byte) {
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(kc, kubeconfig, 0o600))
+	dir := t.TempDir()
+	faults := []string{"pause", "partition", "skew", "overrun"}
+	tab, _, err := experiments.RunArgs(ctx, &kubeexp.SplitBrain{}, []string{"--kubeconfig", kc, "--fault", strings.Join(faults, ","), "--algorithms", balance.BLD, "--fencing", "on"},
+		experiments.RunOptions{Seed: 1, Reps: 1, Backend: "kind", Out: dir})
+	require.NoError(t, err)
+	require.Len(t, tab.Rows, len(faults))
+	for i := range tab.Rows {
+		fault := tab.Str(i, "fault")
+		assert.Equal(t, "kind", tab.Str(i, "backend"), fault)
+		assert.Positive(t, tab.Float(i, "acked"), fault)
+		// The fault took: the victim lost the lease to another replica.
+		assert.NotEmpty(t, tab.Str(i, "successor"), fault)
+		assert.NotEqual(t, tab.Str(i, "victim"), tab.Str(i, "successor"), fault)
+		for _, col := range []string{"overlap_ms", "stale_accepted", "fence_violations", "acked_dropped", "lost_acked"} {
+			assert.Zero(t, tab.Float(i, col), "%s: %s", fault, col)
+		}
+	}
 }
 
 func distinct(m map[string]string) int {

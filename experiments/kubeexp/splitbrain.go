@@ -43,7 +43,7 @@ const (
 var allFaults = []string{faultPause, faultPartition, faultSkew, faultOverrun}
 
 func (*SplitBrain) Spec() experiments.Spec {
-	return experiments.Spec{Name: "kube-split-brain", Backends: processBackend, Quick: 1, Paper: 10, Row: splitRow{},
+	return experiments.Spec{Name: "kube-split-brain", Backends: backends, Quick: 1, Paper: 10, Row: splitRow{},
 		Summary: "two leaders at once: pause, clock rate skew, API partition and renew overrun on the leader of leaderapp, fencing off and on"}
 }
 
@@ -183,7 +183,7 @@ func (s *SplitBrain) Run(ctx context.Context, env *experiments.Env) error {
 	grid := experiments.Grid{Cells: len(cells), Parallel: s.k.parallelism(env.Backend), Cost: func(int) int { return 2 * s.replicas }}
 	return experiments.RunGrid(ctx, env, grid, func(ctx context.Context, tk experiments.Task) ([]splitRow, error) {
 		cell := cells[tk.Cell]
-		row, err := s.once(ctx, c, cell, t)
+		row, err := s.once(ctx, c, env.Backend, cell, t)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", cell, err)
 		}
@@ -192,13 +192,17 @@ func (s *SplitBrain) Run(ctx context.Context, env *experiments.Env) error {
 	})
 }
 
-func (s *SplitBrain) once(ctx context.Context, c *kube.Cluster, cell splitCell, t kube.Timing) (splitRow, error) {
-	r, err := newSplitRun(ctx, c, cell, s.replicas, t)
+func (s *SplitBrain) once(ctx context.Context, c *kube.Cluster, backend string, cell splitCell, t kube.Timing) (splitRow, error) {
+	newRun := newSplitProcs
+	if backend == kube.BackendKind {
+		newRun = newSplitPods
+	}
+	r, err := newRun(ctx, c, cell, s.replicas, t)
 	if err != nil {
 		return splitRow{}, err
 	}
-	defer r.close()
-	if err := r.start(ctx); err != nil {
+	defer r.reps.close()
+	if err := r.reps.start(ctx); err != nil {
 		return splitRow{}, err
 	}
 	stop := make(chan struct{})
@@ -219,7 +223,10 @@ func (s *SplitBrain) once(ctx context.Context, c *kube.Cluster, cell splitCell, 
 	if err != nil {
 		return splitRow{}, err
 	}
-	logs := r.stopApps()
+	logs, err := r.reps.stopApps(ctx)
+	if err != nil {
+		return splitRow{}, err
+	}
 	v := judge(logs, at, r.victim())
 	lo, hi := predictOverlap(cell, t)
 	fencing := "off"
@@ -229,7 +236,7 @@ func (s *SplitBrain) once(ctx context.Context, c *kube.Cluster, cell splitCell, 
 	return splitRow{Fault: cell.fault, FaultLen: length, Rate: cell.rate, Algorithm: cell.alg, Fencing: fencing, LeaseS: int(t.Lease / time.Second),
 		Victim: r.victim(), Successor: v.Successor, Overlap: v.Overlap, PredictedLo: lo, PredictedHi: hi,
 		StaleLeader: v.StaleLeader, StaleAccepted: v.StaleAccepted, FenceViolations: v.FenceViolations,
-		Acked: len(acked), DroppedAcked: droppedAcked(acked, logs), LostAcked: lostAcked(acked, final), SingleLeader: v.SingleLeader}, c.Crashed(r.ns)
+		Acked: len(acked), DroppedAcked: droppedAcked(acked, logs), LostAcked: lostAcked(acked, final), SingleLeader: v.SingleLeader}, r.reps.crashed()
 }
 
 func (s *SplitBrain) Report(in *experiments.ReportInput) (string, error) {

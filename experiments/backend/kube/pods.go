@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -87,54 +86,13 @@ func overlay(alg, lock string) (string, error) {
 }
 
 func (r *podRunner) deploy(ctx context.Context, ns string, apps []App, _ int, alg, lock string, t Timing) (map[string]string, error) {
-	ov, err := overlay(alg, lock)
-	if err != nil {
-		return nil, err
-	}
-	objs, err := k8s.Render(ov)
-	if err != nil {
-		return nil, err
-	}
 	names := make([]string, len(apps))
 	for i, a := range apps {
 		names[i] = a.Name
 	}
-	if objs, err = k8s.Applications(objs, names...); err != nil {
+	_, launched, err := r.prepare(ctx, ns, apps, alg, lock, t, true)
+	if err != nil {
 		return nil, err
-	}
-	r.watch(ns)
-	launched := time.Now()
-	for _, o := range objs {
-		switch o.GetKind() {
-		case "Namespace":
-			continue // Cluster.Namespace made ns
-		case "ClusterRoleBinding", "RoleBinding":
-			// The accounts of ns; a nodes binding per deployment,
-			// labelled with ns so that stop finds them.
-			if o.GetKind() == "ClusterRoleBinding" {
-				o.SetName(o.GetName() + "-" + ns + "-" + names[0])
-				o.SetLabels(map[string]string{nsLabel: ns})
-			}
-			subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
-			for _, s := range subjects {
-				s.(map[string]any)["namespace"] = ns
-			}
-			if err := unstructured.SetNestedSlice(o.Object, subjects, "subjects"); err != nil {
-				return nil, err
-			}
-		case "Deployment":
-			i := slices.Index(names, o.GetName())
-			if i < 0 {
-				break // not an application's: cle-balanced's controller, as the overlay has it
-			}
-			if err := r.shape(o, apps[i], alg, t); err != nil {
-				return nil, err
-			}
-		}
-		shared := o.GetName() != "" && !slices.ContainsFunc(names, func(n string) bool { return o.GetName() == n || o.GetName() == n+"-elector" })
-		if err := r.create(ctx, ns, o, shared); err != nil {
-			return nil, err
-		}
 	}
 	for _, a := range apps {
 		r.c.record(Event{TS: launched, Event: "launched", ID: ns + "/" + a.Name, Election: ns + "/" + a.Name})
@@ -167,13 +125,77 @@ func (r *podRunner) deploy(ctx context.Context, ns string, apps []App, _ int, al
 	return podNode, nil
 }
 
+// prepare creates the objects of the overlay that runs alg on lock for
+// apps in ns — accounts, roles, shared objects, and with deployments each
+// application's Deployment, shaped by shape — starts reading the elector
+// logs of ns, and returns each application's shaped Pod template and when
+// the first object was sent.
+func (r *podRunner) prepare(ctx context.Context, ns string, apps []App, alg, lock string, t Timing, deployments bool) (map[string]v1.PodTemplateSpec, time.Time, error) {
+	ov, err := overlay(alg, lock)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	objs, err := k8s.Render(ov)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	names := make([]string, len(apps))
+	for i, a := range apps {
+		names[i] = a.Name
+	}
+	if objs, err = k8s.Applications(objs, names...); err != nil {
+		return nil, time.Time{}, err
+	}
+	r.watch(ns)
+	launched := time.Now()
+	templates := map[string]v1.PodTemplateSpec{}
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "Namespace":
+			continue // Cluster.Namespace made ns
+		case "ClusterRoleBinding", "RoleBinding":
+			// The accounts of ns; a nodes binding per deployment,
+			// labelled with ns so that stop finds them.
+			if o.GetKind() == "ClusterRoleBinding" {
+				o.SetName(o.GetName() + "-" + ns + "-" + names[0])
+				o.SetLabels(map[string]string{nsLabel: ns})
+			}
+			subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+			for _, s := range subjects {
+				s.(map[string]any)["namespace"] = ns
+			}
+			if err := unstructured.SetNestedSlice(o.Object, subjects, "subjects"); err != nil {
+				return nil, time.Time{}, err
+			}
+		case "Deployment":
+			i := slices.Index(names, o.GetName())
+			if i < 0 {
+				break // not an application's: cle-balanced's controller, as the overlay has it
+			}
+			d, err := r.shape(o, apps[i], alg, t)
+			if err != nil {
+				return nil, time.Time{}, err
+			}
+			templates[names[i]] = d.Spec.Template
+			if !deployments {
+				continue
+			}
+		}
+		shared := o.GetName() != "" && !slices.ContainsFunc(names, func(n string) bool { return o.GetName() == n || o.GetName() == n+"-elector" })
+		if err := r.create(ctx, ns, o, shared); err != nil {
+			return nil, time.Time{}, err
+		}
+	}
+	return templates, launched, nil
+}
+
 // shape sets what the experiment varies on an application's Deployment:
 // replicas, placement (only app.Nodes, spread evenly), the algorithm and
 // its timing, and the events the backend reads from the log.
-func (r *podRunner) shape(o *unstructured.Unstructured, app App, alg string, t Timing) error {
+func (r *podRunner) shape(o *unstructured.Unstructured, app App, alg string, t Timing) (*appsv1.Deployment, error) {
 	var d appsv1.Deployment
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d); err != nil {
-		return err
+		return nil, err
 	}
 	replicas := int32(app.Replicas)
 	d.Spec.Replicas = &replicas
@@ -193,10 +215,10 @@ func (r *podRunner) shape(o *unstructured.Unstructured, app App, alg string, t T
 	setEnv(c, "ELECTOR_RETRY_PERIOD", t.Retry.String())
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&d)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	o.Object = u
-	return nil
+	return &d, nil
 }
 
 func setEnv(c *v1.Container, name, value string) {
@@ -323,23 +345,13 @@ func (r *podRunner) signal(ctx context.Context, ns, pod string, sig syscall.Sign
 	opts := metav1.DeleteOptions{}
 	at := time.Now()
 	if kill {
-		p, err := r.c.CS.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+		node, id, err := r.c.container(ctx, ns, pod, "elector")
 		if err != nil {
-			return at, fmt.Errorf("kind backend: %w", err)
-		}
-		id := ""
-		for _, s := range p.Status.ContainerStatuses {
-			if s.Name == "elector" {
-				id = strings.TrimPrefix(s.ContainerID, "containerd://")
-			}
-		}
-		if id == "" {
-			return at, fmt.Errorf("kind backend: pod %s has no running elector container", key)
+			return at, err
 		}
 		at = time.Now()
-		out, err := exec.CommandContext(ctx, "docker", "exec", p.Spec.NodeName, "ctr", "--namespace=k8s.io", "task", "kill", "--signal", "SIGSTOP", id).CombinedOutput()
-		if err != nil {
-			return at, fmt.Errorf("kind backend: SIGSTOP %s on node %s: %w: %s", key, p.Spec.NodeName, err, strings.TrimSpace(string(out)))
+		if _, err := onNode(ctx, node, ctr("task", "kill", "--signal", "SIGSTOP", id)...); err != nil {
+			return at, err
 		}
 		r.c.record(Event{TS: at, Event: "killed", ID: key, Election: ns + "/" + electionOf(pod)})
 		zero := int64(0)

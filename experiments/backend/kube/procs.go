@@ -82,7 +82,7 @@ func (p *Processes) deploy(ctx context.Context, ns string, apps []App, offset in
 }
 
 // Elect starts one elector process for a replica; extra flags come last,
-// so they override (--kubeconfig through an APIProxy, --clock-rate).
+// so they override (--kubeconfig through a fault relay, --clock-rate).
 func (ps *Processes) Elect(ns, app, pod, node, alg, lock string, t Timing, extra ...string) error {
 	// Port 0: the elector binds a free port itself (it advertises what it
 	// bound), where picking one here could race other processes for it.

@@ -1,4 +1,4 @@
-package kube
+package faultrelay
 
 import (
 	"bufio"
@@ -37,8 +37,8 @@ func echo(c net.Conn, msg string) (string, error) {
 
 // The proxy relays; Cut drops the connections it holds and closes new
 // ones until lifted; Delay holds what the client sends at least that long.
-func TestAPIProxyCutsAndDelays(t *testing.T) {
-	p, err := NewAPIProxy(echoServer(t))
+func TestRelayCutsAndDelays(t *testing.T) {
+	p, err := New("127.0.0.1:0", echoServer(t))
 	require.NoError(t, err)
 	defer p.Close()
 
