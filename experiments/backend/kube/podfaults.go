@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -108,7 +109,7 @@ func (c *Cluster) CutPod(ctx context.Context, ns, pod, container, dst string, on
 		return errNotKind
 	}
 	host, port, err := net.SplitHostPort(dst)
-	if err != nil || net.ParseIP(host) == nil {
+	if n, perr := strconv.ParseUint(port, 10, 16); err != nil || perr != nil || n == 0 || net.ParseIP(host) == nil {
 		return fmt.Errorf("kind backend: cut %s/%s from %q: want ip:port", ns, pod, dst)
 	}
 	node, id, err := c.container(ctx, ns, pod, container)
