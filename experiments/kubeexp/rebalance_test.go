@@ -1,0 +1,36 @@
+package kubeexp
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/ringside/ringside/experiments/backend/kube"
+)
+
+// A move's gap runs from the end of the previous leadership of its
+// election to its start; an overlap is no gap; leaderships before the
+// join are not moves; events arrive out of order from many processes.
+func TestMoveGaps(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	ev := func(ms int, event, id, election string) kube.Event {
+		return kube.Event{TS: at(ms), Event: event, ID: id, Election: election}
+	}
+	events := []kube.Event{
+		ev(0, "started", "a-0", "a"),
+		ev(5, "started", "b-0", "b"),
+		ev(1300, "started", "a-3", "a"), // listed before the stop it follows
+		ev(1000, "stopped", "a-0", "a"),
+		ev(2000, "started", "b-3", "b"), // b-0 still leads: an overlap
+		ev(2100, "stopped", "b-0", "b"),
+		ev(3000, "killed", "a-3", "a"),
+		ev(3450, "started", "a-1", "a"),
+	}
+	gaps := moveGaps(events, at(500))
+	assert.Equal(t, []time.Duration{300 * time.Millisecond, 0, 450 * time.Millisecond}, gaps)
+	assert.Empty(t, moveGaps(events, at(4000)), "no leadership started after the join")
+	// An election whose leader ended before the join counts from the join.
+	assert.Equal(t, []time.Duration{200 * time.Millisecond}, moveGaps([]kube.Event{ev(0, "started", "c-0", "c"), ev(100, "stopped", "c-0", "c"), ev(700, "started", "c-1", "c")}, at(500)))
+}
