@@ -11,6 +11,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -232,8 +233,26 @@ func (c *Candidate) Run(ctx context.Context) error {
 }
 
 // publish finds this candidate's node and announces its probe address on
-// its Pod.
+// its Pod. What may pass — the API server not reachable yet, as when a
+// relay in front of it starts beside the elector, or a timeout — is tried
+// again every retry period, as the election itself would be; a refusal
+// (forbidden, not found, invalid) is final.
 func (c *Candidate) publish(ctx context.Context) error {
+	for {
+		err := c.publishOnce(ctx)
+		if err == nil || apierrors.IsForbidden(err) || apierrors.IsNotFound(err) || apierrors.IsInvalid(err) || apierrors.IsUnauthorized(err) {
+			return err
+		}
+		c.cfg.Log.Warn("publishing the candidate's node and probe address; trying again", "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-c.cfg.Clock.After(c.cfg.RetryPeriod):
+		}
+	}
+}
+
+func (c *Candidate) publishOnce(ctx context.Context) error {
 	pods := c.cfg.Client.CoreV1().Pods(c.cfg.Namespace)
 	if c.cfg.Node == "" {
 		pod, err := pods.Get(ctx, c.cfg.Identity, metav1.GetOptions{})

@@ -25,8 +25,8 @@ import (
 
 // splitPods runs kube-split-brain's replicas as Pods on the kind backend:
 // each Pod holds the overlay's elector, leaderapp ("app") and a fault
-// relay ("faultproxy", cmd/faultproxy) through which the elector reaches
-// the API server, all from the elector image. The replicas find each
+// relay ("faultproxy", cmd/faultproxy, a native sidecar) through which
+// the elector reaches the API server, all from the elector image. The replicas find each
 // other through a headless Service; the writers reach them through the
 // API server's Pod proxy, which works from wherever the kubeconfig does.
 // Faults are made on the node: pause freezes the elector and app
@@ -175,7 +175,19 @@ func (r *splitPods) pod(tpl v1.PodTemplateSpec, i int, peers string) *v1.Pod {
 		Args:            []string{"--listen", splitProxyListen, "--delay", (r.t.Renew + r.t.Retry).String(), "--log-level", "warn"},
 		SecurityContext: elector.SecurityContext,
 	}
-	spec.Containers = []v1.Container{elector, app, proxy}
+	// The relay is a native sidecar (a restartable init container): the
+	// kubelet starts it before the elector, which needs the API server
+	// from its first request.
+	always := v1.ContainerRestartPolicyAlways
+	proxy.RestartPolicy = &always
+	spec.InitContainers = append(spec.InitContainers, proxy)
+	spec.Containers = []v1.Container{elector, app}
+	for _, cs := range [][]v1.Container{spec.InitContainers, spec.Containers} {
+		for i := range cs {
+			// A container that ends says why in its status (Crashed).
+			cs[i].TerminationMessagePolicy = v1.TerminationMessageFallbackToLogsOnError
+		}
+	}
 	labels := map[string]string{}
 	for k, v := range tpl.Labels {
 		labels[k] = v

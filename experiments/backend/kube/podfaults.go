@@ -43,7 +43,8 @@ func (c *Cluster) container(ctx context.Context, ns, pod, name string) (node, id
 	if err != nil {
 		return "", "", fmt.Errorf("kind backend: %w", err)
 	}
-	for _, s := range p.Status.ContainerStatuses {
+	// A native sidecar's status is among the init containers'.
+	for _, s := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
 		if s.Name == name && s.State.Running != nil {
 			return p.Spec.NodeName, strings.TrimPrefix(s.ContainerID, "containerd://"), nil
 		}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -416,13 +415,17 @@ func (r *podRunner) crashed(ns string) error {
 		if r.signalled[ns+"/"+p.Name] {
 			continue
 		}
-		for _, s := range p.Status.ContainerStatuses {
+		for _, s := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
 			if s.RestartCount > 0 || s.State.Terminated != nil {
-				why := ""
-				if t := s.LastTerminationState.Terminated; t != nil {
-					why = t.Reason + " " + strconv.Itoa(int(t.ExitCode)) + ": " + t.Message
+				t := s.State.Terminated
+				if t == nil {
+					t = s.LastTerminationState.Terminated
 				}
-				errs = append(errs, fmt.Errorf("elector %s/%s restarted %d times %s", ns, p.Name, s.RestartCount, why))
+				why := ""
+				if t != nil {
+					why = fmt.Sprintf(": %s, exit %d: %s", t.Reason, t.ExitCode, t.Message)
+				}
+				errs = append(errs, fmt.Errorf("container %s of %s/%s ended (restarted %d times)%s", s.Name, ns, p.Name, s.RestartCount, why))
 			}
 		}
 	}
