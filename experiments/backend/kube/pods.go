@@ -415,8 +415,9 @@ func (r *podRunner) crashed(ns string) error {
 		if r.signalled[ns+"/"+p.Name] {
 			continue
 		}
-		for _, s := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
-			if s.RestartCount > 0 || s.State.Terminated != nil {
+		for i, s := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+			done := i < len(p.Status.InitContainerStatuses) && s.State.Terminated != nil && s.State.Terminated.ExitCode == 0 // an init container's end
+			if s.RestartCount > 0 || (s.State.Terminated != nil && !done) {
 				t := s.State.Terminated
 				if t == nil {
 					t = s.LastTerminationState.Terminated
