@@ -83,8 +83,8 @@ type rebalanceRow struct {
 	// leader-based application takes no write — over the run's moves.
 	GapP50   time.Duration `csv:"move_gap_p50_ms"`
 	GapMax   time.Duration `csv:"move_gap_max_ms"`
-	Overlaps     int           `csv:"overlaps"`
-	Seed         uint64        `csv:"seed"`
+	Overlaps int           `csv:"overlaps"`
+	Seed     uint64        `csv:"seed"`
 }
 
 func (r *Rebalance) Run(ctx context.Context, env *experiments.Env) error {

@@ -208,4 +208,3 @@ func (r *splitRun) final(ctx context.Context, writers int) (map[string]map[strin
 	}
 	return out, nil
 }
-
