@@ -23,6 +23,7 @@ import (
 	"github.com/ringside/ringside/bld"
 	"github.com/ringside/ringside/bld/balance"
 	"github.com/ringside/ringside/experiments"
+	"github.com/ringside/ringside/experiments/backend/kube"
 	"github.com/ringside/ringside/experiments/backend/kube/controlplane"
 	"github.com/ringside/ringside/experiments/kubeexp"
 	"github.com/ringside/ringside/k8s"
@@ -126,7 +127,7 @@ func TestKindClusterBalancesLeaders(t *testing.T) {
 	require.NoError(t, err, "no new leader of app-1 after deleting %s", old)
 	t.Logf("app-1: %s deleted, %s leads %v later (on %s)", old, holders["app-1"], time.Since(deleted).Round(time.Millisecond), on["app-1"])
 
-	t.Run("split-brain faults on Pods", func(t *testing.T) { splitBrainOnKind(ctx, t, kubeconfig) })
+	t.Run("split-brain faults on Pods", func(t *testing.T) { splitBrainOnKind(ctx, t, kubeconfig, cs) })
 }
 
 // kube-split-brain's four faults on real Pods of the same cluster (one
@@ -134,8 +135,9 @@ func TestKindClusterBalancesLeaders(t *testing.T) {
 // BLD leader — frozen, cut off from the API server in its network
 // namespace, slow-clocked and cut off, its API requests held by the relay
 // in its Pod — and with fencing on no follower takes the stale leader's
-// writes and no acknowledged write is dropped or lost.
-func splitBrainOnKind(ctx context.Context, t *testing.T, kubeconfig []byte) {
+// writes and no acknowledged write is dropped or lost. Nothing of the run
+// stays behind.
+func splitBrainOnKind(ctx context.Context, t *testing.T, kubeconfig []byte, cs kubernetes.Interface) {
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
 	require.NoError(t, os.WriteFile(kc, kubeconfig, 0o600))
 	dir := t.TempDir()
@@ -155,6 +157,11 @@ func splitBrainOnKind(ctx context.Context, t *testing.T, kubeconfig []byte) {
 			assert.Zero(t, tab.Float(i, col), "%s: %s", fault, col)
 		}
 	}
+	// The run removed what it made: its namespaces are going, its
+	// cluster-wide bindings gone.
+	left, err := kube.Leftovers(ctx, cs)
+	require.NoError(t, err)
+	assert.Empty(t, left)
 }
 
 func distinct(m map[string]string) int {

@@ -22,6 +22,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -173,14 +174,42 @@ func workers(ctx context.Context, cs kubernetes.Interface) ([]string, int, error
 	return out, len(list.Items), nil
 }
 
+// managedBy labels every namespace a run creates, so that what a run
+// leaves behind can be found (Leftovers).
+var managedBy = map[string]string{"app.kubernetes.io/managed-by": "ringside"}
+
 // Namespace creates a fresh namespace (they never finish deleting without
 // a controller manager, so every repetition gets its own).
 func (c *Cluster) Namespace(ctx context.Context, prefix string) (string, error) {
-	ns, err := c.CS.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}, metav1.CreateOptions{})
+	ns, err := c.CS.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-", Labels: managedBy}}, metav1.CreateOptions{})
 	if err != nil {
 		return "", err
 	}
 	return ns.Name, nil
+}
+
+// Leftovers names what runs left on a cluster: namespaces they created
+// that are not being deleted, and the cluster-wide bindings made for
+// their namespaces. A run removes both at its end, or when cancelled.
+func Leftovers(ctx context.Context, cs kubernetes.Interface) ([]string, error) {
+	var out []string
+	nss, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(managedBy).String()})
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range nss.Items {
+		if n.DeletionTimestamp == nil {
+			out = append(out, "namespace "+n.Name)
+		}
+	}
+	crbs, err := cs.RbacV1().ClusterRoleBindings().List(ctx, metav1.ListOptions{LabelSelector: nsLabel})
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range crbs.Items {
+		out = append(out, "clusterrolebinding "+b.Name)
+	}
+	return out, nil
 }
 
 // App is one application to deploy.

@@ -5,6 +5,11 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 )
 
 // The Pod faults and hand-made Pods are the kind backend's: the process
@@ -27,4 +32,21 @@ func TestCutPodWantsIPAndPort(t *testing.T) {
 		err := c.CutPod(context.Background(), "ns", "pod", "faultproxy", dst, true)
 		assert.ErrorContains(t, err, "want ip:port", "%q", dst)
 	}
+}
+
+// Leftovers finds a run's namespace that is not being deleted and a
+// binding made for a run's namespace; it ignores a namespace on its way
+// out and everything not made by a run.
+func TestLeftovers(t *testing.T) {
+	gone := metav1.Now()
+	cs := fake.NewSimpleClientset(
+		&v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "split-a", Labels: managedBy}},
+		&v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "split-b", Labels: managedBy, DeletionTimestamp: &gone}},
+		&v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system"}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "nodes-split-a-app", Labels: map[string]string{nsLabel: "split-a"}}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "cluster-admin"}},
+	)
+	left, err := Leftovers(context.Background(), cs)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"namespace split-a", "clusterrolebinding nodes-split-a-app"}, left)
 }
