@@ -134,7 +134,9 @@ type splitRow struct {
 // they saw is up to 1 s/rate before t. The successor takes over a lease
 // after that, plus up to a retry period. So the overlap lies between
 // Renew/rate − Lease − Retry and Renew/rate + 1 s/rate − Lease (none
-// below 0), and each application sees each end up to a poll late. A pause
+// below 0), and each application sees each end up to a poll late — the
+// successor's start late shortens what the logs show, the victim's end
+// late lengthens it — so a poll widens the range on both sides. A pause
 // longer than the renew deadline leaves nothing: the woken sidecar's
 // deadline has passed.
 func predictOverlap(c splitCell, t kube.Timing) (lo, hi time.Duration) {
@@ -147,7 +149,7 @@ func predictOverlap(c splitCell, t kube.Timing) (lo, hi time.Duration) {
 	}
 	stepDown := time.Duration(float64(t.Renew) / rate)
 	tick := time.Duration(float64(time.Second) / rate)
-	return max(0, stepDown-t.Lease-t.Retry), max(0, stepDown+tick-t.Lease) + appPoll
+	return max(0, stepDown-t.Lease-t.Retry-appPoll), max(0, stepDown+tick-t.Lease) + appPoll
 }
 
 func (s *SplitBrain) Run(ctx context.Context, env *experiments.Env) error {
@@ -308,7 +310,8 @@ func (s *SplitBrain) Report(in *experiments.ReportInput) (string, error) {
 		"*lost at the end* counts (replica, key) pairs whose final value is older than the key's last acknowledged write (the writers keep overwriting their keys, so most drops are overwritten by then). " +
 		"The prediction: a leader's sidecar names it until a renew deadline after its last renewal by its own clock (renew ÷ rate of real time); " +
 		"the followers see a renewal only when the record changes, and its renewTime is in whole seconds of the leader's clock, so their last sighting is up to 1 s ÷ rate older; " +
-		"the successor takes over a lease after that sighting, plus up to a retry period: overlap between renew ÷ rate − lease − retry and renew ÷ rate + 1 s ÷ rate − lease. " +
+		"the successor takes over a lease after that sighting, plus up to a retry period: overlap between renew ÷ rate − lease − retry and renew ÷ rate + 1 s ÷ rate − lease, " +
+		"widened by a poll of the applications' sidecars (50 ms) on each side. " +
 		"A pause longer than the renew deadline leaves none. See docs/split-brain.md.\n"
 	return out, nil
 }
