@@ -459,7 +459,7 @@ func (r *Rebalance) Report(in *experiments.ReportInput) (string, error) {
 		"max − min at the end (worst)", "moves", "fewest possible", "leaderless per move p50 / max ms", "overlaps"}, rows)
 	out += "\n*join*: a fourth node joins with a fresh candidate of every application; *drain*: the node with the most leaders is cordoned and its candidates stopped " +
 		"(their leaders fail over to the other two), then it returns with a fresh candidate of every application. Times, moves and spreads count from the join or the return. " +
-		"The window is the target, two lease durations from the join or return. A leader moves when the controller marks another candidate preferred: " +
+		"The window is the target, two lease durations from when the fresh candidates run. A leader moves when the controller marks another candidate preferred: " +
 		"the holder steps down at once and lets its Lease run out, the controller asks the preferred candidate whether it is there and names it — a few round trips per move, and moves of different applications run at once. " +
 		"The default election and BLD never move a leader: the new or returned node stays empty until some leader is lost. " +
 		"*Leaderless per move* is the time from the end of the previous leadership to the start of the moved one, from the electors' events: " +
