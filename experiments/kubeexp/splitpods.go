@@ -50,6 +50,7 @@ const (
 	splitProxyContainer = "faultproxy"
 	splitAppPort        = 8080
 	splitProxyListen    = "127.0.0.1:6444"
+	replicaLabel        = "ringside.io/replica" // on each replica's Pod: its name
 )
 
 func newSplitPods(ctx context.Context, c *kube.Cluster, cell splitCell, replicas int, t kube.Timing) (*splitRun, error) {
@@ -125,7 +126,9 @@ func (r *splitPods) start(ctx context.Context) error {
 		}
 	}
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		list, err := r.c.CS.CoreV1().Pods(r.ns).List(ctx, metav1.ListOptions{})
+		// The replicas only: the namespace may hold others (cle-balanced's
+		// controller).
+		list, err := r.c.CS.CoreV1().Pods(r.ns).List(ctx, metav1.ListOptions{LabelSelector: replicaLabel})
 		if err != nil {
 			return false, nil
 		}
@@ -192,7 +195,7 @@ func (r *splitPods) pod(tpl v1.PodTemplateSpec, i int, peers string) *v1.Pod {
 	for k, v := range tpl.Labels {
 		labels[k] = v
 	}
-	labels["ringside.io/replica"] = name
+	labels[replicaLabel] = name
 	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: tpl.Annotations}, Spec: spec}
 }
 
