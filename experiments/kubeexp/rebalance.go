@@ -226,12 +226,14 @@ func (r *Rebalance) fresh(ctx context.Context, c *kube.Cluster, backend, ns, nod
 		if err := sleep(ctx, 100*time.Millisecond); err != nil {
 			return nil, err
 		}
-		list, err := c.CS.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+		// The applications' Pods only: cle-balanced's controller may run there too.
+		list, err := c.CS.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node,
+			LabelSelector: "app.kubernetes.io/name in (" + strings.Join(names, ",") + ")"})
 		if err != nil {
 			continue
 		}
 		for _, p := range list.Items {
-			if p.Status.Phase == v1.PodRunning && p.DeletionTimestamp == nil && p.Labels["app.kubernetes.io/name"] != "" {
+			if p.Status.Phase == v1.PodRunning && p.DeletionTimestamp == nil {
 				out[ns+"/"+p.Name] = node
 			}
 		}
