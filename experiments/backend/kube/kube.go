@@ -60,9 +60,10 @@ type Cluster struct {
 	// are named after the cluster).
 	WorkerNodes []string
 	el          electors // processes, or the kind backend's Pods
-	// Version and NodeCount describe the cluster, for meta.json.
+	// Version, NodeCount and Network describe the cluster, for meta.json.
 	Version   string
 	NodeCount int
+	Network   []string
 
 	mu     sync.Mutex
 	events []Event
@@ -141,6 +142,7 @@ func Start(ctx context.Context, kubeconfig, backend string) (*Cluster, error) {
 	if v, err := c.CS.Discovery().ServerVersion(); err == nil {
 		c.Version = v.GitVersion
 	}
+	c.Network = network(ctx, c.CS)
 	if c.cp != nil {
 		for _, n := range LocalWorkers {
 			if _, err := c.CS.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
@@ -154,6 +156,23 @@ func Start(ctx context.Context, kubeconfig, backend string) (*Cluster, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// network names the cluster's pod network as its DaemonSets in
+// kube-system show it — the CNI plugin's (kindnet, calico-node, cilium,
+// ringside's podnet on kind here …) beside kube-proxy — or nothing where no
+// kubelet runs them (the local control plane).
+func network(ctx context.Context, cs kubernetes.Interface) []string {
+	list, err := cs.AppsV1().DaemonSets("kube-system").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return []string{"unknown: " + err.Error()}
+	}
+	var out []string
+	for _, d := range list.Items {
+		out = append(out, d.Name)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Kubeconfig is the path of the cluster's kubeconfig.

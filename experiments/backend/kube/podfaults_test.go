@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,4 +50,16 @@ func TestLeftovers(t *testing.T) {
 	left, err := Leftovers(context.Background(), cs)
 	require.NoError(t, err)
 	assert.ElementsMatch(t, []string{"namespace split-a", "clusterrolebinding nodes-split-a-app"}, left)
+}
+
+// meta.json's account of the pod network: kube-system's DaemonSets, sorted
+// (none on a control plane without kubelets).
+func TestNetworkNamesTheDaemonSets(t *testing.T) {
+	cs := fake.NewSimpleClientset(
+		&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "kube-system"}},
+		&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "kindnet", Namespace: "kube-system"}},
+		&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "mine", Namespace: "default"}},
+	)
+	assert.Equal(t, []string{"kindnet", "kube-proxy"}, network(context.Background(), cs))
+	assert.Empty(t, network(context.Background(), fake.NewSimpleClientset()))
 }
