@@ -129,6 +129,8 @@ compose-lb-down:
 # kind-experiment runs the kube experiments against that cluster.
 ALGORITHM ?= bld
 KIND_CLUSTER ?= ringside
+# k8s/kind.yaml is the paper's cluster; k8s/kind-join.yaml adds a fourth worker (kube-rebalance --cases join).
+KIND_CONFIG ?= k8s/kind.yaml
 KIND_KUBECONFIG ?= .kube/kind.kubeconfig
 # Built by compose v2 (BuildKit), so that it shares the build stage the
 # stack images compiled (the classic builder would compile it again).
@@ -162,7 +164,7 @@ KIND_RUN = if docker run --rm --privileged $${KIND_PROBE_IMAGE:-debian:bookworm-
 	then $(KIND) $(1); else PATH="$(CURDIR)/k8s/kindshim:$$PATH" $(KIND) $(1); fi
 
 kind-up: kind $(if $(filter $(KIND_NODE_TAG),$(KIND_NODE_IMAGE)),kind-node-image)
-	$(call KIND_RUN,create cluster --name $(KIND_CLUSTER) --config k8s/kind.yaml $(if $(KIND_NODE_IMAGE),--image $(KIND_NODE_IMAGE)))
+	$(call KIND_RUN,create cluster --name $(KIND_CLUSTER) --config $(KIND_CONFIG) $(if $(KIND_NODE_IMAGE),--image $(KIND_NODE_IMAGE)))
 	mkdir -p $(dir $(KIND_KUBECONFIG))
 	$(call KIND_RUN,get kubeconfig --name $(KIND_CLUSTER)) > $(KIND_KUBECONFIG)
 

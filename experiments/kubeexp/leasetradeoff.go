@@ -107,7 +107,7 @@ func (l *LeaseTradeoff) once(ctx context.Context, c *kube.Cluster, alg string, t
 		return leaseTradeoffRow{}, err
 	}
 	defer c.StopNamespace(ns)
-	names, _, err := elect(ctx, c, ns, l.apps, l.replicas, alg, l.k.lock, t)
+	names, _, err := elect(ctx, c, ns, c.WorkerNodes, l.apps, l.replicas, alg, l.k.lock, t)
 	if err != nil {
 		return leaseTradeoffRow{}, err
 	}

@@ -38,9 +38,11 @@ type Rebalance struct {
 	replicas int
 	timing   kube.Timing
 	window   float64
+	joinNode string // kind: the worker held back for the join case
 }
 
-// joinNode is the node that joins (process backend: an API object).
+// joinNode is the node that joins on the process backend: an API object.
+// On kind it is a worker of the cluster held back (--join-node).
 const joinNode = "worker-4"
 
 // The cases.
@@ -63,6 +65,8 @@ func (r *Rebalance) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&r.replicas, "replicas", 3, "replicas of each application on the first three nodes")
 	fs.Float64Var(&r.window, "window", 2, "lease durations to wait for balance after the join (the target)")
 	timingFlags(fs, &r.timing, 2*time.Second, 1500*time.Millisecond, 500*time.Millisecond)
+	fs.StringVar(&r.joinNode, "join-node", "", "kind, case join: the worker to hold back — cordoned while the applications are elected on the other three, "+
+		"it joins by being uncordoned, and each application gets a replica there (the cluster needs four workers: make kind-up KIND_CONFIG=k8s/kind-join.yaml)")
 	r.k.define(fs, false)
 }
 
@@ -96,17 +100,30 @@ func (r *Rebalance) Run(ctx context.Context, env *experiments.Env) error {
 		return err
 	}
 	defer c.Close()
+	join := joinNode
 	if env.Backend == kube.BackendKind && slices.Contains(r.cases.Vals, caseJoin) {
-		return fmt.Errorf("kube-rebalance --backend kind: a node cannot join a running kind cluster; run --cases %s there (the drained node returns)", caseDrain)
+		// A node cannot join a running kind cluster: a fourth worker is
+		// held back instead, cordoned (BLD counts schedulable workers
+		// only) until it joins, and left schedulable at the end, as found.
+		if r.joinNode == "" || !slices.Contains(c.WorkerNodes, r.joinNode) || len(c.WorkerNodes) != 4 {
+			return fmt.Errorf("kube-rebalance --backend kind --cases join: name one of four schedulable workers to hold back with --join-node "+
+				"(the cluster has %v; make kind-up KIND_CONFIG=k8s/kind-join.yaml makes one with four), or run --cases %s", c.WorkerNodes, caseDrain)
+		}
+		join = r.joinNode
+		if err := cordon(ctx, c, join, true); err != nil {
+			return err
+		}
+		defer cordon(context.WithoutCancel(ctx), c, join, false)
+		c.WorkerNodes = slices.DeleteFunc(slices.Clone(c.WorkerNodes), func(n string) bool { return n == join })
 	}
-	if len(c.WorkerNodes) != 3 || slices.Contains(c.WorkerNodes, joinNode) {
-		return fmt.Errorf("kube-rebalance starts from three worker nodes without %s; the cluster has %v", joinNode, c.WorkerNodes)
+	if len(c.WorkerNodes) != 3 || slices.Contains(c.WorkerNodes, join) {
+		return fmt.Errorf("kube-rebalance starts from three worker nodes without %s; the cluster has %v", join, c.WorkerNodes)
 	}
 	// One at a time: the joining and the drained node are the cluster's.
 	grid := experiments.Grid{Cells: len(r.algs.Vals) * len(r.cases.Vals)}
 	return experiments.RunGrid(ctx, env, grid, func(ctx context.Context, tk experiments.Task) ([]rebalanceRow, error) {
 		alg, cs := r.algs.Vals[tk.Cell/len(r.cases.Vals)], r.cases.Vals[tk.Cell%len(r.cases.Vals)]
-		row, err := r.once(ctx, c, env.Backend, alg, cs)
+		row, err := r.once(ctx, c, env.Backend, join, alg, cs)
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", alg, cs, err)
 		}
@@ -115,13 +132,19 @@ func (r *Rebalance) Run(ctx context.Context, env *experiments.Env) error {
 	})
 }
 
-func (r *Rebalance) once(ctx context.Context, c *kube.Cluster, backend, alg, cs string) (rebalanceRow, error) {
+func (r *Rebalance) once(ctx context.Context, c *kube.Cluster, backend, join, alg, cs string) (rebalanceRow, error) {
 	ns, err := c.Namespace(ctx, "rebalance")
 	if err != nil {
 		return rebalanceRow{}, err
 	}
 	defer c.StopNamespace(ns)
-	names, podNode, err := elect(ctx, c, ns, r.apps, r.replicas, alg, r.k.lock, r.timing)
+	// On kind the applications may also run on the held-back node: they
+	// get a replica there when it joins.
+	appNodes := c.WorkerNodes
+	if backend == kube.BackendKind && cs == caseJoin {
+		appNodes = append(slices.Clone(c.WorkerNodes), join)
+	}
+	names, podNode, err := elect(ctx, c, ns, appNodes, r.apps, r.replicas, alg, r.k.lock, r.timing)
 	if err != nil {
 		return rebalanceRow{}, err
 	}
@@ -147,12 +170,12 @@ func (r *Rebalance) once(ctx context.Context, c *kube.Cluster, backend, alg, cs 
 	row := rebalanceRow{SpreadBefore: spreadOf(before, c.WorkerNodes)}
 
 	// The event: a fresh candidate of every application comes up on node.
-	node, nodes := joinNode, append(slices.Clone(c.WorkerNodes), joinNode)
+	node, nodes := join, append(slices.Clone(c.WorkerNodes), join)
 	if cs == caseJoin {
-		if err := r.join(ctx, c); err != nil {
+		if err := r.join(ctx, c, backend, join); err != nil {
 			return rebalanceRow{}, err
 		}
-		defer c.CS.CoreV1().Nodes().Delete(context.Background(), joinNode, metav1.DeleteOptions{})
+		defer r.leave(c, backend, join)
 	} else {
 		node, nodes = fullest(before, c.WorkerNodes), c.WorkerNodes
 		// Never leave a node of the cluster cordoned, whatever happens.
@@ -167,7 +190,7 @@ func (r *Rebalance) once(ctx context.Context, c *kube.Cluster, backend, alg, cs 
 	at, _ := counts(nodes)
 	row.SpreadJoin, row.MinMoves = spreadOf(at, nodes), minMoves(at, nodes)
 	joinAt := time.Now()
-	joined, err := r.fresh(ctx, c, backend, ns, node, names, alg)
+	joined, err := r.fresh(ctx, c, backend, ns, node, names, alg, cs == caseJoin)
 	if err != nil {
 		return rebalanceRow{}, err
 	}
@@ -205,16 +228,26 @@ func (r *Rebalance) once(ctx context.Context, c *kube.Cluster, backend, alg, cs 
 
 // fresh brings up a fresh candidate of every application on node and
 // returns where they run ("ns/pod" → node). The process backend starts
-// them; on kind they are the Deployments' own: the drained candidates'
-// replacements wait Pending for the node (their spread constraint allows
-// no second replica on another node) and start when it returns.
-func (r *Rebalance) fresh(ctx context.Context, c *kube.Cluster, backend, ns, node string, names []string, alg string) (map[string]string, error) {
+// them; on kind they are the Deployments' own. After a drain the drained
+// candidates' replacements wait Pending for the node (their spread
+// constraint allows no second replica on another node) and start when it
+// returns; after a join (grow) every Deployment gets one replica more,
+// which the spread constraint puts on the empty node.
+func (r *Rebalance) fresh(ctx context.Context, c *kube.Cluster, backend, ns, node string, names []string, alg string, grow bool) (map[string]string, error) {
 	if backend != kube.BackendKind {
 		var fresh []kube.App
 		for _, a := range names {
 			fresh = append(fresh, kube.App{Name: a, Replicas: 1, Nodes: []string{node}, First: r.replicas})
 		}
 		return c.Deploy(ctx, ns, fresh, 0, alg, r.k.lock, r.timing)
+	}
+	if grow {
+		patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, r.replicas+1)
+		for _, a := range names {
+			if _, err := c.CS.AppsV1().Deployments(ns).Patch(ctx, a, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				return nil, fmt.Errorf("a replica of %s on %s: %w", a, node, err)
+			}
+		}
 	}
 	out := map[string]string{}
 	limit := 3 * time.Minute
@@ -342,23 +375,37 @@ func cordon(ctx context.Context, c *kube.Cluster, node string, on bool) error {
 	return nil
 }
 
-// join registers the joining node (the process backend has no kubelet to).
-func (r *Rebalance) join(ctx context.Context, c *kube.Cluster) error {
-	_, err := c.CS.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: joinNode}}, metav1.CreateOptions{})
+// join brings node into the cluster: the process backend registers it
+// (it has no kubelet to) and removes it again when the run ends; on kind
+// the held-back worker is uncordoned, and cordoned again at the end.
+func (r *Rebalance) join(ctx context.Context, c *kube.Cluster, backend, node string) error {
+	if backend == kube.BackendKind {
+		return cordon(ctx, c, node, false)
+	}
+	_, err := c.CS.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("join %s: %w", joinNode, err)
+		return fmt.Errorf("join %s: %w", node, err)
 	}
 	return nil
 }
 
-// elect deploys n applications of replicas each over the workers and
+// leave undoes join for the next repetition.
+func (r *Rebalance) leave(c *kube.Cluster, backend, node string) {
+	if backend == kube.BackendKind {
+		cordon(context.Background(), c, node, true)
+		return
+	}
+	c.CS.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{})
+}
+
+// elect deploys n applications of replicas each over nodes and
 // waits until every one has a leader; it returns their names and where
 // each candidate runs ("ns/pod" → node).
-func elect(ctx context.Context, c *kube.Cluster, ns string, n, replicas int, alg, lock string, t kube.Timing) ([]string, map[string]string, error) {
+func elect(ctx context.Context, c *kube.Cluster, ns string, nodes []string, n, replicas int, alg, lock string, t kube.Timing) ([]string, map[string]string, error) {
 	var apps []kube.App
 	var names []string
 	for i := range n {
-		apps = append(apps, kube.App{Name: fmt.Sprintf("app-%d", i), Replicas: replicas, Nodes: c.WorkerNodes})
+		apps = append(apps, kube.App{Name: fmt.Sprintf("app-%d", i), Replicas: replicas, Nodes: nodes})
 		names = append(names, apps[i].Name)
 	}
 	podNode, err := c.Deploy(ctx, ns, apps, 0, alg, lock, t)
