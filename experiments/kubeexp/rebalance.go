@@ -514,7 +514,7 @@ func (r *Rebalance) Report(in *experiments.ReportInput) (string, error) {
 		"*Leaderless per move* is the time from the end of the previous leadership to the start of the moved one, from the electors' events: " +
 		"the write gap a leader-based application (leaderapp) sees at the least, since it takes writes only at the replica its sidecar names. " +
 		"The gap inside leaderapp itself is not measured here: its membership is fixed at start, and a join or a return adds a replica. " +
-		"On kind the fresh candidates are the Deployments' own Pods, so the time to balance includes their start: after a drain the drained candidates' replacements wait, Pending, for the node's return; "+
+		"On kind the fresh candidates are the Deployments' own Pods, so the time to balance includes their start: after a drain the drained candidates' replacements wait, Pending, for the node's return; " +
 		"a node cannot join a running kind cluster, so for the join a fourth worker is held back (cordoned) and each Deployment grows by one replica when it is uncordoned.\n"
 	if len(verdicts) > 0 {
 		out += "\nTargets: " + strings.Join(verdicts, "; ") + ".\n"
