@@ -138,7 +138,10 @@ type splitRow struct {
 // successor's start late shortens what the logs show, the victim's end
 // late lengthens it — so a poll widens the range on both sides. A pause
 // longer than the renew deadline leaves nothing: the woken sidecar's
-// deadline has passed.
+// deadline has passed. Under cle-balanced no follower takes the lease
+// itself: the controller names the successor once it has seen the lease
+// expire and asked the candidates whether they are there, a wait with no
+// bound but the controller's, so the overlap may be anything down to 0.
 func predictOverlap(c splitCell, t kube.Timing) (lo, hi time.Duration) {
 	if c.fault == faultPause {
 		return 0, appPoll
@@ -149,7 +152,11 @@ func predictOverlap(c splitCell, t kube.Timing) (lo, hi time.Duration) {
 	}
 	stepDown := time.Duration(float64(t.Renew) / rate)
 	tick := time.Duration(float64(time.Second) / rate)
-	return max(0, stepDown-t.Lease-t.Retry-appPoll), max(0, stepDown+tick-t.Lease) + appPoll
+	lo, hi = max(0, stepDown-t.Lease-t.Retry-appPoll), max(0, stepDown+tick-t.Lease)+appPoll
+	if c.alg == balance.CLEBalanced {
+		lo = 0
+	}
+	return lo, hi
 }
 
 func (s *SplitBrain) Run(ctx context.Context, env *experiments.Env) error {
@@ -312,6 +319,7 @@ func (s *SplitBrain) Report(in *experiments.ReportInput) (string, error) {
 		"the followers see a renewal only when the record changes, and its renewTime is in whole seconds of the leader's clock, so their last sighting is up to 1 s ÷ rate older; " +
 		"the successor takes over a lease after that sighting, plus up to a retry period: overlap between renew ÷ rate − lease − retry and renew ÷ rate + 1 s ÷ rate − lease, " +
 		"widened by a poll of the applications' sidecars (50 ms) on each side. " +
+		"Under cle-balanced the controller, not a follower, names the successor, after it has seen the lease expire and asked the candidates: the lower bound is 0 there. " +
 		"A pause longer than the renew deadline leaves none. See docs/split-brain.md.\n"
 	return out, nil
 }
