@@ -101,7 +101,7 @@ func (r *Rebalance) Run(ctx context.Context, env *experiments.Env) error {
 	}
 	defer c.Close()
 	join := joinNode
-	if env.Backend == kube.BackendKind && slices.Contains(r.cases.Vals, caseJoin) {
+	if env.Backend == kube.BackendKind && (slices.Contains(r.cases.Vals, caseJoin) || r.joinNode != "") {
 		// A node cannot join a running kind cluster: a fourth worker is
 		// held back instead, cordoned (BLD counts schedulable workers
 		// only) until it joins, and left schedulable at the end, as found.
