@@ -24,7 +24,7 @@ type Distribution struct {
 }
 
 func (*Distribution) Spec() experiments.Spec {
-	return experiments.Spec{Name: "kube-distribution", Backends: backends, Quick: 5, Paper: 100, Row: distributionRow{},
+	return experiments.Spec{Name: "kube-distribution", Backends: backends, Quick: 4, Paper: 100, Row: distributionRow{},
 		Summary: "leaders per node for default, BLD, literal BLD, BLD-plus and cle-balanced (Kubernetes' coordinated election with ringside's strategy) with 3/5/7 applications × 5 replicas on 3 workers, and a constrained placement"}
 }
 
