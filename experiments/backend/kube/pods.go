@@ -230,8 +230,6 @@ func setEnv(c *v1.Container, name, value string) {
 	c.Env = append(c.Env, v1.EnvVar{Name: name, Value: value})
 }
 
-// create creates o in ns (or cluster-wide); an object every namespace
-// shares (the admission policy) may exist already.
 // create creates o in ns; one that exists already is fine for a
 // cluster-scoped object and for a namespace's shared one (cle-balanced's
 // controller, deployed with the namespace's first application).
