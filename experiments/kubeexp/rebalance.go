@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/ringside/ringside/bld/balance"
 	"github.com/ringside/ringside/experiments"
@@ -219,8 +220,12 @@ func (r *Rebalance) once(ctx context.Context, c *kube.Cluster, backend, join, al
 	gaps := moveGaps(events, joinAt)
 	row.Moves = len(gaps)
 	if len(gaps) > 0 {
-		g := experiments.Summarize(durationsMS(gaps))
-		row.GapP50, row.GapMax = time.Duration(g.P50*float64(time.Millisecond)), time.Duration(g.Max*float64(time.Millisecond))
+		ms := make([]float64, len(gaps))
+		for i, g := range gaps {
+			ms[i] = experiments.Ms(g)
+		}
+		g := experiments.Summarize(ms)
+		row.GapP50, row.GapMax = time.Duration(g.P50*float64(time.Millisecond)), slices.Max(gaps)
 	}
 	row.Overlaps = kube.Overlaps(events)
 	return row, c.Crashed(ns)
@@ -250,26 +255,22 @@ func (r *Rebalance) fresh(ctx context.Context, c *kube.Cluster, backend, ns, nod
 		}
 	}
 	out := map[string]string{}
-	limit := 3 * time.Minute
-	deadline := time.Now().Add(limit)
-	for len(out) < len(names) {
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%d of %d fresh candidates running on %s after %s", len(out), len(names), node, limit)
-		}
-		if err := sleep(ctx, 100*time.Millisecond); err != nil {
-			return nil, err
-		}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		// The applications' Pods only: cle-balanced's controller may run there too.
 		list, err := c.CS.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node,
 			LabelSelector: "app.kubernetes.io/name in (" + strings.Join(names, ",") + ")"})
 		if err != nil {
-			continue
+			return false, nil
 		}
 		for _, p := range list.Items {
 			if p.Status.Phase == v1.PodRunning && p.DeletionTimestamp == nil {
 				out[ns+"/"+p.Name] = node
 			}
 		}
+		return len(out) >= len(names), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%d of %d fresh candidates running on %s: %w", len(out), len(names), node, err)
 	}
 	return out, nil
 }
@@ -283,9 +284,7 @@ func moveGaps(events []kube.Event, since time.Time) []time.Duration {
 	var out []time.Duration
 	ended := map[string]time.Time{} // election → its last leadership's end
 	leading := map[string]int{}     // election → leaderships under way
-	events = slices.Clone(events)
-	slices.SortStableFunc(events, func(a, b kube.Event) int { return a.TS.Compare(b.TS) })
-	for _, e := range events {
+	for _, e := range kube.SortByTime(events) {
 		switch e.Event {
 		case "started":
 			if e.TS.After(since) {
@@ -306,14 +305,6 @@ func moveGaps(events []kube.Event, since time.Time) []time.Duration {
 			}
 			ended[e.Election] = e.TS
 		}
-	}
-	return out
-}
-
-func durationsMS(ds []time.Duration) []float64 {
-	out := make([]float64, len(ds))
-	for i, d := range ds {
-		out[i] = float64(d) / float64(time.Millisecond)
 	}
 	return out
 }

@@ -383,7 +383,7 @@ func (c *Cluster) Close() {
 func Overlaps(events []Event) int {
 	leading := map[string]map[string]bool{}
 	n := 0
-	for _, e := range sortByTime(events) {
+	for _, e := range SortByTime(events) {
 		if leading[e.Election] == nil {
 			leading[e.Election] = map[string]bool{}
 		}
@@ -400,7 +400,9 @@ func Overlaps(events []Event) int {
 	return n
 }
 
-func sortByTime(events []Event) []Event {
+// SortByTime returns the events in time order (electors on many
+// processes or Pods report out of order).
+func SortByTime(events []Event) []Event {
 	out := slices.Clone(events)
 	slices.SortStableFunc(out, func(a, b Event) int { return a.TS.Compare(b.TS) })
 	return out
