@@ -37,8 +37,12 @@ func (c *Cluster) PodTemplate(ctx context.Context, ns string, app App, alg, lock
 	return tpl[app.Name], err
 }
 
-// container is the node and containerd ID of a running container of pod.
+// container is the node and containerd ID of a running container of pod;
+// every Pod fault starts here, so the process backend is refused here.
 func (c *Cluster) container(ctx context.Context, ns, pod, name string) (node, id string, err error) {
+	if _, ok := c.el.(*podRunner); !ok {
+		return "", "", errNotKind
+	}
 	p, err := c.CS.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
 	if err != nil {
 		return "", "", fmt.Errorf("kind backend: %w", err)
@@ -67,9 +71,6 @@ func ctr(args ...string) []string { return append([]string{"ctr", "--namespace=k
 // thaws the named containers of pod — every process in them stops at
 // once, as in a VM pause or a stop-the-world GC, and resumes where it was.
 func (c *Cluster) FreezeContainers(ctx context.Context, ns, pod string, on bool, containers ...string) error {
-	if _, ok := c.el.(*podRunner); !ok {
-		return errNotKind
-	}
 	verb := "resume"
 	if on {
 		verb = "pause"
@@ -88,9 +89,6 @@ func (c *Cluster) FreezeContainers(ctx context.Context, ns, pod string, on bool,
 // SignalContainer sends sig (a name: SIGUSR1) to the main process of a
 // container of pod.
 func (c *Cluster) SignalContainer(ctx context.Context, ns, pod, container, sig string) error {
-	if _, ok := c.el.(*podRunner); !ok {
-		return errNotKind
-	}
 	node, id, err := c.container(ctx, ns, pod, container)
 	if err != nil {
 		return err
@@ -106,9 +104,6 @@ func (c *Cluster) SignalContainer(ctx context.Context, ns, pod, container, sig s
 // when a network drops a flow's state. container is any running
 // container of the Pod (they share the namespace).
 func (c *Cluster) CutPod(ctx context.Context, ns, pod, container, dst string, on bool) error {
-	if _, ok := c.el.(*podRunner); !ok {
-		return errNotKind
-	}
 	host, port, err := net.SplitHostPort(dst)
 	if n, perr := strconv.ParseUint(port, 10, 16); err != nil || perr != nil || n == 0 || net.ParseIP(host) == nil {
 		return fmt.Errorf("kind backend: cut %s/%s from %q: want ip:port", ns, pod, dst)
