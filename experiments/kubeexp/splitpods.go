@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"strconv"
@@ -191,10 +192,7 @@ func (r *splitPods) pod(tpl v1.PodTemplateSpec, i int, peers string) *v1.Pod {
 			cs[i].TerminationMessagePolicy = v1.TerminationMessageFallbackToLogsOnError
 		}
 	}
-	labels := map[string]string{}
-	for k, v := range tpl.Labels {
-		labels[k] = v
-	}
+	labels := maps.Clone(tpl.Labels)
 	labels[replicaLabel] = name
 	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: tpl.Annotations}, Spec: spec}
 }
