@@ -193,6 +193,9 @@ func (r *splitPods) pod(tpl v1.PodTemplateSpec, i int, peers string) *v1.Pod {
 		}
 	}
 	labels := maps.Clone(tpl.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
 	labels[replicaLabel] = name
 	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: tpl.Annotations}, Spec: spec}
 }
