@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -123,52 +124,65 @@ func FuzzFrontRequestStream(f *testing.F) {
 	}
 	// Clients come over a Unix socket: a TCP connection per input would
 	// leave the loopback's ports in TIME_WAIT within seconds.
-	ln, err := net.Listen("unix", filepath.Join(f.TempDir(), "front.sock"))
-	if err != nil {
-		f.Fatal(err)
+	// Every front gets every input.
+	var socks []string
+	for _, front := range []frontServer{
+		&Front{B: b, HeaderTimeout: 2 * time.Second, IdleTimeout: 2 * time.Second},
+		&FastFront{B: b, HeaderTimeout: 2 * time.Second, IdleTimeout: 2 * time.Second},
+	} {
+		ln, err := net.Listen("unix", filepath.Join(f.TempDir(), fmt.Sprintf("front%d.sock", len(socks))))
+		if err != nil {
+			f.Fatal(err)
+		}
+		go front.Serve(ln)
+		defer front.Shutdown(f.Context())
+		socks = append(socks, ln.Addr().String())
 	}
-	front := &Front{B: b, HeaderTimeout: 2 * time.Second, IdleTimeout: 2 * time.Second}
-	go front.Serve(ln)
-	defer front.Shutdown(f.Context())
 
 	f.Fuzz(func(t *testing.T, stream []byte) {
-		c, err := net.Dial("unix", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		go func() {
-			c.Write(stream)
-			c.(*net.UnixConn).CloseWrite()
-		}()
-		if _, err := io.Copy(io.Discard, c); err != nil {
-			t.Fatalf("the front did not answer and close: %v", err)
-		}
-		seen, bad := rec.take()
-		if bad != nil {
-			t.Fatalf("the worker received a malformed stream: %v", bad)
-		}
-		want := reference(stream)
-		if len(seen) > len(want) {
-			t.Fatalf("the worker saw %d requests, a server parsing the client's stream %d", len(seen), len(want))
-		}
-		for i, r := range seen {
-			if r.Method != want[i].Method || r.URL.RequestURI() != want[i].URL.RequestURI() {
-				t.Fatalf("request %d: the worker saw %s %s, the client sent %s %s", i, r.Method, r.URL.RequestURI(), want[i].Method, want[i].URL.RequestURI())
-			}
-			for _, h := range []string{"Proxy-Connection", "Keep-Alive", "Proxy-Authorization", "Te", "Trailer", "Upgrade"} {
-				if v := r.Header.Get(h); v != "" {
-					t.Fatalf("request %d forwarded the hop-by-hop %s: %q", i, h, v)
-				}
-			}
-			for _, name := range want[i].Header.Values("Connection") {
-				for _, h := range bytes.Split([]byte(name), []byte(",")) {
-					if h := string(bytes.TrimSpace(h)); h != "" && http.CanonicalHeaderKey(h) != "Close" && r.Header.Get(h) != "" {
-						t.Fatalf("request %d forwarded %s, which its Connection header names", i, h)
-					}
-				}
-			}
+		for _, sock := range socks {
+			checkFront(t, sock, stream, rec)
 		}
 	})
+}
+
+func checkFront(t *testing.T, sock string, stream []byte, rec *recorder) {
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	go func() {
+		c.Write(stream)
+		c.(*net.UnixConn).CloseWrite()
+	}()
+	if _, err := io.Copy(io.Discard, c); err != nil {
+		t.Fatalf("the front did not answer and close: %v", err)
+	}
+	seen, bad := rec.take()
+	if bad != nil {
+		t.Fatalf("the worker received a malformed stream: %v", bad)
+	}
+	want := reference(stream)
+	if len(seen) > len(want) {
+		t.Fatalf("the worker saw %d requests, a server parsing the client's stream %d", len(seen), len(want))
+	}
+	for i, r := range seen {
+		if r.Method != want[i].Method || r.URL.RequestURI() != want[i].URL.RequestURI() {
+			t.Fatalf("request %d: the worker saw %s %s, the client sent %s %s", i, r.Method, r.URL.RequestURI(), want[i].Method, want[i].URL.RequestURI())
+		}
+		for _, h := range []string{"Proxy-Connection", "Keep-Alive", "Proxy-Authorization", "Te", "Trailer", "Upgrade"} {
+			if v := r.Header.Get(h); v != "" {
+				t.Fatalf("request %d forwarded the hop-by-hop %s: %q", i, h, v)
+			}
+		}
+		for _, name := range want[i].Header.Values("Connection") {
+			for _, h := range bytes.Split([]byte(name), []byte(",")) {
+				if h := string(bytes.TrimSpace(h)); h != "" && http.CanonicalHeaderKey(h) != "Close" && r.Header.Get(h) != "" {
+					t.Fatalf("request %d forwarded %s, which its Connection header names", i, h)
+				}
+			}
+		}
+	}
 }

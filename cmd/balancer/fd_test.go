@@ -17,7 +17,11 @@ func TestMain(m *testing.M) {
 // "accept4: too many open files") and serves again once the flood has
 // gone.
 func TestOutlivesAConnectionFlood(t *testing.T) {
-	fdtest.Check(t, nil, 2, "/healthz", func(a []string) []string {
-		return []string{"--addr", a[0], "--admin", a[1], "--workers", "127.0.0.1:1=1", "--log-level", "error"}
-	})
+	for _, front := range fronts {
+		t.Run(front, func(t *testing.T) {
+			fdtest.Check(t, nil, 2, "/healthz", func(a []string) []string {
+				return []string{"--addr", a[0], "--admin", a[1], "--workers", "127.0.0.1:1=1", "--log-level", "error", "--front", front}
+			})
+		})
+	}
 }

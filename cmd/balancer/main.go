@@ -42,6 +42,7 @@ func run(ctx context.Context, args []string) error {
 	workers := fs.String("workers", "BALANCER_WORKERS", "", "fixed workers instead of a feed: host:port=weight, comma-separated")
 	var allowLoopback bool
 	fs.BoolVar(&allowLoopback, "allow-loopback", "BALANCER_ALLOW_LOOPBACK", false, "accept loopback worker addresses from the feed (workers on this host)")
+	front := fs.String("front", "BALANCER_FRONT", frontFast, "the proxy's front: "+strings.Join(fronts, ", ")+" (docs/balancer-front.md)")
 	level := fs.String("log-level", "BALANCER_LOG", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -83,9 +84,34 @@ func run(ctx context.Context, args []string) error {
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	adminSrv := serve.Limit(&http.Server{Addr: *admin, Handler: mux})
-	srv := &balancer.Front{B: b, Addr: *addr, HeaderTimeout: 5 * time.Second}
-	log.Info("balancer listening", "addr", *addr, "picker", *picker)
+	srv, err := newFront(*front, b, *addr)
+	if err != nil {
+		return err
+	}
+	log.Info("balancer listening", "addr", *addr, "picker", *picker, "front", *front)
 	return serve.Until(ctx, 5*time.Second, srv, adminSrv)
+}
+
+// The fronts a balancer can serve with; lb-proxy measures them side by side.
+const (
+	frontFast    = "fasthttp" // balancer.FastFront
+	frontConn    = "conn"     // balancer.Front: a goroutine per connection on net/http's parser
+	frontNetHTTP = "net/http" // http.Server and httputil.ReverseProxy: the reference
+)
+
+var fronts = []string{frontFast, frontConn, frontNetHTTP}
+
+func newFront(name string, b *balancer.Balancer, addr string) (serve.Server, error) {
+	const header = 5 * time.Second
+	switch name {
+	case frontFast:
+		return &balancer.FastFront{B: b, Addr: addr, HeaderTimeout: header}, nil
+	case frontConn:
+		return &balancer.Front{B: b, Addr: addr, HeaderTimeout: header}, nil
+	case frontNetHTTP:
+		return serve.Limit(&http.Server{Addr: addr, Handler: b, ReadHeaderTimeout: header}), nil
+	}
+	return nil, fmt.Errorf("--front %q: want one of %s", name, strings.Join(fronts, ", "))
 }
 
 func parseWorkers(s string) (weightfeed.Weights, error) {

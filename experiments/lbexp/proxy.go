@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ringside/ringside/agent/runtime"
@@ -26,12 +27,16 @@ type Proxy struct {
 	duration                      time.Duration
 	picker                        string
 	profile                       bool
+	fronts                        experiments.ChoiceList
 }
 
 const (
 	TargetBalancer = "balancer"
 	proxyProfile   = "lb-proxy-balancer.pprof"
 )
+
+// The balancer's fronts (cmd/balancer --front); the first is its default.
+var Fronts = []string{"fasthttp", "conn", "net/http"}
 
 func (*Proxy) Spec() experiments.Spec {
 	return experiments.Spec{Name: "lb-proxy", Backends: []string{lbstack.Process}, Quick: 3, Paper: 10, Row: proxyRow{},
@@ -45,12 +50,15 @@ func (p *Proxy) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&p.cost, "cost", 0, "hash rounds per request (0: near-free, the proxies' cost shows)")
 	fs.DurationVar(&p.duration, "duration", 3*time.Second, "wrk run per target and repetition")
 	fs.StringVar(&p.picker, "picker", pick.WeightedRandom, "the balancer's picker")
-	fs.BoolVar(&p.profile, "profile-balancer", true, "keep a CPU profile of the balancer's first run beside the CSV ("+proxyProfile+")")
+	fs.BoolVar(&p.profile, "profile-balancer", true, "keep a CPU profile of the balancer's first run (its first front) beside the CSV ("+proxyProfile+")")
+	p.fronts = experiments.ChoiceList{Vals: Fronts[:2], Allowed: Fronts}
+	fs.Var(&p.fronts, "fronts", "the balancer's fronts to measure, each as its own process in the same run: "+strings.Join(Fronts, ", ")+" (docs/balancer-front.md)")
 }
 
 // proxyRow is one wrk run against one target.
 type proxyRow struct {
 	Target      string        `csv:"target"`
+	Front       string        `csv:"front"` // the balancer's; empty for nginx
 	Rep         int           `csv:"rep"`
 	Connections int           `csv:"connections"`
 	Requests    int           `csv:"requests"`
@@ -91,11 +99,15 @@ func (p *Proxy) Run(ctx context.Context, env *experiments.Env) error {
 		}
 		addrs, weights = append(addrs, w.Addr), append(weights, 1)
 	}
-	b, err := lbstack.StartBalancer(ctx, balancerBin, p.picker, addrs)
-	if err != nil {
-		return err
+	balancers := map[string]*lbstack.Balancer{}
+	for _, front := range p.fronts.Vals {
+		b, err := lbstack.StartBalancer(ctx, balancerBin, p.picker, addrs, "--front", front)
+		if err != nil {
+			return fmt.Errorf("balancer with front %s: %w", front, err)
+		}
+		defer b.Stop(os.Interrupt, 3*time.Second)
+		balancers[front] = b
 	}
-	defer b.Stop(os.Interrupt, 3*time.Second)
 	dir := filepath.Join(env.Dir, ".nginx-proxy")
 	defer os.RemoveAll(dir)
 	n, err := lbstack.StartNginx(ctx, dir, addrs, weights)
@@ -104,38 +116,41 @@ func (p *Proxy) Run(ctx context.Context, env *experiments.Env) error {
 	}
 	defer n.Shutdown()
 
+	// Each repetition drives every target in turn; the order rotates, so
+	// none always meets the machine as another left it.
+	type target struct{ name, front, addr string }
+	var targets []target
+	for _, front := range p.fronts.Vals {
+		targets = append(targets, target{TargetBalancer, front, balancers[front].Addr})
+	}
+	targets = append(targets, target{TargetNginx, "", n.Addr})
 	path := "/work?cost=" + strconv.Itoa(p.cost)
-	targets := map[string]string{TargetBalancer: "http://" + b.Addr + path, TargetNginx: "http://" + n.Addr + path}
-	// The two targets alternate which goes first, so neither always
-	// meets the machine as the other left it.
 	return experiments.RunGrid(ctx, env, experiments.Grid{Cells: 1}, func(ctx context.Context, t experiments.Task) ([]proxyRow, error) {
-		order := []string{TargetBalancer, TargetNginx}
-		if t.Rep%2 == 1 {
-			order[0], order[1] = order[1], order[0]
-		}
 		var rows []proxyRow
-		for _, target := range order {
+		for k := range targets {
+			tg := targets[(k+t.Rep)%len(targets)]
 			var profiled chan error
-			if p.profile && t.Rep == 0 && target == TargetBalancer {
+			if p.profile && t.Rep == 0 && tg.front == p.fronts.Vals[0] {
 				profiled = make(chan error, 1)
 				go func() {
-					profiled <- b.Profile(ctx, p.duration-500*time.Millisecond, filepath.Join(env.Dir, proxyProfile))
+					profiled <- balancers[tg.front].Profile(ctx, p.duration-500*time.Millisecond, filepath.Join(env.Dir, proxyProfile))
 				}()
 			}
-			out, err := lbstack.Wrk(ctx, wrk, "-t", strconv.Itoa(p.threads), "-c", strconv.Itoa(p.conns), "-d", p.duration.String(), "--latency", targets[target])
+			label := strings.TrimSpace(tg.name + " " + tg.front)
+			out, err := lbstack.Wrk(ctx, wrk, "-t", strconv.Itoa(p.threads), "-c", strconv.Itoa(p.conns), "-d", p.duration.String(), "--latency", "http://"+tg.addr+path)
 			if err != nil {
-				return nil, fmt.Errorf("wrk against %s: %w", target, err)
+				return nil, fmt.Errorf("wrk against %s: %w", label, err)
 			}
 			r, err := lbstack.ParseWrk(out)
 			if err != nil {
-				return nil, fmt.Errorf("wrk against %s: %w", target, err)
+				return nil, fmt.Errorf("wrk against %s: %w", label, err)
 			}
 			if profiled != nil {
 				if err := <-profiled; err != nil {
 					env.Log.Warn("profiling the balancer", "err", err)
 				}
 			}
-			rows = append(rows, proxyRow{Target: target, Rep: t.Rep, Connections: p.conns, Requests: r.Requests, RPS: r.RPS,
+			rows = append(rows, proxyRow{Target: tg.name, Front: tg.front, Rep: t.Rep, Connections: p.conns, Requests: r.Requests, RPS: r.RPS,
 				P50: r.P50, P99: r.P99, Errors: r.Errors, Seed: t.Seed})
 		}
 		return rows, nil
@@ -144,21 +159,31 @@ func (p *Proxy) Run(ctx context.Context, env *experiments.Env) error {
 
 func (p *Proxy) Report(in *experiments.ReportInput) (string, error) {
 	t := in.Table
-	if err := t.Require("target", "rep", "requests_per_s"); err != nil {
+	if err := t.Require("target", "front", "rep", "requests_per_s"); err != nil {
 		return "", err
 	}
-	var rows [][]string
-	var ratios []float64
+	label := func(i int) string { return strings.TrimSpace(t.Str(i, "target") + " " + t.Str(i, "front")) }
+	// Each front's requests per second over nginx's in the same repetition.
+	ratios := map[string][]float64{}
+	var fronts []string
 	for _, g := range t.GroupBy("rep") {
-		rps := map[string]float64{}
+		nginx := 0.0
 		for _, i := range g.Rows {
-			rps[t.Str(i, "target")] = t.Float(i, "requests_per_s")
+			if t.Str(i, "target") == TargetNginx {
+				nginx = t.Float(i, "requests_per_s")
+			}
 		}
-		if rps[TargetNginx] > 0 {
-			ratios = append(ratios, rps[TargetBalancer]/rps[TargetNginx])
+		for _, i := range g.Rows {
+			if f := t.Str(i, "front"); t.Str(i, "target") == TargetBalancer && nginx > 0 {
+				if _, seen := ratios[f]; !seen {
+					fronts = append(fronts, f)
+				}
+				ratios[f] = append(ratios[f], t.Float(i, "requests_per_s")/nginx)
+			}
 		}
 	}
-	for _, g := range t.GroupBy("target") {
+	var rows [][]string
+	for _, g := range t.GroupBy("target", "front") {
 		r := experiments.Summarize(t.Floats(g.Rows, "requests_per_s"))
 		p50 := experiments.Summarize(t.Floats(g.Rows, "p50_ms"))
 		p99 := experiments.Summarize(t.Floats(g.Rows, "p99_ms"))
@@ -166,20 +191,26 @@ func (p *Proxy) Report(in *experiments.ReportInput) (string, error) {
 		for _, v := range t.Floats(g.Rows, "errors") {
 			errs += v
 		}
-		rows = append(rows, []string{g.Key[0], strconv.Itoa(r.N), experiments.Num(r.P50, 0), experiments.Num(r.Min, 0), experiments.Num(r.Max, 0),
+		rows = append(rows, []string{label(g.Rows[0]), strconv.Itoa(r.N), experiments.Num(r.P50, 0), experiments.Num(r.Min, 0), experiments.Num(r.Max, 0),
 			experiments.Num(p50.P50, 3), experiments.Num(p99.P50, 3), experiments.Num(errs, 0)})
 	}
-	ratio := experiments.Summarize(ratios)
-	verdict := experiments.Judge(ratios, func(r float64) bool { return r >= 0.9 })
 	pm := in.Meta.Params
-	out := fmt.Sprintf("wrk -t%s -c%s -d%s against each proxy in turn (order alternating), %s worker processes behind both, /work?cost=%s; "+
-		"the balancer (cmd/balancer, picker %s) and nginx (worker_processes auto, upstream keep-alive) are both processes on this machine.\n\n",
+	out := fmt.Sprintf("wrk -t%s -c%s -d%s against each proxy in turn (the order rotating each repetition), %s worker processes behind all, /work?cost=%s; "+
+		"the balancer (cmd/balancer, picker %s, one process per front) and nginx (worker_processes auto, upstream keep-alive) are all processes on this machine.\n\n",
 		pm["threads"], pm["connections"], pm["duration"], pm["workers"], pm["cost"], pm["picker"])
 	out += experiments.MarkdownTable([]string{"target", "runs", "req/s median", "min", "max", "p50 ms (median)", "p99 ms (median)", "errors"}, rows)
-	out += fmt.Sprintf("\n**Balancer / nginx requests per second: %s median over %d runs (%s–%s)** — the goal of ≥ 0.9: %s.\n",
-		experiments.Num(ratio.P50, 2), ratio.N, experiments.Num(ratio.Min, 2), experiments.Num(ratio.Max, 2), verdict)
+	out += "\n"
+	for k, f := range fronts {
+		ratio := experiments.Summarize(ratios[f])
+		line := fmt.Sprintf("Balancer (%s front) / nginx requests per second: %s median over %d runs (%s–%s)",
+			f, experiments.Num(ratio.P50, 2), ratio.N, experiments.Num(ratio.Min, 2), experiments.Num(ratio.Max, 2))
+		if k == 0 {
+			line = "**" + line + "** — the goal of ≥ 0.9: " + experiments.Judge(ratios[f], func(r float64) bool { return r >= 0.9 })
+		}
+		out += "- " + line + ".\n"
+	}
 	if _, err := os.Stat(filepath.Join(in.Dir, proxyProfile)); err == nil {
-		out += "\nWhere the balancer's time goes: `go tool pprof -top " + proxyProfile + "` (a CPU profile of its first run, beside this report).\n"
+		out += "\nWhere the balancer's time goes: `go tool pprof -top " + proxyProfile + "` (a CPU profile of its first front's first run, beside this report).\n"
 	}
 	return out, nil
 }

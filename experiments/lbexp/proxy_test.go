@@ -13,24 +13,32 @@ import (
 	"github.com/ringside/ringside/experiments"
 )
 
-// lb-proxy end to end: wrk drives the balancer and nginx in turn, the
-// balancer's profile is kept, the report states the ratio to the goal.
+// lb-proxy end to end: wrk drives each of the balancer's fronts and nginx
+// in turn, the first front's profile is kept, the report states each
+// front's ratio to nginx and judges the first against the goal.
 func TestProxyAgainstNginx(t *testing.T) {
 	dir := t.TempDir()
-	tab, _, err := experiments.RunArgs(context.Background(), &Proxy{}, []string{"--duration", "1s"},
+	tab, _, err := experiments.RunArgs(context.Background(), &Proxy{}, []string{"--duration", "1s", "--fronts", "all"},
 		experiments.RunOptions{Seed: 1, Reps: 2, Backend: "process", Out: dir})
 	require.NoError(t, err)
-	require.Len(t, tab.Rows, 4)
+	require.Len(t, tab.Rows, 2*(len(Fronts)+1))
+	seen := map[string]int{}
 	for i := range tab.Rows {
 		assert.Positive(t, tab.Float(i, "requests_per_s"))
-		assert.Zero(t, tab.Float(i, "errors"), tab.Str(i, "target"))
+		assert.Zero(t, tab.Float(i, "errors"), tab.Str(i, "target"), tab.Str(i, "front"))
+		seen[tab.Str(i, "target")+" "+tab.Str(i, "front")]++
 	}
+	assert.Equal(t, map[string]int{"balancer fasthttp": 2, "balancer conn": 2, "balancer net/http": 2, "nginx ": 2}, seen)
 	assert.FileExists(t, filepath.Join(dir, proxyProfile))
 	_, err = experiments.WriteReport(dir, registry(&Proxy{}))
 	require.NoError(t, err)
 	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
 	require.NoError(t, err)
-	assert.Contains(t, string(md), "Balancer / nginx requests per second")
+	for _, f := range Fronts {
+		assert.Contains(t, string(md), "Balancer ("+f+" front) / nginx requests per second")
+	}
+	assert.Contains(t, string(md), "fasthttp front) / nginx requests per second: ")
+	assert.Regexp(t, `\*\*Balancer \(fasthttp front\)[^\n]*\*\* — the goal of ≥ 0.9: `, string(md))
 	assert.True(t, bytes.Contains(md, []byte("go tool pprof -top")))
 }
 

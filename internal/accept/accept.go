@@ -26,22 +26,13 @@ const (
 // that waiting cannot cure, and returns that error (net.ErrClosed once
 // closed).
 func Loop(ln net.Listener, log *slog.Logger, handle func(net.Conn)) error {
-	wait := time.Duration(0)
+	p := Patient(ln, log)
 	for {
-		c, err := ln.Accept()
-		if err == nil {
-			wait = 0
-			handle(c)
-			continue
-		}
-		if !Temporary(err) {
+		c, err := p.Accept()
+		if err != nil {
 			return err
 		}
-		wait = min(max(2*wait, Min), Max)
-		if log != nil {
-			log.Warn("accept failed; retrying", "addr", ln.Addr().String(), "err", err, "in", wait)
-		}
-		time.Sleep(wait)
+		handle(c)
 	}
 }
 
@@ -58,4 +49,29 @@ func Temporary(err error) bool {
 	}
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// Patient returns ln with Accept waiting out temporary errors as Loop
+// does, for servers that run their own accept loop and would end it on
+// EMFILE (fasthttp's).
+func Patient(ln net.Listener, log *slog.Logger) net.Listener { return patient{ln, log} }
+
+type patient struct {
+	net.Listener
+	log *slog.Logger
+}
+
+func (p patient) Accept() (net.Conn, error) {
+	wait := time.Duration(0)
+	for {
+		c, err := p.Listener.Accept()
+		if err == nil || !Temporary(err) {
+			return c, err
+		}
+		wait = min(max(2*wait, Min), Max)
+		if p.log != nil {
+			p.log.Warn("accept failed; retrying", "addr", p.Addr().String(), "err", err, "in", wait)
+		}
+		time.Sleep(wait)
+	}
 }

@@ -22,7 +22,7 @@ type Balancer struct {
 
 // StartBalancer runs bin (cmd/balancer) with picker over addrs, equally
 // weighted, and returns once its admin API answers.
-func StartBalancer(ctx context.Context, bin, picker string, addrs []string) (*Balancer, error) {
+func StartBalancer(ctx context.Context, bin, picker string, addrs []string, args ...string) (*Balancer, error) {
 	ports := make([]string, 2)
 	for i := range ports {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -37,7 +37,7 @@ func StartBalancer(ctx context.Context, bin, picker string, addrs []string) (*Ba
 		ws = append(ws, a+"=1")
 	}
 	var errb bytes.Buffer
-	cmd := exec.Command(bin, "--addr", ports[0], "--admin", ports[1], "--picker", picker, "--workers", strings.Join(ws, ","), "--log-level", "warn")
+	cmd := exec.Command(bin, append([]string{"--addr", ports[0], "--admin", ports[1], "--picker", picker, "--workers", strings.Join(ws, ","), "--log-level", "warn"}, args...)...)
 	cmd.Stderr = &errb
 	pr, err := proc.Start(cmd, nil)
 	if err != nil {

@@ -1,0 +1,82 @@
+package balancer
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The fasthttp front buffers what it proxies, so its limits are its
+// memory per client: a head over HeadBytes gets 431, a body over
+// MaxBodyBytes 413 (before any of it reaches a worker), a worker's answer
+// over it 502 — the refusals of what the client sent with a closed
+// connection — and the front keeps serving others.
+func TestFastFrontLimits(t *testing.T) {
+	var forwarded atomic.Int32
+	w := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		forwarded.Add(1)
+		if r.URL.Path == "/huge" {
+			io.WriteString(w, strings.Repeat("x", 4096))
+			return
+		}
+		io.WriteString(w, "ok")
+	}))
+	defer w.Close()
+	b, err := New(Options{Log: quiet})
+	require.NoError(t, err)
+	require.NoError(t, b.Update(Static([]string{addr(w)}, []float64{1})))
+	f := &FastFront{B: b, HeadBytes: 2048, MaxBodyBytes: 1024}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go f.Serve(ln)
+	t.Cleanup(func() { f.Shutdown(t.Context()) })
+
+	for name, c := range map[string]struct {
+		req  string
+		want int
+	}{
+		"head over the limit": {"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("h", 4096) + "\r\n\r\n", http.StatusRequestHeaderFieldsTooLarge},
+		"body over the limit": {fmt.Sprintf("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", 2000, strings.Repeat("b", 2000)), http.StatusRequestEntityTooLarge},
+		"chunked body over the limit": {"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n7d0\r\n" + strings.Repeat("b", 2000) + "\r\n0\r\n\r\n",
+			http.StatusRequestEntityTooLarge},
+		"answer over the limit":     {"GET /huge HTTP/1.1\r\nHost: x\r\n\r\n", http.StatusBadGateway},
+		"content-length past int64": {"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999\r\n\r\n", http.StatusBadRequest},
+	} {
+		t.Run(name, func(t *testing.T) {
+			before := forwarded.Load()
+			conn, err := net.Dial("tcp", ln.Addr().String())
+			require.NoError(t, err)
+			defer conn.Close()
+			go io.WriteString(conn, c.req)
+			br := bufio.NewReader(conn)
+			resp, err := http.ReadResponse(br, nil)
+			require.NoError(t, err)
+			body, _ := io.ReadAll(resp.Body)
+			assert.Equal(t, c.want, resp.StatusCode, string(body))
+			if c.want == http.StatusBadGateway {
+				return // the client's request was fine: its connection stays
+			}
+			assert.Equal(t, before, forwarded.Load(), "nothing reached the worker")
+			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			_, err = br.ReadByte()
+			// EOF, or a reset where the front closed with the client's
+			// bytes unread.
+			assert.True(t, errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET), "the connection is closed after the refusal: %v", err)
+		})
+	}
+	code, _, body := get(t, &http.Client{}, http.MethodGet, "http://"+ln.Addr().String()+"/x", "")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "ok", body)
+}
