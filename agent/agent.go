@@ -76,6 +76,7 @@ type Agent struct {
 	tallies  map[string]timedTally // by balancer
 	lastReqs map[string]uint64     // requests per worker at the previous step
 	view     View
+	hist     history
 	events   []Event
 	eventSeq uint64
 	seq      uint64
@@ -264,6 +265,7 @@ func (a *Agent) Step(ctx context.Context) error {
 	}
 	a.view = View{At: now, Workers: states, Shares: a.sharesLocked(states), Desired: a.pool.Serving(),
 		Balancers: a.feed.Clients(), Events: slices.Clone(a.events), Seq: a.seq}
+	a.hist.add(now, states, a.view.Shares)
 	if a.cfg.Store != nil {
 		if err := a.cfg.Store.Save(ctx, Snapshot{Desired: a.pool.Serving(), Workers: states}); err != nil {
 			// Redis down: keep running on memory, persist again next step.

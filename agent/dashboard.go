@@ -12,7 +12,8 @@ import (
 //go:embed dashboard.html
 var dashboardHTML []byte
 
-// Handler serves the dashboard (/), its data (/api/state), the weight
+// Handler serves the dashboard (/), its data (/api/state, and
+// /api/history for its time plots), the weight
 // feed (/feed), /healthz and /metrics.
 func (a *Agent) Handler(reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
@@ -25,6 +26,11 @@ func (a *Agent) Handler(reg *prometheus.Registry) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
 		json.NewEncoder(w).Encode(a.View())
+	})
+	mux.HandleFunc("GET /api/history", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		json.NewEncoder(w).Encode(a.History())
 	})
 	mux.Handle("/feed", a.feed)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,6 +39,14 @@ func rowOf(t *testing.T, dom, worker string) string {
 	m := regexp.MustCompile(`(?s)<tr data-worker="` + regexp.QuoteMeta(worker) + `">(.*?)</tr>`).FindStringSubmatch(dom)
 	require.NotNil(t, m, "no row for worker %s in the rendered page", worker)
 	return m[1]
+}
+
+// polyline returns the points of worker's line in an SVG plot.
+func polyline(t *testing.T, svg, worker string) []string {
+	t.Helper()
+	m := regexp.MustCompile(`<polyline data-worker="` + regexp.QuoteMeta(worker) + `" points="([^"]*)"`).FindStringSubmatch(svg)
+	require.NotNil(t, m, "no line for worker %s", worker)
+	return strings.Fields(m[1])
 }
 
 func cellText(row, class string) string {
@@ -85,9 +94,25 @@ func TestDashboardInChromium(t *testing.T) {
 	assert.Regexp(t, `<li>[^<]*sundown\s+beta`, dom, "the events list names the sundowned worker")
 	assert.NotContains(t, dom, `class="stale"`, "the page reached the agent")
 
+	// The time plots (seed 004's Fig. 3): a line per worker over the
+	// steps so far, in both; beta's weight ends at 0, the plot's floor.
+	for _, id := range []string{"cpu-plot", "weight-plot"} {
+		svg := regexp.MustCompile(`(?s)<svg class="plot" id="` + id + `"[^>]*>(.*?)</svg>`).FindStringSubmatch(dom)
+		require.NotNil(t, svg, "no %s in the rendered page", id)
+		for _, w := range []string{"alpha", "beta"} {
+			pts := polyline(t, svg[1], w)
+			assert.GreaterOrEqual(t, len(pts), 2, "%s: %s's line has a point per step", id, w)
+		}
+		if id == "weight-plot" {
+			pts := polyline(t, svg[1], "beta")
+			assert.True(t, strings.HasSuffix(pts[len(pts)-1], ",142.0"), "beta's weight ends at 0: %v", pts[len(pts)-1])
+		}
+	}
+	assert.Regexp(t, `<div id="legend">.*alpha.*beta`, dom)
+
 	// A screenshot for people (kept when RINGSIDE_KEEP_SCREENSHOT names a path).
 	shot := filepath.Join(t.TempDir(), "dashboard.png")
-	chromium(t, s.srv.URL+"/", 3*time.Second, "--screenshot="+shot, "--window-size=1200,600", "--hide-scrollbars")
+	chromium(t, s.srv.URL+"/", 3*time.Second, "--screenshot="+shot, "--window-size=1300,900", "--hide-scrollbars")
 	st, err := os.Stat(shot)
 	require.NoError(t, err)
 	assert.Greater(t, st.Size(), int64(10_000), "a rendered page, not a blank one")
