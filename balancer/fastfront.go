@@ -43,6 +43,7 @@ type FastFront struct {
 
 	mu       sync.Mutex
 	srv      *fasthttp.Server
+	ln       net.Listener
 	closed   bool
 	shutdown atomic.Bool
 	clients  sync.Map      // worker address → *fasthttp.HostClient
@@ -87,7 +88,7 @@ func (f *FastFront) Serve(ln net.Listener) error {
 		ln.Close()
 		return http.ErrServerClosed
 	}
-	f.srv = srv
+	f.srv, f.ln = srv, ln
 	f.mu.Unlock()
 	// fasthttp's own accept loop ends on EMFILE; a patient listener waits
 	// for descriptors instead.
@@ -104,12 +105,16 @@ func (f *FastFront) Shutdown(ctx context.Context) error {
 	f.shutdown.Store(true)
 	f.mu.Lock()
 	f.closed = true
-	srv := f.srv
+	srv, ln := f.srv, f.ln
 	f.mu.Unlock()
 	if srv == nil {
 		return nil
 	}
-	return srv.ShutdownWithContext(ctx)
+	err := srv.ShutdownWithContext(ctx)
+	// Closed here too: a Serve that had not yet handed ln to fasthttp
+	// finds it closed, rather than serving after the shutdown.
+	ln.Close()
+	return err
 }
 
 // refuse answers a request fasthttp could not read: 431 for a head over
