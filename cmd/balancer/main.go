@@ -108,8 +108,6 @@ func newFront(name string, b *balancer.Balancer, addr string) (serve.Server, err
 		return &balancer.FastFront{B: b, Addr: addr, HeaderTimeout: header}, nil
 	case frontConn:
 		return &balancer.Front{B: b, Addr: addr, HeaderTimeout: header}, nil
-	case "gnet":
-		return &balancer.GnetFront{B: b, Addr: addr}, nil
 	case frontNetHTTP:
 		return serve.Limit(&http.Server{Addr: addr, Handler: b, ReadHeaderTimeout: header}), nil
 	}
