@@ -178,15 +178,16 @@ func dropFastHopHeaders(h fastHeaders) {
 func (f *FastFront) handle(ctx *fasthttp.RequestCtx) {
 	b := f.B
 	req := &ctx.Request
-	if f.shutdown.Load() {
-		ctx.SetConnectionClose()
-	}
 	if len(req.Header.Peek("Upgrade")) > 0 {
 		fastError(ctx, http.StatusNotImplemented, "protocol upgrades are not proxied")
 		ctx.SetConnectionClose()
 		return
 	}
-	closing := req.Header.ConnectionClose() || f.shutdown.Load()
+	// The client's Connection: close is for this hop: it is taken off the
+	// request that goes on and put on the answer.
+	if req.Header.ConnectionClose() || f.shutdown.Load() {
+		defer ctx.SetConnectionClose()
+	}
 	// fasthttp answered Expect: 100-continue itself; the body is here.
 	req.Header.Del("Expect")
 	dropFastHopHeaders(&req.Header)
@@ -229,9 +230,6 @@ func (f *FastFront) handle(ctx *fasthttp.RequestCtx) {
 		b.done(t, i, start, false)
 		return nil
 	})
-	if closing {
-		ctx.SetConnectionClose()
-	}
 	if err == nil {
 		return
 	}
@@ -240,9 +238,6 @@ func (f *FastFront) handle(ctx *fasthttp.RequestCtx) {
 		status = http.StatusServiceUnavailable
 	}
 	fastError(ctx, status, err.Error())
-	if closing {
-		ctx.SetConnectionClose()
-	}
 }
 
 var errAnswerTooLarge = errors.New("the worker's answer is over the front's body limit")

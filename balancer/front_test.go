@@ -95,6 +95,20 @@ func TestFrontProxies(t *testing.T) {
 		code, _, body := get(t, hc, http.MethodGet, url+"/x", "")
 		assert.Equal(t, http.StatusServiceUnavailable, code)
 		assert.Contains(t, body, "no worker")
+		// A client that asks to close gets its connection closed, the
+		// refusal too.
+		conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+		require.NoError(t, err)
+		defer conn.Close()
+		fmt.Fprint(conn, "GET /x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+		br := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(br, nil)
+		require.NoError(t, err)
+		io.Copy(io.Discard, resp.Body)
+		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err = br.ReadByte()
+		assert.ErrorIs(t, err, io.EOF, "closed after Connection: close")
 
 		require.NoError(t, b.Update(Static([]string{addr(a), addr(c)}, []float64{3, 1})))
 		n := map[string]int{}
