@@ -9,6 +9,7 @@ import (
 	"iter"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -178,6 +179,20 @@ func dropFastHopHeaders(h fastHeaders) {
 func (f *FastFront) handle(ctx *fasthttp.RequestCtx) {
 	b := f.B
 	req := &ctx.Request
+	// fasthttp forwards request-targets net/http refuses (a bad escape,
+	// a control character) and cuts a fragment off where net/http
+	// escapes it into the path: the target is held to net/http's rules
+	// (the workers' parser), and a fragment, which has no place in a
+	// request-target (RFC 9112 §3.2), is refused.
+	if target := req.Header.RequestURI(); bytes.IndexByte(target, '#') >= 0 {
+		fastError(ctx, http.StatusBadRequest, "malformed request: a fragment (#) in the request-target")
+		ctx.SetConnectionClose()
+		return
+	} else if _, err := url.ParseRequestURI(string(target)); err != nil {
+		fastError(ctx, http.StatusBadRequest, "malformed request: "+err.Error())
+		ctx.SetConnectionClose()
+		return
+	}
 	if len(req.Header.Peek("Upgrade")) > 0 {
 		fastError(ctx, http.StatusNotImplemented, "protocol upgrades are not proxied")
 		ctx.SetConnectionClose()

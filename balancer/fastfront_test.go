@@ -80,3 +80,28 @@ func TestFastFrontLimits(t *testing.T) {
 	assert.Equal(t, http.StatusOK, code)
 	assert.Equal(t, "ok", body)
 }
+
+// fasthttp forwards request-targets net/http (the workers' parser)
+// refuses and cuts fragments off; the front refuses both with 400 before
+// anything reaches a worker (FuzzFrontRequestStream found each).
+func TestFastFrontRefusesTargetsNetHTTPWouldNot(t *testing.T) {
+	var forwarded atomic.Int32
+	w := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { forwarded.Add(1) }))
+	defer w.Close()
+	b, err := New(Options{Log: quiet})
+	require.NoError(t, err)
+	require.NoError(t, b.Update(Static([]string{addr(w)}, []float64{1})))
+	_, url := front(t, "fasthttp", b)
+	for _, target := range []string{"/%", "/a%zz", "/a#b", "/#"} {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+		require.NoError(t, err)
+		fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", target)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		require.NoError(t, err, target)
+		assert.Equal(t, http.StatusBadRequest, resp.StatusCode, target)
+		conn.Close()
+	}
+	assert.Zero(t, forwarded.Load(), "nothing reached the worker")
+	code, _, _ := get(t, &http.Client{}, http.MethodGet, url+"/a%20b?q=%41", "")
+	assert.Equal(t, http.StatusOK, code, "well-formed escapes pass")
+}

@@ -76,11 +76,14 @@ func (r *recorder) take() ([]*http.Request, error) {
 }
 
 // reference parses stream as a server would: the requests, in order, up
-// to the first that is malformed or whose body is cut short.
+// to the first that is malformed or whose body is cut short. Empty lines
+// before a request-line are skipped, as RFC 9112 §2.2 asks of a server
+// (fasthttp does; net/http's ReadRequest alone does not).
 func reference(stream []byte) []*http.Request {
 	br := bufio.NewReader(bytes.NewReader(stream))
 	var out []*http.Request
 	for {
+		skipEmptyLines(br)
 		req, err := http.ReadRequest(br)
 		if err != nil {
 			return out
@@ -89,6 +92,22 @@ func reference(stream []byte) []*http.Request {
 			return out
 		}
 		out = append(out, req)
+	}
+}
+
+// skipEmptyLines drops the empty lines (CRLF or a bare LF) before a
+// request-line.
+func skipEmptyLines(br *bufio.Reader) {
+	for {
+		b, _ := br.Peek(2)
+		switch {
+		case len(b) >= 1 && b[0] == '\n':
+			br.Discard(1)
+		case len(b) == 2 && b[0] == '\r' && b[1] == '\n':
+			br.Discard(2)
+		default:
+			return
+		}
 	}
 }
 
