@@ -62,6 +62,14 @@ func front(t *testing.T, kind string, b *Balancer) (frontServer, string) {
 	return f, "http://" + ln.Addr().String()
 }
 
+// assertClosed checks that the front closed conn after its last answer.
+func assertClosed(t *testing.T, conn net.Conn, br *bufio.Reader) {
+	t.Helper()
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err := br.ReadByte()
+	assert.ErrorIs(t, err, io.EOF, "closed after Connection: close")
+}
+
 func get(t *testing.T, c *http.Client, method, url, body string, h ...string) (int, http.Header, string) {
 	t.Helper()
 	var rd io.Reader
@@ -106,9 +114,7 @@ func TestFrontProxies(t *testing.T) {
 		require.NoError(t, err)
 		io.Copy(io.Discard, resp.Body)
 		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-		_, err = br.ReadByte()
-		assert.ErrorIs(t, err, io.EOF, "closed after Connection: close")
+		assertClosed(t, conn, br)
 
 		require.NoError(t, b.Update(Static([]string{addr(a), addr(c)}, []float64{3, 1})))
 		n := map[string]int{}
@@ -195,9 +201,7 @@ func TestFrontHeadersAndFraming(t *testing.T) {
 			io.Copy(io.Discard, resp.Body)
 			assert.Equal(t, http.StatusOK, resp.StatusCode)
 		}
-		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-		_, err = br.ReadByte()
-		assert.ErrorIs(t, err, io.EOF, "closed after Connection: close")
+		assertClosed(t, conn, br)
 	})
 }
 
