@@ -45,7 +45,6 @@ type FastFront struct {
 	mu       sync.Mutex
 	srv      *fasthttp.Server
 	ln       net.Listener
-	closed   bool
 	shutdown atomic.Bool
 	clients  sync.Map      // worker address → *fasthttp.HostClient
 	swept    atomic.Uint64 // the table whose departed workers' clients were closed
@@ -84,7 +83,7 @@ func (f *FastFront) Serve(ln net.Listener) error {
 		ErrorHandler:                 f.refuse,
 	}
 	f.mu.Lock()
-	if f.closed {
+	if f.shutdown.Load() {
 		f.mu.Unlock()
 		ln.Close()
 		return http.ErrServerClosed
@@ -105,7 +104,6 @@ func (f *FastFront) Serve(ln net.Listener) error {
 func (f *FastFront) Shutdown(ctx context.Context) error {
 	f.shutdown.Store(true)
 	f.mu.Lock()
-	f.closed = true
 	srv, ln := f.srv, f.ln
 	f.mu.Unlock()
 	if srv == nil {
@@ -198,11 +196,6 @@ func (f *FastFront) handle(ctx *fasthttp.RequestCtx) {
 		ctx.SetConnectionClose()
 		return
 	}
-	// The client's Connection: close is for this hop: it is taken off the
-	// request that goes on and put on the answer.
-	if req.Header.ConnectionClose() || f.shutdown.Load() {
-		defer ctx.SetConnectionClose()
-	}
 	// fasthttp answered Expect: 100-continue itself; the body is here.
 	req.Header.Del("Expect")
 	dropFastHopHeaders(&req.Header)
@@ -215,6 +208,10 @@ func (f *FastFront) handle(ctx *fasthttp.RequestCtx) {
 	}
 	req.Header.SetBytesV("X-Forwarded-Host", req.Header.Host())
 	req.Header.Set("X-Forwarded-Proto", "http")
+	// The client's Connection: close is for this hop: the request goes on
+	// without it. fasthttp noted it before the handler ran and closes the
+	// client's connection after the answer itself (and on shutdown:
+	// CloseOnShutdown).
 	req.Header.ResetConnectionClose()
 
 	t := b.table.Load()
@@ -270,7 +267,10 @@ func (f *FastFront) client(addr string) *fasthttp.HostClient {
 		return c.(*fasthttp.HostClient)
 	}
 	c, _ := f.clients.LoadOrStore(addr, &fasthttp.HostClient{
-		Addr:                     addr,
+		Addr: addr,
+		// Connections at once to one worker: past it a request fails
+		// (ErrNoFreeConns) and try moves on; four times the conn front's
+		// idle pool.
 		MaxConns:                 poolSize * 4,
 		MaxIdleConnDuration:      upstreamIdle,
 		ReadTimeout:              30 * time.Second,
