@@ -105,3 +105,35 @@ func TestFastFrontRefusesTargetsNetHTTPWouldNot(t *testing.T) {
 	code, _, _ := get(t, &http.Client{}, http.MethodGet, url+"/a%20b?q=%41", "")
 	assert.Equal(t, http.StatusOK, code, "well-formed escapes pass")
 }
+
+// A client that trickles its head, or sends nothing, is cut off after the
+// header and idle timeouts; the front keeps serving the others.
+func TestFastFrontCutsSlowAndIdleClients(t *testing.T) {
+	a := named("a")
+	defer a.Close()
+	b, err := New(Options{Log: quiet})
+	require.NoError(t, err)
+	require.NoError(t, b.Update(Static([]string{addr(a)}, []float64{1})))
+	f := &FastFront{B: b, HeaderTimeout: 300 * time.Millisecond, IdleTimeout: 300 * time.Millisecond}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go f.Serve(ln)
+	t.Cleanup(func() { f.Shutdown(t.Context()) })
+
+	for name, first := range map[string]string{"idle": "", "slow head": "GET /x HTTP/1.1\r\nHost: x\r\nX-Slow: "} {
+		t.Run(name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", ln.Addr().String())
+			require.NoError(t, err)
+			defer conn.Close()
+			io.WriteString(conn, first)
+			// Far longer than the timeouts: a front that waits for the
+			// client fails here, not by hanging.
+			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			_, err = io.ReadAll(conn)
+			var ne net.Error
+			require.False(t, errors.As(err, &ne) && ne.Timeout(), "the front still holds the connection after 10 s")
+		})
+	}
+	code, _, _ := get(t, &http.Client{}, http.MethodGet, "http://"+ln.Addr().String()+"/x", "")
+	assert.Equal(t, http.StatusOK, code)
+}
