@@ -271,7 +271,12 @@ func (l *LeaseTradeoff) Report(in *experiments.ReportInput) (string, error) {
 			p50 = experiments.Num(re.P50, 0)
 			lines.Of(alg).Point(steady.Mean/apps, re.P50/1000, math.NaN(), math.NaN())
 		}
-		rows = append(rows, []string{alg, lease + " s", fmt.Sprintf("%d of %d", re.N, len(g.Rows)), p50,
+		span := "—"
+		if l, err := strconv.ParseFloat(lease, 64); err == nil && alg == "default" {
+			lo, hi := clientGoReelection(time.Duration(l * float64(time.Second)))
+			span = experiments.Num(experiments.Ms(lo), 0) + "–" + experiments.Num(experiments.Ms(hi), 0)
+		}
+		rows = append(rows, []string{alg, lease + " s", fmt.Sprintf("%d of %d", re.N, len(g.Rows)), p50, span,
 			experiments.Num(steady.Mean, 0), experiments.Num(steady.Mean/apps, 1), experiments.Num(writes.Mean/apps, 1), experiments.Num(per.Mean, 0), strconv.Itoa(overlaps)})
 	}
 	fig, err := in.Figure("tradeoff", "re-election time against API requests", experiments.Line(experiments.Axes{
@@ -279,10 +284,23 @@ func (l *LeaseTradeoff) Report(in *experiments.ReportInput) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out := experiments.MarkdownTable([]string{"algorithm", "lease", "re-elected", "re-election p50 ms", "steady requests / min",
+	out := experiments.MarkdownTable([]string{"algorithm", "lease", "re-elected", "re-election p50 ms", "client-go's span ms", "steady requests / min",
 		"per application", "of which writes", "requests per election", "overlaps"}, rows)
 	out += "\n" + fig + "\n\n"
 	out += "Requests are the API server's own count (apiserver_request_total) on the objects elections touch — Leases, LeaseCandidates, the BLD record's ConfigMap, Endpoints, Pods and Nodes — over a steady window after every application elected, and from a SIGKILL of one leader until its successor led (every application's traffic over that span: compare it with the steady rate × the re-election time). " +
-		"Renew deadline and retry period are ¾ and ¼ of each lease. *never*: no successor within two leases and 10 s — BLD's rule N·c ≤ L refuses every survivor when each other node already leads an application. The default election renews every retry period and its followers read the lock as often; a cle-balanced follower only watches its Lease, and the controller writes once per election.\n"
+		"Renew deadline and retry period are ¾ and ¼ of each lease. *client-go's span*: where client-go's election (the default) re-elects after a SIGKILL by its own algorithm — L − RP to L + 4.4·RP (see clientGoReelection). *never*: no successor within two leases and 10 s — BLD's rule N·c ≤ L refuses every survivor when each other node already leads an application. The default election renews every retry period and its followers read the lock as often; a cle-balanced follower only watches its Lease, and the controller writes once per election.\n"
 	return out, nil
+}
+
+// clientGoReelection is the span in which client-go's election re-elects
+// after its leader is killed, for lease L and retry period RP = L/4: the
+// last renewal was up to RP before the kill; a follower counts the lease
+// from when it saw that renewal (it polls every RP to 2.2·RP, client-go's
+// jitter factor 1.2) and takes the lease at its first poll after expiry —
+// from L − RP (renewed RP before the kill, seen at once, polled at expiry)
+// to L + 4.4·RP (renewed at the kill, seen a whole poll late, expiry just
+// after a poll).
+func clientGoReelection(lease time.Duration) (lo, hi time.Duration) {
+	rp := lease / 4
+	return lease - rp, lease + rp*44/10
 }
