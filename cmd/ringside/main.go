@@ -41,7 +41,8 @@ const usage = `usage:
   ringside kube up [--dir DIR]       (a local etcd + kube-apiserver; prints its kubeconfig)
   ringside kube down [--dir DIR]
   ringside kube serve                (the API server of the experiments stack, docker-compose.yml)
-  ringside stack [run all flags]     (the experiments service of docker-compose.yml)`
+  ringside stack [run all flags]     (the experiments service of docker-compose.yml)
+  ringside podfault                  (a ring Pod's fault agent, on the kubernetes backend)`
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
@@ -82,6 +83,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return stackCmd(ctx, args[1:], stdout, stderr)
 	case "kube":
 		return kubeCmd(ctx, args[1:], stdout, stderr)
+	case "podfault":
+		return podfaultCmd(ctx, args[1:], stderr)
 	case "help", "-h", "--help":
 		fmt.Fprintln(stdout, usage)
 		return nil
