@@ -92,6 +92,16 @@ EXPOSE 8080
 USER 65532
 ENTRYPOINT ["/leaderapp"]
 
+# The experiment runner inside a Kubernetes cluster (ringside cluster) and,
+# as `ringside podfault` supervising ringnode, the ring experiments' Pods
+# there: one image to load into a cluster.
+FROM scratch AS runner
+COPY --from=build --chown=65532:65532 /data /data
+COPY --from=build /out/ringside /ringside
+COPY --from=build /out/ringnode /ringnode
+USER 65532
+ENTRYPOINT ["/ringside"]
+
 # kube-apiserver, as make kube-tools builds it.
 FROM ${GO_IMAGE} AS kube-apiserver-build
 ARG KUBE_VERSION=v1.32.13

@@ -42,6 +42,9 @@ const usage = `usage:
   ringside kube down [--dir DIR]
   ringside kube serve                (the API server of the experiments stack, docker-compose.yml)
   ringside stack [run all flags]     (the experiments service of docker-compose.yml)
+  ringside cluster [--kubeconfig K] [--out DIR] -- run EXPERIMENT|all [flags]
+                                     (runs them in a Job on a Kubernetes cluster; results copied to DIR)
+  ringside job -- run …              (the in-cluster side of ringside cluster)
   ringside podfault                  (a ring Pod's fault agent, on the kubernetes backend)`
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -83,6 +86,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return stackCmd(ctx, args[1:], stdout, stderr)
 	case "kube":
 		return kubeCmd(ctx, args[1:], stdout, stderr)
+	case "cluster":
+		return clusterCmd(ctx, args[1:], stderr)
+	case "job":
+		return jobCmd(ctx, args[1:], stdout, stderr)
 	case "podfault":
 		return podfaultCmd(ctx, args[1:], stderr)
 	case "help", "-h", "--help":

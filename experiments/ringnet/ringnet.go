@@ -1,5 +1,7 @@
 // Package ringnet holds the ring experiments that run real ringnode
-// servers: as local processes (backend local) or containers (compose).
+// servers: as local processes (backend local), containers (compose) or the
+// Pods of a StatefulSet on a Kubernetes cluster (kubernetes, from inside
+// the cluster: ringside cluster).
 package ringnet
 
 import (
@@ -11,11 +13,12 @@ import (
 	"time"
 
 	"github.com/ringside/ringside/experiments"
+	"github.com/ringside/ringside/experiments/backend/kube"
 	"github.com/ringside/ringside/experiments/backend/ringnodes"
 )
 
 // Backends of the network experiments.
-var backends = []string{"local", "compose"}
+var backends = []string{"local", "compose", "kubernetes"}
 
 // serverFlags are the ringnode settings every network experiment exposes.
 type serverFlags struct {
@@ -86,6 +89,16 @@ func startRing(ctx context.Context, env *experiments.Env, n int, flags *serverFl
 			return nil, err
 		}
 		os.RemoveAll(dir)
+		return r, nil
+	case "kubernetes":
+		os.RemoveAll(dir)
+		r, err := ringnodes.StartKube(ctx, n, ringnodes.KubeOptions{Env: f.env(), Log: env.Log, Image: os.Getenv("RINGSIDE_RUNNER_IMAGE")})
+		if err != nil {
+			return nil, err
+		}
+		if env.Cluster == nil {
+			env.Cluster = kube.Describe(ctx, r.Client())
+		}
 		return r, nil
 	}
 	return nil, fmt.Errorf("backend %q", env.Backend)

@@ -87,37 +87,52 @@ var RunsAsRoot = map[string]string{
 }
 
 // Dockerfile is the final stage of every ringside image in the
-// repository's Dockerfile: the static binary alone, FROM scratch, run as
-// NonRoot with a /data folder it owns (ringnode's store).
-func Dockerfile(name string) string {
+// repository's Dockerfile: the static binaries alone, FROM scratch, the
+// first the entrypoint, run as NonRoot with a /data folder it owns
+// (ringnode's store).
+func Dockerfile(name string, more ...string) string {
 	user := "USER " + NonRoot + "\n"
 	if _, ok := RunsAsRoot[name]; ok {
 		user = ""
 	}
-	return fmt.Sprintf("FROM scratch\nCOPY --chown=%[2]s:%[2]s data /data\nCOPY %[1]s /%[1]s\n%[3]sENTRYPOINT [\"/%[1]s\"]\n", name, NonRoot, user)
+	var copies strings.Builder
+	for _, n := range append([]string{name}, more...) {
+		fmt.Fprintf(&copies, "COPY %[1]s /%[1]s\n", n)
+	}
+	return fmt.Sprintf("FROM scratch\nCOPY --chown=%[2]s:%[2]s data /data\n%[3]s%[4]sENTRYPOINT [\"/%[1]s\"]\n", name, NonRoot, copies.String(), user)
 }
 
-// Build builds image from the static binary of pkg, FROM scratch (the
-// final stage of the repository's Dockerfile without its builder stage),
-// through the engine's API. Tests use it to never run a stale image; the
-// layer cache keeps it cheap.
-func Build(ctx context.Context, image, pkg string) error {
-	bin, err := Static(ctx, pkg)
-	if err != nil {
-		return err
-	}
-	b, err := os.ReadFile(bin)
-	if err != nil {
-		return err
-	}
-	name := filepath.Base(pkg)
-	var tarball bytes.Buffer
-	tw := tar.NewWriter(&tarball)
-	for _, f := range []struct {
+// Build builds image from the static binaries of pkgs, the first its
+// entrypoint, FROM scratch (the final stage of the repository's
+// Dockerfile without its builder stage), through the engine's API. Tests
+// use it to never run a stale image; the layer cache keeps it cheap.
+func Build(ctx context.Context, image string, pkgs ...string) error {
+	type file struct {
 		name string
 		mode int64
 		body []byte
-	}{{"Dockerfile", 0o644, []byte(Dockerfile(name))}, {name, 0o755, b}, {"data/", 0o755, nil}} {
+	}
+	names := make([]string, len(pkgs))
+	files := []file{{"data/", 0o755, nil}}
+	for i, pkg := range pkgs {
+		bin, err := Static(ctx, pkg)
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(bin)
+		if err != nil {
+			return err
+		}
+		names[i] = filepath.Base(pkg)
+		files = append(files, file{names[i], 0o755, b})
+	}
+	if len(names) == 0 {
+		return fmt.Errorf("build %s: no binary", image)
+	}
+	files = append(files, file{"Dockerfile", 0o644, []byte(Dockerfile(names[0], names[1:]...))})
+	var tarball bytes.Buffer
+	tw := tar.NewWriter(&tarball)
+	for _, f := range files {
 		typ := byte(tar.TypeReg)
 		if strings.HasSuffix(f.name, "/") {
 			typ = tar.TypeDir

@@ -175,6 +175,20 @@ func network(ctx context.Context, cs kubernetes.Interface) []string {
 	return out
 }
 
+// Describe is what meta.json records of a cluster: its version, its
+// nodes and its pod network.
+func Describe(ctx context.Context, cs kubernetes.Interface) map[string]any {
+	out := map[string]any{"kube_system_daemonsets": network(ctx, cs)}
+	if v, err := cs.Discovery().ServerVersion(); err == nil {
+		out["version"] = v.GitVersion
+	}
+	if list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err == nil {
+		out["nodes"] = len(list.Items)
+		out["workers"] = len(bld.Workers(list.Items))
+	}
+	return out
+}
+
 // Kubeconfig is the path of the cluster's kubeconfig.
 func (c *Cluster) Kubeconfig() string { return c.kubeconfig }
 

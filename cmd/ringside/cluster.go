@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/ringside/ringside/experiments/backend/incluster"
+	"github.com/ringside/ringside/experiments/backend/ringnodes"
+	"github.com/ringside/ringside/internal/envflag"
+	"github.com/ringside/ringside/internal/serve"
+)
+
+// kindKubeconfig is where make kind-up writes the kind cluster's
+// kubeconfig: the default cluster when it exists.
+const kindKubeconfig = ".kube/kind.kubeconfig"
+
+// clusterCmd runs a ringside command line (run EXPERIMENT|all …) in a Job
+// on a Kubernetes cluster and copies its results here (package
+// incluster).
+func clusterCmd(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("cluster", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	s := envflag.New(fs)
+	var o incluster.Options
+	var kubeconfig string
+	s.StringVar(&kubeconfig, "kubeconfig", "RINGSIDE_KUBECONFIG", "", "the cluster (default: "+kindKubeconfig+" when make kind-up wrote it, else $KUBECONFIG or ~/.kube/config)")
+	s.StringVar(&o.Image, "image", "RINGSIDE_RUNNER_IMAGE", ringnodes.DefaultRunnerImage, "the runner image, present on the cluster's nodes (make runner-image; kind load docker-image)")
+	s.StringVar(&o.Out, "out", "RINGSIDE_OUT", "results/kubernetes", "the host's results folder")
+	s.DurationVar(&o.Timeout, "timeout", "RINGSIDE_CLUSTER_TIMEOUT", 2*time.Hour, "the run's limit on the cluster")
+	if err := s.Parse(args); err != nil {
+		return err
+	}
+	o.Args = fs.Args()
+	if len(o.Args) == 0 || o.Args[0] != "run" {
+		return errors.New("cluster: after the flags, the ringside command line to run there: -- run EXPERIMENT|all [flags]")
+	}
+	if kubeconfig == "" {
+		if _, err := os.Stat(kindKubeconfig); err == nil {
+			kubeconfig = kindKubeconfig
+		}
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return fmt.Errorf("cluster: kubeconfig: %w", err)
+	}
+	o.Config, o.Log = rc, stderr
+	if err := incluster.Run(ctx, o); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "cluster: results in %s\n", o.Out)
+	return nil
+}
+
+// jobCmd is the in-cluster side: it runs the command line after -- into
+// --dir, writes the report, and serves both until it is told to stop.
+func jobCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("job", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("dir", "/results", "results folder")
+	listen := fs.String("listen", fmt.Sprintf(":%d", incluster.JobPort), "where the host fetches status and results")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	line := fs.Args()
+	if len(line) == 0 || line[0] != "run" {
+		return errors.New("job: after the flags, the ringside command line to run: -- run EXPERIMENT|all [flags]")
+	}
+	j := &incluster.Job{Dir: *dir}
+	go func() {
+		err := run(ctx, append(append([]string{}, line...), "--out", *dir), stdout, stderr)
+		if err == nil {
+			err = run(ctx, []string{"report", *dir}, stdout, stderr)
+		}
+		slog.Info("job: run done; serving the results", "err", err)
+		j.Finish(err)
+	}()
+	return serve.Until(ctx, time.Second, serve.Limit(&http.Server{Addr: *listen, Handler: j.Handler()}))
+}

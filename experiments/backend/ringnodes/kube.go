@@ -1,0 +1,556 @@
+package ringnodes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/ringside/ringside/internal/podfault"
+)
+
+// DefaultRunnerImage holds /ringside and /ringnode: the in-cluster runner
+// and, as `ringside podfault` supervising ringnode, every ring Pod.
+const DefaultRunnerImage = "ringside/runner:dev"
+
+// The ring Pods' ports: ringnode's, and its fault agent's.
+const (
+	ringPort  = 7000
+	agentPort = 7070
+)
+
+// ManagedBy labels every namespace a ringside run creates on a cluster
+// (the kube experiments' too), so that what a run left behind is found.
+var ManagedBy = map[string]string{"app.kubernetes.io/managed-by": "ringside"}
+
+// OwnerLabel, on a ring's namespace, names the in-cluster runner's
+// namespace (OwnerEnv in the runner's environment), so that the host
+// sweeps what a runner stopped half-way left behind.
+const (
+	OwnerLabel = "ringside.io/owner"
+	OwnerEnv   = "RINGSIDE_OWNER"
+)
+
+// KubeOptions configure a ring of ringnode Pods.
+type KubeOptions struct {
+	Config *rest.Config // the cluster (rest.InClusterConfig by default)
+	Image  string       // default DefaultRunnerImage
+	Env    []string     // RINGNODE_* settings for every server
+	Log    *slog.Logger
+}
+
+// Kube is a ring of ringnode Pods: a StatefulSet in a namespace of its
+// own (stable Pod names, a headless Service for them, the cluster secret
+// as a Secret, no API access), each Pod's main process the fault agent
+// (package podfault) that runs ringnode when the runner says so, crashes
+// it, freezes it and cuts the Pod off — the faults of the local and compose
+// rings, made inside the Pod so that any cluster runs them. The runner
+// reaches the Pods by their IPs: it runs inside the cluster.
+type Kube struct {
+	cs     kubernetes.Interface
+	ns     string
+	secret string
+	image  string
+	env    []string
+	log    *slog.Logger
+	hc     *http.Client
+	self   netip.Addr // this runner's address as the Pods see it
+
+	mu       sync.Mutex
+	pods     []kubePod // in the order they were started
+	replicas int32
+}
+
+type kubePod struct {
+	name string
+	ip   netip.Addr
+	up   bool
+}
+
+func (p kubePod) addr() string  { return netip.AddrPortFrom(p.ip, ringPort).String() }
+func (p kubePod) agent() string { return netip.AddrPortFrom(p.ip, agentPort).String() }
+
+// InCluster is the configuration of the cluster this process runs in, with
+// an error that says what to do elsewhere.
+func InCluster() (*rest.Config, error) {
+	rc, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("the kubernetes backend of the ring experiments reaches its Pods by their IPs, so it runs inside the cluster: "+
+			"run it with `ringside cluster` (make kind-experiments on kind): %w", err)
+	}
+	return rc, nil
+}
+
+// StartKube brings up a ring of n ringnode Pods; every server is in the
+// ring when it returns.
+func StartKube(ctx context.Context, n int, o KubeOptions) (*Kube, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("ring of %d servers", n)
+	}
+	if o.Config == nil {
+		rc, err := InCluster()
+		if err != nil {
+			return nil, err
+		}
+		o.Config = rc
+	}
+	if o.Image == "" {
+		o.Image = DefaultRunnerImage
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	cs, err := kubernetes.NewForConfig(o.Config)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes backend: %w", err)
+	}
+	k := &Kube{cs: cs, secret: NewSecret(), image: o.Image, env: o.Env, log: o.Log,
+		hc: &http.Client{Timeout: 5 * time.Second}}
+	if err := k.create(ctx, int32(n)); err != nil {
+		k.Close()
+		return nil, err
+	}
+	for range n {
+		if _, err := k.startNext(ctx); err != nil {
+			k.Close()
+			return nil, err
+		}
+	}
+	if err := WaitMembers(ctx, k.Addrs(), n); err != nil {
+		k.Close()
+		return nil, err
+	}
+	return k, nil
+}
+
+// Client is the ring's connection to the cluster.
+func (k *Kube) Client() kubernetes.Interface { return k.cs }
+
+// Namespace is the ring's namespace.
+func (k *Kube) Namespace() string { return k.ns }
+
+func (k *Kube) create(ctx context.Context, n int32) error {
+	labels := maps.Clone(ManagedBy)
+	if owner := os.Getenv(OwnerEnv); owner != "" {
+		labels[OwnerLabel] = owner
+	}
+	ns, err := k.cs.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		GenerateName: "ringside-ring-", Labels: labels}}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("kubernetes backend: namespace: %w", err)
+	}
+	k.ns = ns.Name
+	if _, err := k.cs.CoreV1().Secrets(k.ns).Create(ctx, &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "ringnode"},
+		StringData: map[string]string{"secret": k.secret}}, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("kubernetes backend: secret: %w", err)
+	}
+	sel := map[string]string{"app.kubernetes.io/name": "ringnode"}
+	if _, err := k.cs.CoreV1().Services(k.ns).Create(ctx, &v1.Service{ObjectMeta: metav1.ObjectMeta{Name: "ringnode"},
+		Spec: v1.ServiceSpec{ClusterIP: v1.ClusterIPNone, Selector: sel, PublishNotReadyAddresses: true,
+			Ports: []v1.ServicePort{{Name: "ring", Port: ringPort}}}}, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("kubernetes backend: service: %w", err)
+	}
+	if _, err := k.cs.AppsV1().StatefulSets(k.ns).Create(ctx, k.statefulSet(n, sel), metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("kubernetes backend: statefulset: %w", err)
+	}
+	k.replicas = n
+	return nil
+}
+
+func (k *Kube) statefulSet(n int32, sel map[string]string) *appsv1.StatefulSet {
+	env := []v1.EnvVar{
+		{Name: "POD_IP", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+		{Name: "RINGNODE_ADDR", Value: fmt.Sprintf("$(POD_IP):%d", ringPort)},
+		{Name: "RINGNODE_DATA", Value: "/data/ring"},
+		{Name: "RINGNODE_SECRET", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{
+			LocalObjectReference: v1.LocalObjectReference{Name: "ringnode"}, Key: "secret"}}},
+	}
+	for _, kv := range k.env {
+		name, val, _ := strings.Cut(kv, "=")
+		env = append(env, v1.EnvVar{Name: name, Value: val})
+	}
+	no, grace := false, int64(2)
+	root := int64(0)
+	return &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "ringnode"},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: &n, ServiceName: "ringnode", Selector: &metav1.LabelSelector{MatchLabels: sel},
+			// The runner starts the servers one by one, each joining
+			// those before it (as the local ring does): the Pods
+			// themselves may come up at once.
+			PodManagementPolicy: appsv1.ParallelPodManagement,
+			Template: v1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: sel},
+				Spec: v1.PodSpec{
+					AutomountServiceAccountToken:  &no, // ringnode needs no API access
+					EnableServiceLinks:            &no,
+					TerminationGracePeriodSeconds: &grace,
+					Containers: []v1.Container{{
+						Name: "ringnode", Image: k.image, ImagePullPolicy: v1.PullIfNotPresent,
+						Command: []string{"/ringside", "podfault"}, Env: env,
+						Ports: []v1.ContainerPort{{Name: "ring", ContainerPort: ringPort}, {Name: "agent", ContainerPort: agentPort}},
+						ReadinessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{
+							Path: "/healthz", Port: intstr.FromInt32(agentPort)}}, PeriodSeconds: 1},
+						// The agent keeps root and NET_ADMIN for the
+						// cuts' routes; ringnode runs as 65532.
+						SecurityContext: &v1.SecurityContext{RunAsUser: &root, Capabilities: &v1.Capabilities{Add: []v1.Capability{"NET_ADMIN"}}},
+						VolumeMounts:    []v1.VolumeMount{{Name: "data", MountPath: "/data"}},
+					}},
+					Volumes: []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}},
+				},
+			},
+		},
+	}
+}
+
+// readyPod waits until Pod name runs with its agent ready and returns
+// its IP.
+func (k *Kube) readyPod(ctx context.Context, name string) (netip.Addr, error) {
+	var ip netip.Addr
+	var last string
+	err := Poll(ctx, 3*time.Minute, func() (bool, error) {
+		p, err := k.cs.CoreV1().Pods(k.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		last = string(p.Status.Phase)
+		for _, c := range p.Status.ContainerStatuses {
+			if c.State.Waiting != nil {
+				last += ": " + c.State.Waiting.Reason + " " + c.State.Waiting.Message
+			}
+		}
+		if p.Status.Phase != v1.PodRunning || !podReady(p) {
+			return false, nil
+		}
+		ip, err = netip.ParseAddr(p.Status.PodIP)
+		return err == nil, nil
+	})
+	if err != nil {
+		return ip, fmt.Errorf("kubernetes backend: pod %s/%s not ready (%s): %w", k.ns, name, last, err)
+	}
+	return ip, nil
+}
+
+func podReady(p *v1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// startNext starts the server of the next Pod of the StatefulSet, which
+// must exist, joining the live ones.
+func (k *Kube) startNext(ctx context.Context) (string, error) {
+	k.mu.Lock()
+	name := fmt.Sprintf("ringnode-%d", len(k.pods))
+	k.mu.Unlock()
+	ip, err := k.readyPod(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	p := kubePod{name: name, ip: ip}
+	if !k.self.IsValid() {
+		if k.self, err = localAddrTo(ctx, p.agent()); err != nil {
+			return "", err
+		}
+	}
+	k.mu.Lock()
+	k.pods = append(k.pods, p)
+	k.mu.Unlock()
+	return p.addr(), k.start(ctx, p.addr())
+}
+
+// localAddrTo is this process's address on the way to addr.
+func localAddrTo(ctx context.Context, addr string) (netip.Addr, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("kubernetes backend: reach the fault agent at %s: %w", addr, err)
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.TCPAddr).AddrPort().Addr().Unmap(), nil
+}
+
+func (k *Kube) pod(addr string) (kubePod, int, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for i, p := range k.pods {
+		if p.addr() == addr {
+			return p, i, nil
+		}
+	}
+	return kubePod{}, 0, fmt.Errorf("%s: no such server", addr)
+}
+
+// agentDo sends a request to addr's fault agent.
+func (k *Kube) agentDo(ctx context.Context, p kubePod, path string, q url.Values) error {
+	u := "http://" + p.agent() + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set(podfault.HeaderSecret, k.secret)
+	resp, err := k.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("fault agent of %s: %w", p.name, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("fault agent of %s: %s %s: %s: %s", p.name, req.Method, path, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return nil
+}
+
+// start runs addr's server, joining the live servers, and waits until it
+// answers.
+func (k *Kube) start(ctx context.Context, addr string) error {
+	p, i, err := k.pod(addr)
+	if err != nil {
+		return err
+	}
+	live := k.Addrs()
+	if err := k.agentDo(ctx, p, "/start", url.Values{"join": {strings.Join(live, ",")}}); err != nil {
+		return err
+	}
+	k.mu.Lock()
+	k.pods[i].up = true
+	k.mu.Unlock()
+	if err := WaitHealthy(ctx, addr, nil); err != nil {
+		return fmt.Errorf("ringnode in %s/%s: %w", k.ns, p.name, err)
+	}
+	return nil
+}
+
+// Addrs lists the servers that are up, in the order they were started.
+func (k *Kube) Addrs() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []string
+	for _, p := range k.pods {
+		if p.up {
+			out = append(out, p.addr())
+		}
+	}
+	return out
+}
+
+// Down lists the servers that were killed and not restarted.
+func (k *Kube) Down() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []string
+	for _, p := range k.pods {
+		if !p.up {
+			out = append(out, p.addr())
+		}
+	}
+	return out
+}
+
+// Kill crashes the server (SIGKILL from its agent); its Pod, IP and data
+// stay, as a machine's do when a process dies.
+func (k *Kube) Kill(ctx context.Context, addr string) error {
+	p, i, err := k.pod(addr)
+	if err != nil {
+		return fmt.Errorf("kill %w", err)
+	}
+	// Not cancelled in flight: a cancelled request may still have
+	// killed it, and the ring's bookkeeping must say so.
+	if err := k.agentDo(context.WithoutCancel(ctx), p, "/kill", nil); err != nil {
+		return fmt.Errorf("kill %s: %w", addr, err)
+	}
+	k.mu.Lock()
+	k.pods[i].up = false
+	k.mu.Unlock()
+	return nil
+}
+
+// Restart runs a killed server again, with its data, joining the ring.
+func (k *Kube) Restart(ctx context.Context, addr string) error { return k.start(ctx, addr) }
+
+// Add scales the StatefulSet up by one and starts its server.
+func (k *Kube) Add(ctx context.Context) (string, error) {
+	k.mu.Lock()
+	k.replicas++
+	n := k.replicas
+	k.mu.Unlock()
+	scale, err := k.cs.AppsV1().StatefulSets(k.ns).GetScale(ctx, "ringnode", metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("add: %w", err)
+	}
+	scale.Spec.Replicas = n
+	if _, err := k.cs.AppsV1().StatefulSets(k.ns).UpdateScale(ctx, "ringnode", scale, metav1.UpdateOptions{}); err != nil {
+		return "", fmt.Errorf("add: %w", err)
+	}
+	return k.startNext(ctx)
+}
+
+// Pause freezes the server's process for d (its agent's SIGSTOP, then
+// SIGCONT): a frozen machine to its peers.
+func (k *Kube) Pause(ctx context.Context, addr string, d time.Duration) error {
+	p, _, err := k.pod(addr)
+	if err != nil {
+		return fmt.Errorf("pause %w", err)
+	}
+	if err := k.agentDo(context.WithoutCancel(ctx), p, "/pause", url.Values{"for": {d.String()}}); err != nil {
+		return fmt.Errorf("pause %s: %w", addr, err)
+	}
+	return sleep(ctx, d)
+}
+
+// Partition cuts the server off for d: its Pod drops what it sends to the
+// other servers and to this runner (the clients), and every other Pod
+// drops what it sends to it. The cuts heal themselves; it returns once
+// the server answers again.
+func (k *Kube) Partition(ctx context.Context, addr string, d time.Duration) error {
+	p, _, err := k.pod(addr)
+	if err != nil {
+		return fmt.Errorf("partition %w", err)
+	}
+	others := k.others([]string{addr})
+	cuts := map[string][]netip.Addr{addr: append(ips(others), k.self)}
+	for _, o := range others {
+		cuts[o.addr()] = []netip.Addr{p.ip}
+	}
+	if err := k.cut(ctx, cuts, d); err != nil {
+		return fmt.Errorf("partition %s: %w", addr, err)
+	}
+	waited := sleep(ctx, d)
+	if err := WaitHealthy(context.WithoutCancel(ctx), addr, nil); err != nil {
+		return fmt.Errorf("after the partition of %s: %w", addr, err)
+	}
+	return waited
+}
+
+// Split cuts the ring in two for d: the servers of group reach one
+// another, the others reach one another, the runner reaches both, and
+// nothing crosses between the sides.
+func (k *Kube) Split(ctx context.Context, group []string, d time.Duration) error {
+	side := make([]kubePod, 0, len(group))
+	for _, a := range group {
+		p, _, err := k.pod(a)
+		if err != nil {
+			return fmt.Errorf("split: %w", err)
+		}
+		side = append(side, p)
+	}
+	others := k.others(group)
+	if len(side) == 0 || len(others) == 0 {
+		return fmt.Errorf("split: a side of %d servers of %d: both sides need one", len(side), len(side)+len(others))
+	}
+	cuts := map[string][]netip.Addr{}
+	for _, p := range side {
+		cuts[p.addr()] = ips(others)
+	}
+	for _, o := range others {
+		cuts[o.addr()] = ips(side)
+	}
+	if err := k.cut(ctx, cuts, d); err != nil {
+		return fmt.Errorf("split: %w", err)
+	}
+	return sleep(ctx, d)
+}
+
+// others are the Pods not in addrs that run a server.
+func (k *Kube) others(addrs []string) []kubePod {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []kubePod
+	for _, p := range k.pods {
+		if !slices.Contains(addrs, p.addr()) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func ips(pods []kubePod) []netip.Addr {
+	out := make([]netip.Addr, len(pods))
+	for i, p := range pods {
+		out[i] = p.ip
+	}
+	return out
+}
+
+// cut asks each Pod's agent (by server address) to drop what it sends to
+// its addresses for d, all at once.
+func (k *Kube) cut(ctx context.Context, cuts map[string][]netip.Addr, d time.Duration) error {
+	var wg sync.WaitGroup
+	errs := make([]error, 0, len(cuts))
+	var mu sync.Mutex
+	for _, addr := range slices.Sorted(maps.Keys(cuts)) {
+		p, _, err := k.pod(addr)
+		if err != nil {
+			return err
+		}
+		list := make([]string, len(cuts[addr]))
+		for i, ip := range cuts[addr] {
+			list[i] = ip.String()
+		}
+		wg.Go(func() {
+			err := k.agentDo(context.WithoutCancel(ctx), p, "/cut", url.Values{"ips": {strings.Join(list, ",")}, "for": {d.String()}})
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Logs returns the log of every Pod of the ring (agent and ringnode).
+func (k *Kube) Logs(ctx context.Context) (string, error) {
+	var b strings.Builder
+	k.mu.Lock()
+	pods := slices.Clone(k.pods)
+	k.mu.Unlock()
+	for _, p := range pods {
+		raw, err := k.cs.CoreV1().Pods(k.ns).GetLogs(p.name, &v1.PodLogOptions{}).DoRaw(ctx)
+		if err != nil {
+			fmt.Fprintf(&b, "== %s: %v\n", p.name, err)
+			continue
+		}
+		fmt.Fprintf(&b, "== %s (%s)\n%s\n", p.name, p.addr(), raw)
+	}
+	return b.String(), nil
+}
+
+// Close deletes the ring's namespace and everything in it; Kubernetes
+// finishes the deletion on its own.
+func (k *Kube) Close() error {
+	if k.ns == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	bg := metav1.DeletePropagationBackground
+	if err := k.cs.CoreV1().Namespaces().Delete(ctx, k.ns, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
+		return fmt.Errorf("kubernetes backend: delete namespace %s: %w", k.ns, err)
+	}
+	return nil
+}
