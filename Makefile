@@ -5,7 +5,7 @@ RESULTS ?= results
 KUBE_VERSION ?= v1.32.13
 COMPOSE_VERSION ?= v2.40.3
 
-.PHONY: build test experiments lint bench kube-tools compose-v2 base-images stack-images ringnode-image compose-ring lb-images compose-lb compose-lb-down elector-image kind kind-node-image kind-up kind-deploy kind-experiment kind-down clean print-test-prereqs
+.PHONY: build test experiments lint bench kube-tools compose-v2 base-images stack-images ringnode-image compose-ring lb-images compose-lb compose-lb-down elector-image kind kind-node-image kind-up kind-deploy kind-experiment kind-experiments runner-image kind-down clean print-test-prereqs
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/...
@@ -137,6 +137,21 @@ KIND_KUBECONFIG ?= .kube/kind.kubeconfig
 elector-image: base-images compose-v2
 	printf 'services:\n  elector:\n    build: {context: ., target: elector}\n    image: ringside/elector:dev\n' | \
 		docker compose -p ringside-images -f - build -q elector
+
+# The in-cluster runner and ring Pods' image (Dockerfile target runner):
+# ringside cluster runs experiments in a Job from it.
+runner-image: base-images compose-v2
+	printf 'services:\n  runner:\n    build: {context: ., target: runner}\n    image: ringside/runner:dev\n' | \
+		docker compose -p ringside-images -f - build -q runner
+
+# Experiments run from a Job inside the kind cluster (ringside cluster) —
+# the ring experiments on its kubernetes backend, a StatefulSet of ringnode
+# Pods — with their CSVs, meta.json and report copied to $(RESULTS)/kubernetes.
+KIND_EXPERIMENTS ?= ring-failover,ring-join,kv-load,kv-chaos
+kind-experiments: kind runner-image
+	$(call KIND_RUN,load docker-image ringside/runner:dev --name $(KIND_CLUSTER))
+	$(GO) run ./cmd/ringside cluster --kubeconfig $(KIND_KUBECONFIG) --out $(RESULTS)/kubernetes -- \
+		run all --experiments $(KIND_EXPERIMENTS) --prefer kubernetes
 
 # kind itself, from the Go module proxy (tools/kind), cached by version.
 # KIND_NODE_IMAGE picks the node image: ringside's (kind-node-image, built

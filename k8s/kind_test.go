@@ -1,6 +1,7 @@
 package k8s_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ringside/ringside/bld"
@@ -27,6 +29,9 @@ import (
 	"github.com/ringside/ringside/experiments/backend/kube/controlplane"
 	"github.com/ringside/ringside/experiments/kubeexp"
 	"github.com/ringside/ringside/k8s"
+	"github.com/ringside/ringside/experiments/backend/incluster"
+	"github.com/ringside/ringside/experiments/backend/ringnodes"
+	"github.com/ringside/ringside/internal/imagebuild"
 	"github.com/ringside/ringside/k8s/kindrun"
 )
 
@@ -128,6 +133,58 @@ func TestKindClusterBalancesLeaders(t *testing.T) {
 	t.Logf("app-1: %s deleted, %s leads %v later (on %s)", old, holders["app-1"], time.Since(deleted).Round(time.Millisecond), on["app-1"])
 
 	t.Run("split-brain faults on Pods", func(t *testing.T) { splitBrainOnKind(ctx, t, kubeconfig, cs) })
+	t.Run("ring experiments in a Job", func(t *testing.T) { ringInCluster(ctx, t, kind, name, rc, cs) })
+}
+
+// The ring experiments' kubernetes backend, run the way a user runs it
+// (ringside cluster): the runner image — built from this checkout —
+// loaded into the cluster, a Job runs ring-failover and kv-chaos there
+// against StatefulSets of ringnode Pods (kills, pauses, partitions and
+// splits made by each Pod's fault agent, the history checked with
+// Porcupine), and the CSVs, meta.json and report arrive in the host's
+// folder. Nothing of the runs stays behind.
+func ringInCluster(ctx context.Context, t *testing.T, kind *kindrun.Kind, cluster string, rc *rest.Config, cs kubernetes.Interface) {
+	require.NoError(t, imagebuild.Build(ctx, ringnodes.DefaultRunnerImage, "github.com/ringside/ringside/cmd/ringside", "github.com/ringside/ringside/cmd/ringnode"))
+	require.NoError(t, kind.Load(ctx, cluster, ringnodes.DefaultRunnerImage))
+	out := t.TempDir()
+	for _, line := range [][]string{
+		{"run", "ring-failover", "--backend", "kubernetes", "--n", "3,4", "--reps", "2"},
+		{"run", "kv-chaos", "--backend", "kubernetes", "--reps", "1", "--duration", "8s", "--fault-every", "700ms"},
+	} {
+		var log bytes.Buffer
+		err := incluster.Run(ctx, incluster.Options{Config: rc, Args: line, Out: out, Timeout: 8 * time.Minute, Log: &log})
+		require.NoError(t, err, "%v; the runner's log:\n%s", line, log.String())
+	}
+	failover := readCSV(t, filepath.Join(out, "ring-failover.csv"))
+	require.Len(t, failover.Rows, 4, "two repetitions of two ring sizes")
+	for i := range failover.Rows {
+		assert.Equal(t, "kubernetes", failover.Str(i, "backend"))
+		assert.Equal(t, "true", failover.Str(i, "new_is_max_live"), "Chang–Roberts elects the largest live UID")
+		assert.Positive(t, failover.Float(i, "all_know_ms"))
+	}
+	chaos := readCSV(t, filepath.Join(out, "kv-chaos.csv"))
+	require.Len(t, chaos.Rows, 1)
+	assert.Equal(t, "true", chaos.Str(0, "linearizable"))
+	assert.Zero(t, chaos.Float(0, "lost_acked_writes"))
+	assert.NotEmpty(t, chaos.Str(0, "faults"), "the nemesis injected faults")
+	meta, err := os.ReadFile(filepath.Join(out, "ring-failover.meta.json"))
+	require.NoError(t, err)
+	assert.Contains(t, string(meta), `"v1.32.13"`, "meta.json names the cluster")
+	report, err := os.ReadFile(filepath.Join(out, "report.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(report), "kv-chaos")
+	left, err := kube.Leftovers(ctx, cs)
+	require.NoError(t, err)
+	assert.Empty(t, left)
+}
+
+func readCSV(t *testing.T, path string) *experiments.Table {
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	tab, err := experiments.ReadTable(f)
+	require.NoError(t, err)
+	return tab
 }
 
 // kube-split-brain's four faults on real Pods of the same cluster (one

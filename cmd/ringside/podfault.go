@@ -29,7 +29,9 @@ func podfaultCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil)).With("component", "podfault")
-	cfg := podfault.Config{Bin: *bin, Env: os.Environ(), JoinEnv: "RINGNODE_JOIN", Secret: secret, Log: log}
+	// envflag took the secret out of the environment (no child sees a
+	// secret by accident): the server gets it on purpose.
+	cfg := podfault.Config{Bin: *bin, Env: append(os.Environ(), "RINGNODE_SECRET="+secret), JoinEnv: "RINGNODE_JOIN", Secret: secret, Log: log}
 	// The agent keeps root for its routes; the server runs as the
 	// images' non-root user.
 	if os.Getuid() == 0 {

@@ -146,9 +146,11 @@ func job(o Options) *batchv1.Job {
 						Ports: []v1.ContainerPort{{Name: "results", ContainerPort: JobPort}},
 						SecurityContext: &v1.SecurityContext{RunAsUser: &nonRoot, RunAsNonRoot: new(true), AllowPrivilegeEscalation: &no,
 							Capabilities: &v1.Capabilities{Drop: []v1.Capability{"ALL"}}},
-						VolumeMounts: []v1.VolumeMount{{Name: "results", MountPath: "/results"}},
+						// The image is FROM scratch: no /tmp of its own.
+						VolumeMounts: []v1.VolumeMount{{Name: "results", MountPath: "/results"}, {Name: "tmp", MountPath: "/tmp"}},
 					}},
-					Volumes: []v1.Volume{{Name: "results", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}},
+					Volumes: []v1.Volume{{Name: "results", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+						{Name: "tmp", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}},
 				},
 			},
 		},

@@ -341,9 +341,17 @@ func (k *Kube) start(ctx context.Context, addr string) error {
 	k.pods[i].up = true
 	k.mu.Unlock()
 	if err := WaitHealthy(ctx, addr, nil); err != nil {
-		return fmt.Errorf("ringnode in %s/%s: %w", k.ns, p.name, err)
+		return fmt.Errorf("ringnode in %s/%s: %w; its log ends:\n%s", k.ns, p.name, err, k.logTail(ctx, p.name, 20))
 	}
 	return nil
+}
+
+func (k *Kube) logTail(ctx context.Context, pod string, lines int64) string {
+	raw, err := k.cs.CoreV1().Pods(k.ns).GetLogs(pod, &v1.PodLogOptions{TailLines: &lines}).DoRaw(context.WithoutCancel(ctx))
+	if err != nil {
+		return err.Error()
+	}
+	return string(raw)
 }
 
 // Addrs lists the servers that are up, in the order they were started.
