@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -26,6 +27,28 @@ func (in *ReportInput) ExtraTable(suffix string) (*Table, error) {
 	}
 	defer f.Close()
 	return ReadTable(f)
+}
+
+// WithParent returns the table with the rows of the same experiment's CSV
+// in the parent folder appended, when there is one with the same columns:
+// the runs `ringside cluster` copied into results/kubernetes beside the
+// host's in results/, so that a report sets one backend's figures beside
+// the others'. The second value names the parent CSV it read ("" if
+// none).
+func (in *ReportInput) WithParent() (*Table, string) {
+	path := filepath.Join(filepath.Dir(filepath.Clean(in.Dir)), in.Meta.Experiment+".csv")
+	f, err := openResult(path)
+	if err != nil {
+		return in.Table, ""
+	}
+	defer f.Close()
+	parent, err := ReadTable(f)
+	if err != nil || !slices.Equal(parent.Header, in.Table.Header) {
+		return in.Table, ""
+	}
+	merged := *in.Table
+	merged.Rows = append(slices.Clip(parent.Rows), in.Table.Rows...)
+	return &merged, path
 }
 
 // maxResultFile bounds a results file the report reads whole: far above

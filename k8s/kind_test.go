@@ -30,6 +30,7 @@ import (
 	"github.com/ringside/ringside/experiments/kubeexp"
 	"github.com/ringside/ringside/k8s"
 	"github.com/ringside/ringside/experiments/backend/incluster"
+	"github.com/ringside/ringside/experiments/catalog"
 	"github.com/ringside/ringside/experiments/backend/ringnodes"
 	"github.com/ringside/ringside/internal/imagebuild"
 	"github.com/ringside/ringside/k8s/kindrun"
@@ -170,9 +171,12 @@ func ringInCluster(ctx context.Context, t *testing.T, kind *kindrun.Kind, cluste
 	meta, err := os.ReadFile(filepath.Join(out, "ring-failover.meta.json"))
 	require.NoError(t, err)
 	assert.Contains(t, string(meta), `"v1.32.13"`, "meta.json names the cluster")
-	report, err := os.ReadFile(filepath.Join(out, "report.md"))
+	path, err := experiments.WriteReport(out, catalog.New())
 	require.NoError(t, err)
-	assert.Contains(t, string(report), "kv-chaos")
+	report, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Contains(t, string(report), "## kv-chaos")
+	assert.Contains(t, string(report), "| kubernetes | chang-roberts | 4 |")
 	left, err := kube.Leftovers(ctx, cs)
 	require.NoError(t, err)
 	assert.Empty(t, left)

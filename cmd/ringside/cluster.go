@@ -9,12 +9,15 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/ringside/ringside/experiments"
 	"github.com/ringside/ringside/experiments/backend/incluster"
 	"github.com/ringside/ringside/experiments/backend/ringnodes"
+	"github.com/ringside/ringside/experiments/catalog"
 	"github.com/ringside/ringside/internal/envflag"
 	"github.com/ringside/ringside/internal/serve"
 )
@@ -55,15 +58,18 @@ func clusterCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("cluster: kubeconfig: %w", err)
 	}
 	o.Config, o.Log = rc, stderr
-	if err := incluster.Run(ctx, o); err != nil {
-		return err
+	err = incluster.Run(ctx, o)
+	// One report over everything the folder holds, earlier runs' too.
+	if path, rerr := experiments.WriteReport(o.Out, catalog.New()); path != "" {
+		fmt.Fprintf(stderr, "cluster: results and %s in %s\n", filepath.Base(path), o.Out)
+	} else if err == nil {
+		err = rerr
 	}
-	fmt.Fprintf(stderr, "cluster: results in %s\n", o.Out)
-	return nil
+	return err
 }
 
 // jobCmd is the in-cluster side: it runs the command line after -- into
-// --dir, writes the report, and serves both until it is told to stop.
+// --dir and serves the results until it is told to stop.
 func jobCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("job", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -79,9 +85,6 @@ func jobCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	j := &incluster.Job{Dir: *dir}
 	go func() {
 		err := run(ctx, append(append([]string{}, line...), "--out", *dir), stdout, stderr)
-		if err == nil {
-			err = run(ctx, []string{"report", *dir}, stdout, stderr)
-		}
 		slog.Info("job: run done; serving the results", "err", err)
 		j.Finish(err)
 	}()

@@ -184,10 +184,22 @@ func (f *Failover) bare(ctx context.Context, env *experiments.Env, n int) error 
 }
 
 func (f *Failover) Report(in *experiments.ReportInput) (string, error) {
+	// On Kubernetes (results/kubernetes, from ringside cluster), the
+	// local and compose rings of results/ stand beside.
+	var beside string
+	if in.Meta.Backend == "kubernetes" {
+		merged, parent := in.WithParent()
+		if parent != "" {
+			cp := *in
+			cp.Table, in = merged, &cp
+			beside = fmt.Sprintf("The rows of the other backends are those of `../%s`, beside this run's.\n\n", filepath.Base(parent))
+		}
+	}
 	out, err := ringsim.FailoverReport(in, targets)
 	if err != nil {
 		return "", err
 	}
+	out = beside + out
 	bare, err := in.ExtraTable("bare")
 	if err != nil {
 		return out + "\n(no bare token ring beside this run: it is measured on the local backend.)\n", nil
