@@ -30,7 +30,7 @@ import (
 // KVChaos is kv-chaos, in the style of Jepsen: clients read, write and
 // delete a few keys of a ringnode ring while a nemesis kills the
 // coordinator, a key's owner or a replica (they restart from their logs),
-// pauses servers and, on compose, partitions one off the network; every
+// pauses servers and, on compose and kubernetes, partitions one off the network; every
 // invocation and response is recorded and the history is checked for
 // linearizability with Porcupine.
 type KVChaos struct {
@@ -41,7 +41,7 @@ type KVChaos struct {
 
 func (*KVChaos) Spec() experiments.Spec {
 	return experiments.Spec{Name: "kv-chaos", Backends: backends, Quick: 3, Paper: 200, Row: kvChaosRow{},
-		Summary: "ringnode under a nemesis (kill coordinator / owner / replica, pause; on compose partition one server, and split the ring in two from 2R+3 servers): histories checked for linearizability with Porcupine, acknowledged writes lost"}
+		Summary: "ringnode under a nemesis (kill coordinator / owner / replica, pause; on compose and kubernetes partition one server, and split the ring in two from 2R+3 servers): histories checked for linearizability with Porcupine, acknowledged writes lost"}
 }
 
 func (k *KVChaos) Flags(fs *flag.FlagSet) {
@@ -88,13 +88,14 @@ type chaosRing interface {
 	Down() []string // killed, not yet restarted
 }
 
-// partitioner is a ring that can cut a server off the network (compose).
+// partitioner is a ring that can cut a server off the network (compose,
+// kubernetes).
 type partitioner interface {
 	Partition(ctx context.Context, addr string, d time.Duration) error
 }
 
 // splitter is a ring that can cut itself in two, each side still whole
-// (compose).
+// (compose, kubernetes).
 type splitter interface {
 	Split(ctx context.Context, group []string, d time.Duration) error
 }
@@ -278,7 +279,7 @@ func (k *KVChaos) do(ctx context.Context, r ringnodes.Ring, hc *http.Client, h *
 
 // nemesis injects one fault about every k.every until ctx ends, at most
 // one server down at a time (the model tolerates R of a key's R+1) or, on
-// compose with 2R+3 servers or more, the ring split in two; it returns
+// compose and kubernetes with 2R+3 servers or more, the ring split in two; it returns
 // what it did, as kind:count pairs.
 func (k *KVChaos) nemesis(ctx context.Context, r chaosRing, seed uint64) string {
 	rng := rand.New(rand.NewPCG(seed, 0x4e3e))
@@ -480,8 +481,9 @@ func (*KVChaos) Report(in *experiments.ReportInput) (string, error) {
 			experiments.Num(reads.Mean, 0), experiments.Num(failed.Mean, 0), experiments.Num(check.P50, 0), experiments.Num(check.Max, 0)}})
 	out += "\nFaults injected over all runs: " + describeFaults(faults) + ". "
 	out += "Each run: clients write unique values, read and delete a few shared keys at random servers while the nemesis kills " +
-		"the coordinator, a key's owner or a replica (restarted from its log a second later), pauses a server for 500 ms or — on compose — " +
-		"disconnects one from the network for 0.5–2.5 detector timeouts (docker network disconnect; it keeps running and rejoins when healed), one server at a time, " +
+		"the coordinator, a key's owner or a replica (restarted from its log a second later), pauses a server for 500 ms (on kubernetes SIGSTOP from the Pod's fault agent) or — on compose and kubernetes — " +
+		"cuts one off the network for 0.5–2.5 detector timeouts (docker network disconnect; on kubernetes blackhole routes in its Pod to every other server and the clients, " +
+		"and in theirs to it; it keeps running and rejoins when healed), one server at a time, " +
 		"or, from 2R+3 servers, splits the ring in two for as long: the largest minority, ring neighbours from a key's owner, so that side holds every server of an arc " +
 		"(blackhole routes in each server's network namespace; clients still reach both sides) — which both sides served before ownership changes needed a majority (docs/ringnode.md, \"Partitions\"); " +
 		"then every server comes back and every key is read once more. A write answered anything but 204 may or may not have taken effect and is " +

@@ -1,0 +1,360 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	stats "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/ringside/ringside/agent/score"
+)
+
+// KubeOptions configure the Kubernetes runtime.
+type KubeOptions struct {
+	Namespace string // where the workers' Deployments and Pods live
+	Image     string // worker image, present on the nodes
+	Pool      string // value of the ringside.pool label
+	Port      int    // the worker's HTTP port (default 8080)
+	Args      []string
+}
+
+// LabelDeployment, on a worker Pod, names the Deployment it belongs to:
+// the one a sundown scales down.
+const LabelDeployment = "ringside.io/deployment"
+
+// deletionCost is the annotation a ReplicaSet reads when it picks which
+// of its Pods a scale-down removes (lowest cost first).
+const deletionCost = "controller.kubernetes.io/pod-deletion-cost"
+
+// Kube runs workers as the Pods of Deployments, one Deployment per worker
+// shape (CPU limit, default or not): a scale-up raises its replicas, a
+// sundown removes exactly the chosen Pod — it gets the lowest deletion
+// cost, then its Deployment is scaled down by one. Samples come from the
+// kubelet's Summary API through the API server's node proxy: CPU as the
+// container's cumulative usage at the kubelet's own timestamp (so rates
+// are right however often the kubelet refreshes), memory as usage and
+// working set, network as the Pod's bytes.
+type Kube struct {
+	cs kubernetes.Interface
+	o  KubeOptions
+
+	mu      sync.Mutex
+	nodes   map[string]string // pod → node
+	summary map[string]cachedSummary
+	cpus    map[string]int // node → allocatable CPUs, for an unlimited worker
+}
+
+type cachedSummary struct {
+	at  time.Time
+	sum *stats.Summary
+}
+
+// summaryTTL lets one node's summary serve every worker on it in one
+// agent step.
+const summaryTTL = 500 * time.Millisecond
+
+// NewKube returns a runtime on cs's cluster.
+func NewKube(cs kubernetes.Interface, o KubeOptions) *Kube {
+	if o.Port == 0 {
+		o.Port = 8080
+	}
+	return &Kube{cs: cs, o: o, nodes: map[string]string{}, summary: map[string]cachedSummary{}, cpus: map[string]int{}}
+}
+
+func (k *Kube) selector() string {
+	set := labels.Set{LabelRole: RoleWorker}
+	if k.o.Pool != "" {
+		set[LabelPool] = k.o.Pool
+	}
+	return set.String()
+}
+
+// List returns the workers whose Pods run and are ready, by name.
+func (k *Kube) List(ctx context.Context) ([]Instance, error) {
+	pods, err := k.cs.CoreV1().Pods(k.o.Namespace).List(ctx, metav1.ListOptions{LabelSelector: k.selector()})
+	if err != nil {
+		return nil, fmt.Errorf("list worker pods: %w", err)
+	}
+	var out []Instance
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil || p.Status.Phase != v1.PodRunning || !ready(&p) || p.Status.PodIP == "" || len(p.Spec.Containers) == 0 {
+			continue
+		}
+		k.nodes[p.Name] = p.Spec.NodeName
+		out = append(out, Instance{
+			ID: p.Name, Name: p.Name, Addr: net.JoinHostPort(p.Status.PodIP, strconv.Itoa(k.o.Port)),
+			Default: p.Labels[LabelDefault] == "true", CPULimit: p.Spec.Containers[0].Resources.Limits.Cpu().AsApproximateFloat64(),
+		})
+	}
+	// The worker answers with its hostname, the Pod's name: requests,
+	// stats and the dashboard speak of the same thing.
+	slices.SortFunc(out, func(a, b Instance) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+func ready(p *v1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// NodeSummary reads a node's kubelet Summary through the API server.
+func NodeSummary(ctx context.Context, cs kubernetes.Interface, node string) (*stats.Summary, error) {
+	raw, err := cs.CoreV1().RESTClient().Get().Resource("nodes").Name(node).SubResource("proxy").Suffix("stats/summary").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("kubelet summary of node %s: %w", node, err)
+	}
+	var s stats.Summary
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, fmt.Errorf("kubelet summary of node %s: %w", node, err)
+	}
+	return &s, nil
+}
+
+func (k *Kube) nodeSummary(ctx context.Context, node string) (*stats.Summary, error) {
+	k.mu.Lock()
+	c, ok := k.summary[node]
+	k.mu.Unlock()
+	if ok && time.Since(c.at) < summaryTTL {
+		return c.sum, nil
+	}
+	s, err := NodeSummary(ctx, k.cs, node)
+	if err != nil {
+		return nil, err
+	}
+	k.mu.Lock()
+	k.summary[node] = cachedSummary{time.Now(), s}
+	k.mu.Unlock()
+	return s, nil
+}
+
+// PodStats finds pod's entry in a node's summary.
+func PodStats(s *stats.Summary, ns, pod string) (stats.PodStats, bool) {
+	for _, p := range s.Pods {
+		if p.PodRef.Namespace == ns && p.PodRef.Name == pod {
+			return p, true
+		}
+	}
+	return stats.PodStats{}, false
+}
+
+// Sample reads the worker's figures from its node's kubelet.
+func (k *Kube) Sample(ctx context.Context, inst Instance) (score.Sample, error) {
+	k.mu.Lock()
+	node := k.nodes[inst.ID]
+	k.mu.Unlock()
+	if node == "" {
+		return score.Sample{}, fmt.Errorf("stats %s: not a listed worker", inst.Name)
+	}
+	sum, err := k.nodeSummary(ctx, node)
+	if err != nil {
+		return score.Sample{}, fmt.Errorf("stats %s: %w", inst.Name, err)
+	}
+	ps, ok := PodStats(sum, k.o.Namespace, inst.ID)
+	if !ok || len(ps.Containers) == 0 || ps.Containers[0].CPU == nil || ps.Containers[0].CPU.UsageCoreNanoSeconds == nil {
+		return score.Sample{}, fmt.Errorf("stats %s: the kubelet of %s has no figures for it yet", inst.Name, node)
+	}
+	c := ps.Containers[0]
+	s := score.Sample{At: c.CPU.Time.Time, CPUTotal: *c.CPU.UsageCoreNanoSeconds, CPULimit: inst.CPULimit, OnlineCPUs: k.nodeCPUs(ctx, node)}
+	if m := c.Memory; m != nil && m.UsageBytes != nil {
+		s.MemUsage = *m.UsageBytes
+		if m.WorkingSetBytes != nil && *m.WorkingSetBytes <= s.MemUsage {
+			// The working set is usage less the inactive page cache.
+			s.MemInactive = s.MemUsage - *m.WorkingSetBytes
+		}
+	}
+	if p, err := k.cs.CoreV1().Pods(k.o.Namespace).Get(ctx, inst.ID, metav1.GetOptions{}); err == nil && len(p.Spec.Containers) > 0 {
+		if lim := p.Spec.Containers[0].Resources.Limits.Memory(); lim != nil && lim.Value() > 0 {
+			s.MemLimit = uint64(lim.Value())
+		}
+	}
+	if n := ps.Network; n != nil {
+		if n.RxBytes != nil {
+			s.NetBytes += *n.RxBytes
+		}
+		if n.TxBytes != nil {
+			s.NetBytes += *n.TxBytes
+		}
+	}
+	return s, nil
+}
+
+func (k *Kube) nodeCPUs(ctx context.Context, node string) int {
+	k.mu.Lock()
+	n, ok := k.cpus[node]
+	k.mu.Unlock()
+	if ok {
+		return n
+	}
+	nd, err := k.cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return 1
+	}
+	n = max(1, int(nd.Status.Allocatable.Cpu().Value()))
+	k.mu.Lock()
+	k.cpus[node] = n
+	k.mu.Unlock()
+	return n
+}
+
+// deploymentFor names the Deployment of a worker shape.
+func (k *Kube) deploymentFor(sp Spec) string {
+	name := fmt.Sprintf("worker-%dm", int64(math.Round(sp.CPULimit*1000)))
+	if sp.CPULimit == 0 {
+		name = "worker-unlimited"
+	}
+	if sp.MemoryMB > 0 {
+		name += fmt.Sprintf("-%dmi", sp.MemoryMB)
+	}
+	if sp.Default {
+		name += "-default"
+	}
+	return name
+}
+
+func (k *Kube) deployment(name string, sp Spec) *appsv1.Deployment {
+	lbl := map[string]string{LabelRole: RoleWorker, LabelDefault: strconv.FormatBool(sp.Default), LabelDeployment: name}
+	if k.o.Pool != "" {
+		lbl[LabelPool] = k.o.Pool
+	}
+	res := v1.ResourceRequirements{Limits: v1.ResourceList{}, Requests: v1.ResourceList{}}
+	if sp.CPULimit > 0 {
+		q := resource.NewMilliQuantity(int64(math.Round(sp.CPULimit*1000)), resource.DecimalSI)
+		res.Limits[v1.ResourceCPU], res.Requests[v1.ResourceCPU] = *q, *q
+	}
+	if sp.MemoryMB > 0 {
+		q := resource.NewQuantity(int64(sp.MemoryMB)<<20, resource.BinarySI)
+		res.Limits[v1.ResourceMemory], res.Requests[v1.ResourceMemory] = *q, *q
+	}
+	one, no := int32(1), false
+	args := append([]string{"--addr", ":" + strconv.Itoa(k.o.Port)}, k.o.Args...)
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbl},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &one,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{LabelDeployment: name}},
+			Template: v1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: lbl},
+				Spec: v1.PodSpec{
+					AutomountServiceAccountToken: &no, EnableServiceLinks: &no,
+					Containers: []v1.Container{{
+						Name: "worker", Image: k.o.Image, ImagePullPolicy: v1.PullIfNotPresent, Args: args, Resources: res,
+						Ports: []v1.ContainerPort{{Name: "http", ContainerPort: int32(k.o.Port)}},
+						ReadinessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/healthz",
+							Port: intstr.FromInt(k.o.Port)}}, PeriodSeconds: 1},
+					}},
+				},
+			},
+		},
+	}
+}
+
+// Start adds a worker of sp's shape: its Deployment scaled up by one (or
+// created), and returns the new Pod once it is ready.
+func (k *Kube) Start(ctx context.Context, sp Spec) (Instance, error) {
+	before, err := k.List(ctx)
+	if err != nil {
+		return Instance{}, err
+	}
+	name := k.deploymentFor(sp)
+	deps := k.cs.AppsV1().Deployments(k.o.Namespace)
+	if _, err := deps.Create(ctx, k.deployment(name, sp), metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+		if err := k.scale(ctx, name, +1); err != nil {
+			return Instance{}, err
+		}
+	} else if err != nil {
+		return Instance{}, fmt.Errorf("create worker deployment %s: %w", name, err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		list, err := k.List(ctx)
+		if err != nil {
+			return Instance{}, err
+		}
+		for _, in := range list {
+			if !slices.ContainsFunc(before, func(b Instance) bool { return b.ID == in.ID }) {
+				return in, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return Instance{}, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	return Instance{}, fmt.Errorf("worker deployment %s: no new ready Pod in 2 minutes", name)
+}
+
+// scale changes a Deployment's replicas by delta (never below 0).
+func (k *Kube) scale(ctx context.Context, name string, delta int32) error {
+	deps := k.cs.AppsV1().Deployments(k.o.Namespace)
+	s, err := deps.GetScale(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("scale worker deployment %s: %w", name, err)
+	}
+	s.Spec.Replicas = max(0, s.Spec.Replicas+delta)
+	if _, err := deps.UpdateScale(ctx, name, s, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("scale worker deployment %s: %w", name, err)
+	}
+	return nil
+}
+
+// Stop removes exactly the worker's Pod: the lowest deletion cost tells
+// its ReplicaSet which Pod the scale-down that follows takes. A worker
+// already gone is not an error.
+func (k *Kube) Stop(ctx context.Context, id string) error {
+	pods := k.cs.CoreV1().Pods(k.o.Namespace)
+	p, err := pods.Get(ctx, id, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("stop worker %s: %w", id, err)
+	}
+	dep := p.Labels[LabelDeployment]
+	if dep == "" {
+		return fmt.Errorf("stop worker %s: no %s label: not a worker this runtime started", id, LabelDeployment)
+	}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, deletionCost, strconv.Itoa(math.MinInt32))
+	if _, err := pods.Patch(ctx, id, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("stop worker %s: deletion cost: %w", id, err)
+	}
+	if err := k.scale(ctx, dep, -1); err != nil {
+		return fmt.Errorf("stop worker %s: %w", id, err)
+	}
+	k.mu.Lock()
+	delete(k.nodes, id)
+	k.mu.Unlock()
+	return nil
+}
+
+// RemoveAll deletes every worker Deployment of the pool.
+func (k *Kube) RemoveAll(ctx context.Context) error {
+	err := k.cs.AppsV1().Deployments(k.o.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: k.selector()})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("remove workers: %w", err)
+	}
+	return nil
+}
