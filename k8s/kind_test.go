@@ -135,6 +135,7 @@ func TestKindClusterBalancesLeaders(t *testing.T) {
 
 	t.Run("split-brain faults on Pods", func(t *testing.T) { splitBrainOnKind(ctx, t, kubeconfig, cs) })
 	t.Run("ring experiments in a Job", func(t *testing.T) { ringInCluster(ctx, t, kind, name, rc, cs) })
+	t.Run("agent runtime on Pods", func(t *testing.T) { agentRuntimeOnKind(ctx, t, kind, name, cs) })
 }
 
 // The ring experiments' kubernetes backend, run the way a user runs it

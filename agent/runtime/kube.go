@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"slices"
@@ -22,6 +23,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	stats "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/ringside/ringside/agent/score"
 )
@@ -47,10 +52,12 @@ const deletionCost = "controller.kubernetes.io/pod-deletion-cost"
 // shape (CPU limit, default or not): a scale-up raises its replicas, a
 // sundown removes exactly the chosen Pod — it gets the lowest deletion
 // cost, then its Deployment is scaled down by one. Samples come from the
-// kubelet's Summary API through the API server's node proxy: CPU as the
-// container's cumulative usage at the kubelet's own timestamp (so rates
-// are right however often the kubelet refreshes), memory as usage and
-// working set, network as the Pod's bytes.
+// kubelet through the API server's node proxy: CPU and memory from its
+// resource metrics (/metrics/resource, what metrics-server reads) — the
+// container's cumulative CPU time at the kubelet's own millisecond
+// timestamp, so rates are right however often it refreshes (the Summary
+// API's timestamps are whole seconds: a second's error in a window of a
+// few) — and network bytes from its Summary API.
 type Kube struct {
 	cs kubernetes.Interface
 	o  KubeOptions
@@ -62,8 +69,9 @@ type Kube struct {
 }
 
 type cachedSummary struct {
-	at  time.Time
-	sum *stats.Summary
+	at      time.Time
+	sum     *stats.Summary
+	metrics map[string]*dto.MetricFamily
 }
 
 // summaryTTL lets one node's summary serve every worker on it in one
@@ -133,21 +141,73 @@ func NodeSummary(ctx context.Context, cs kubernetes.Interface, node string) (*st
 	return &s, nil
 }
 
-func (k *Kube) nodeSummary(ctx context.Context, node string) (*stats.Summary, error) {
+// NodeMetrics reads a node's kubelet resource metrics through the API
+// server.
+func NodeMetrics(ctx context.Context, cs kubernetes.Interface, node string) (map[string]*dto.MetricFamily, error) {
+	rc, err := cs.CoreV1().RESTClient().Get().Resource("nodes").Name(node).SubResource("proxy").Suffix("metrics/resource").Stream(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("kubelet resource metrics of node %s: %w", node, err)
+	}
+	defer rc.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mf, err := p.TextToMetricFamilies(io.LimitReader(rc, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("kubelet resource metrics of node %s: %w", node, err)
+	}
+	return mf, nil
+}
+
+// ContainerMetric is the value and timestamp of a per-container family
+// (container_cpu_usage_seconds_total, container_memory_working_set_bytes)
+// for one Pod's container.
+func ContainerMetric(mf map[string]*dto.MetricFamily, family, ns, pod, container string) (float64, time.Time, bool) {
+	f := mf[family]
+	if f == nil {
+		return 0, time.Time{}, false
+	}
+	for _, m := range f.GetMetric() {
+		lbl := map[string]string{}
+		for _, l := range m.GetLabel() {
+			lbl[l.GetName()] = l.GetValue()
+		}
+		if lbl["namespace"] != ns || lbl["pod"] != pod || lbl["container"] != container {
+			continue
+		}
+		var v float64
+		switch {
+		case m.GetCounter() != nil:
+			v = m.GetCounter().GetValue()
+		case m.GetGauge() != nil:
+			v = m.GetGauge().GetValue()
+		default:
+			v = m.GetUntyped().GetValue()
+		}
+		return v, time.UnixMilli(m.GetTimestampMs()), true
+	}
+	return 0, time.Time{}, false
+}
+
+// node reads a node's resource metrics and Summary, once per summaryTTL.
+func (k *Kube) node(ctx context.Context, node string) (cachedSummary, error) {
 	k.mu.Lock()
 	c, ok := k.summary[node]
 	k.mu.Unlock()
 	if ok && time.Since(c.at) < summaryTTL {
-		return c.sum, nil
+		return c, nil
 	}
-	s, err := NodeSummary(ctx, k.cs, node)
+	mf, err := NodeMetrics(ctx, k.cs, node)
 	if err != nil {
-		return nil, err
+		return c, err
 	}
+	sum, err := NodeSummary(ctx, k.cs, node)
+	if err != nil {
+		return c, err
+	}
+	c = cachedSummary{time.Now(), sum, mf}
 	k.mu.Lock()
-	k.summary[node] = cachedSummary{time.Now(), s}
+	k.summary[node] = c
 	k.mu.Unlock()
-	return s, nil
+	return c, nil
 }
 
 // PodStats finds pod's entry in a node's summary.
@@ -160,6 +220,9 @@ func PodStats(s *stats.Summary, ns, pod string) (stats.PodStats, bool) {
 	return stats.PodStats{}, false
 }
 
+// workerContainer is the name of the worker's container in its Pod.
+const workerContainer = "worker"
+
 // Sample reads the worker's figures from its node's kubelet.
 func (k *Kube) Sample(ctx context.Context, inst Instance) (score.Sample, error) {
 	k.mu.Lock()
@@ -168,34 +231,28 @@ func (k *Kube) Sample(ctx context.Context, inst Instance) (score.Sample, error) 
 	if node == "" {
 		return score.Sample{}, fmt.Errorf("stats %s: not a listed worker", inst.Name)
 	}
-	sum, err := k.nodeSummary(ctx, node)
+	c, err := k.node(ctx, node)
 	if err != nil {
 		return score.Sample{}, fmt.Errorf("stats %s: %w", inst.Name, err)
 	}
-	ps, ok := PodStats(sum, k.o.Namespace, inst.ID)
-	if !ok || len(ps.Containers) == 0 || ps.Containers[0].CPU == nil || ps.Containers[0].CPU.UsageCoreNanoSeconds == nil {
+	cpu, at, ok := ContainerMetric(c.metrics, "container_cpu_usage_seconds_total", k.o.Namespace, inst.ID, workerContainer)
+	if !ok {
 		return score.Sample{}, fmt.Errorf("stats %s: the kubelet of %s has no figures for it yet", inst.Name, node)
 	}
-	c := ps.Containers[0]
-	s := score.Sample{At: c.CPU.Time.Time, CPUTotal: *c.CPU.UsageCoreNanoSeconds, CPULimit: inst.CPULimit, OnlineCPUs: k.nodeCPUs(ctx, node)}
-	if m := c.Memory; m != nil && m.UsageBytes != nil {
-		s.MemUsage = *m.UsageBytes
-		if m.WorkingSetBytes != nil && *m.WorkingSetBytes <= s.MemUsage {
-			// The working set is usage less the inactive page cache.
-			s.MemInactive = s.MemUsage - *m.WorkingSetBytes
-		}
+	s := score.Sample{At: at, CPUTotal: uint64(math.Round(cpu * 1e9)), CPULimit: inst.CPULimit, OnlineCPUs: k.nodeCPUs(ctx, node)}
+	// The working set is usage less the inactive page cache: what
+	// score.Memory counts.
+	if ws, _, ok := ContainerMetric(c.metrics, "container_memory_working_set_bytes", k.o.Namespace, inst.ID, workerContainer); ok && ws > 0 {
+		s.MemUsage = uint64(ws)
 	}
 	if p, err := k.cs.CoreV1().Pods(k.o.Namespace).Get(ctx, inst.ID, metav1.GetOptions{}); err == nil && len(p.Spec.Containers) > 0 {
 		if lim := p.Spec.Containers[0].Resources.Limits.Memory(); lim != nil && lim.Value() > 0 {
 			s.MemLimit = uint64(lim.Value())
 		}
 	}
-	if n := ps.Network; n != nil {
-		if n.RxBytes != nil {
-			s.NetBytes += *n.RxBytes
-		}
-		if n.TxBytes != nil {
-			s.NetBytes += *n.TxBytes
+	if ps, ok := PodStats(c.sum, k.o.Namespace, inst.ID); ok && ps.Network != nil {
+		if n := ps.Network; n.RxBytes != nil && n.TxBytes != nil {
+			s.NetBytes = *n.RxBytes + *n.TxBytes
 		}
 	}
 	return s, nil
@@ -260,7 +317,7 @@ func (k *Kube) deployment(name string, sp Spec) *appsv1.Deployment {
 				Spec: v1.PodSpec{
 					AutomountServiceAccountToken: &no, EnableServiceLinks: &no,
 					Containers: []v1.Container{{
-						Name: "worker", Image: k.o.Image, ImagePullPolicy: v1.PullIfNotPresent, Args: args, Resources: res,
+						Name: workerContainer, Image: k.o.Image, ImagePullPolicy: v1.PullIfNotPresent, Args: args, Resources: res,
 						Ports: []v1.ContainerPort{{Name: "http", ContainerPort: int32(k.o.Port)}},
 						ReadinessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/healthz",
 							Port: intstr.FromInt(k.o.Port)}}, PeriodSeconds: 1},

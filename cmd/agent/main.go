@@ -18,6 +18,9 @@ import (
 
 	"github.com/ringside/ringside/agent"
 	"github.com/ringside/ringside/agent/lifecycle"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
 	"github.com/ringside/ringside/agent/runtime"
 	"github.com/ringside/ringside/internal/envflag"
 	"github.com/ringside/ringside/internal/serve"
@@ -30,8 +33,10 @@ func run(ctx context.Context, args []string) error {
 	httpAddr := fs.String("http", "AGENT_HTTP", ":8081", "dashboard, weight feed (/feed) and /metrics address")
 	token := fs.Secret("token", "AGENT_TOKEN", "shared token balancers present on the weight feed (required)")
 	origins := fs.String("origins", "AGENT_ORIGINS", "", "extra Origins allowed on the feed, comma-separated")
-	rt := fs.String("runtime", "AGENT_RUNTIME", "docker", "docker or process")
-	image := fs.String("image", "WORKER_IMAGE", "ringside/worker:dev", "worker image (docker)")
+	rt := fs.String("runtime", "AGENT_RUNTIME", "docker", "docker, kubernetes or process")
+	image := fs.String("image", "WORKER_IMAGE", "ringside/worker:dev", "worker image (docker, kubernetes)")
+	kubeconfig := fs.String("kubeconfig", "AGENT_KUBECONFIG", "", "the cluster of the kubernetes runtime (default: the one the agent runs in)")
+	namespace := fs.String("namespace", "AGENT_NAMESPACE", "", "the workers' namespace (kubernetes runtime; default: the agent's own)")
 	network := fs.String("network", "AGENT_NETWORK", "", "Docker network of the workers (default: any)")
 	pool := fs.String("pool", "AGENT_POOL", "", "value of the ringside.pool label that selects this stack's workers")
 	workerBin := fs.String("worker-bin", "WORKER_BIN", "worker", "worker binary (process runtime)")
@@ -70,12 +75,18 @@ func run(ctx context.Context, args []string) error {
 		}
 		defer d.Close()
 		r = d
+	case "kubernetes":
+		k, err := kubeRuntime(*kubeconfig, *namespace, runtime.KubeOptions{Image: *image, Pool: *pool})
+		if err != nil {
+			return err
+		}
+		r = k
 	case "process":
 		p := runtime.NewProcess(*workerBin)
 		defer p.RemoveAll(context.Background())
 		r = p
 	default:
-		return fmt.Errorf("--runtime %q: want docker or process", *rt)
+		return fmt.Errorf("--runtime %q: want docker, kubernetes or process", *rt)
 	}
 	cfg := agent.Config{Runtime: r, Pool: pc, Spawn: runtime.Spec{CPULimit: *spawnCPU}, Interval: *interval,
 		Token: *token, Log: log}
@@ -112,4 +123,28 @@ func run(ctx context.Context, args []string) error {
 	go a.Run(ctx)
 	log.Info("agent listening", "http", *httpAddr, "runtime", *rt)
 	return serve.Until(ctx, 3*time.Second, srv)
+}
+
+// kubeRuntime connects the kubernetes runtime: in-cluster (a Pod of the
+// agent's Deployment) unless a kubeconfig is given, in the agent's own
+// namespace unless one is named.
+func kubeRuntime(kubeconfig, namespace string, o runtime.KubeOptions) (*runtime.Kube, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
+	rc, err := cc.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes runtime: %w", err)
+	}
+	if namespace == "" {
+		if namespace, _, err = cc.Namespace(); err != nil {
+			return nil, fmt.Errorf("kubernetes runtime: namespace: %w", err)
+		}
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes runtime: %w", err)
+	}
+	o.Namespace = namespace
+	return runtime.NewKube(cs, o), nil
 }

@@ -1,0 +1,116 @@
+package k8s_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/ringside/ringside/agent/runtime"
+	"github.com/ringside/ringside/agent/score"
+	"github.com/ringside/ringside/experiments/backend/ringnodes"
+	"github.com/ringside/ringside/internal/imagebuild"
+	"github.com/ringside/ringside/k8s/kindrun"
+)
+
+const kindWorkerImage = "ringside/worker:kind-test"
+
+// The agent's Kubernetes runtime on real Pods: workers of two shapes
+// started as Deployments, listed with their CPU limits; a saturated
+// worker's CPU% from two kubelet samples agrees with the kubelet's own
+// figure within 2 percentage points; a sundown removes exactly the chosen
+// Pod of a Deployment of two.
+func agentRuntimeOnKind(ctx context.Context, t *testing.T, kind *kindrun.Kind, cluster string, cs kubernetes.Interface) {
+	require.NoError(t, imagebuild.Build(ctx, kindWorkerImage, "github.com/ringside/ringside/cmd/worker"))
+	require.NoError(t, kind.Load(ctx, cluster, kindWorkerImage))
+	ns, err := cs.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "ringside-agent-", Labels: ringnodes.ManagedBy}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	defer cs.CoreV1().Namespaces().Delete(context.WithoutCancel(ctx), ns.Name, metav1.DeleteOptions{})
+	rt := runtime.NewKube(cs, runtime.KubeOptions{Namespace: ns.Name, Image: kindWorkerImage, Pool: "kind-test"})
+
+	big, err := rt.Start(ctx, runtime.Spec{CPULimit: 0.5, Default: true})
+	require.NoError(t, err)
+	small1, err := rt.Start(ctx, runtime.Spec{CPULimit: 0.25})
+	require.NoError(t, err)
+	small2, err := rt.Start(ctx, runtime.Spec{CPULimit: 0.25})
+	require.NoError(t, err)
+	list, err := rt.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 3)
+	limits := map[string]float64{}
+	for _, in := range list {
+		limits[in.ID] = in.CPULimit
+		assert.Equal(t, in.ID == big.ID, in.Default, in.ID)
+	}
+	assert.Equal(t, map[string]float64{big.ID: 0.5, small1.ID: 0.25, small2.ID: 0.25}, limits)
+
+	// Saturate the big worker through the API server's Pod proxy (Pod
+	// addresses are the cluster's): each request ~300 ms of CPU, four at a
+	// time against half a CPU.
+	loadCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	loadStart := time.Now()
+	for range 6 {
+		wg.Go(func() {
+			for loadCtx.Err() == nil {
+				cs.CoreV1().Pods(ns.Name).ProxyGet("http", big.ID, "8080", "/work", map[string]string{"cost": "4000000"}).DoRaw(loadCtx)
+			}
+		})
+	}
+	defer func() { stop(); wg.Wait() }()
+	// Two samples of the kubelet 10 s apart under load throughout, the
+	// load steady for 3 s before the first.
+	var first, last score.Sample
+	require.Eventually(t, func() bool {
+		s, err := rt.Sample(ctx, big)
+		if err != nil || !s.At.After(loadStart.Add(3*time.Second)) {
+			return false
+		}
+		if first.At.IsZero() {
+			first = s
+			return false
+		}
+		last = s
+		return s.At.Sub(first.At) >= 10*time.Second
+	}, 2*time.Minute, 250*time.Millisecond, "the kubelet's samples advance")
+	u := score.Between(first, last)
+	sum, err := runtime.NodeSummary(ctx, cs, nodeOf(ctx, t, cs, ns.Name, big.ID))
+	require.NoError(t, err)
+	ps, ok := runtime.PodStats(sum, ns.Name, big.ID)
+	require.True(t, ok)
+	kubelet := float64(*ps.Containers[0].CPU.UsageNanoCores) / 1e9 / 0.5 * 100
+	t.Logf("saturated worker: agent %.1f %% of its limit over %v, kubelet %.1f %%; samples %+v %+v", u.CPU, last.At.Sub(first.At), kubelet, first, last)
+	assert.Greater(t, u.CPU, 80.0, "saturated")
+	assert.InDelta(t, kubelet, u.CPU, 2, "the agent's CPU%% agrees with the kubelet's")
+	assert.Positive(t, last.MemUsage)
+	assert.Greater(t, last.NetBytes, first.NetBytes, "requests cross the Pod's interface")
+	stop()
+
+	// Sundown: exactly small1 goes; small2, of the same Deployment, stays.
+	require.NoError(t, rt.Stop(ctx, small1.ID))
+	require.Eventually(t, func() bool {
+		_, err := cs.CoreV1().Pods(ns.Name).Get(ctx, small1.ID, metav1.GetOptions{})
+		return err != nil
+	}, time.Minute, 250*time.Millisecond, "the chosen Pod is removed")
+	list, err = rt.List(ctx)
+	require.NoError(t, err)
+	var ids []string
+	for _, in := range list {
+		ids = append(ids, in.ID)
+	}
+	assert.ElementsMatch(t, []string{big.ID, small2.ID}, ids, "only the chosen worker went")
+	require.NoError(t, rt.Stop(ctx, small1.ID), "stopping a gone worker is not an error")
+	require.NoError(t, rt.RemoveAll(ctx))
+}
+
+func nodeOf(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns, pod string) string {
+	p, err := cs.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+	require.NoError(t, err)
+	return p.Spec.NodeName
+}
