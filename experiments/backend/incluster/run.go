@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/ringside/ringside/experiments/backend/kube"
 	"github.com/ringside/ringside/experiments/backend/ringnodes"
 )
 
@@ -32,10 +33,6 @@ type Options struct {
 	Log     io.Writer // the runner's log is copied here
 }
 
-// NamespaceLabel marks the cluster-wide objects made for a run's
-// namespace, so that what a run left behind is found (the kube
-// experiments' Leftovers looks for it).
-const NamespaceLabel = "ringside.io/namespace"
 
 // rules are the runner's rights: it makes a namespace per ring and the
 // ring's Secret, headless Service and StatefulSet in it, scales it, reads
@@ -105,7 +102,7 @@ func Run(ctx context.Context, o Options) (err error) {
 }
 
 func grant(ctx context.Context, cs kubernetes.Interface, ns string) error {
-	meta := metav1.ObjectMeta{Name: ns, Labels: map[string]string{NamespaceLabel: ns}}
+	meta := metav1.ObjectMeta{Name: ns, Labels: map[string]string{kube.NamespaceLabel: ns}}
 	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "runner"}}, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("cluster: service account: %w", err)
 	}

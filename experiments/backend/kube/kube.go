@@ -28,6 +28,7 @@ import (
 
 	"github.com/ringside/ringside/bld"
 	"github.com/ringside/ringside/experiments/backend/kube/controlplane"
+	"github.com/ringside/ringside/experiments/backend/ringnodes"
 	"github.com/ringside/ringside/internal/imagebuild"
 )
 
@@ -208,8 +209,13 @@ func workers(ctx context.Context, cs kubernetes.Interface) ([]string, int, error
 }
 
 // managedBy labels every namespace a run creates, so that what a run
-// leaves behind can be found (Leftovers).
-var managedBy = map[string]string{"app.kubernetes.io/managed-by": "ringside"}
+// leaves behind can be found (Leftovers) — the ring's and the in-cluster
+// runner's too.
+var managedBy = ringnodes.ManagedBy
+
+// NamespaceLabel marks the cluster-scoped objects made for a namespace, so
+// that Leftovers finds them.
+const NamespaceLabel = "ringside.io/namespace"
 
 // Namespace creates a fresh namespace (they never finish deleting without
 // a controller manager, so every repetition gets its own).
@@ -235,7 +241,7 @@ func Leftovers(ctx context.Context, cs kubernetes.Interface) ([]string, error) {
 			out = append(out, "namespace "+n.Name)
 		}
 	}
-	crbs, err := cs.RbacV1().ClusterRoleBindings().List(ctx, metav1.ListOptions{LabelSelector: nsLabel})
+	crbs, err := cs.RbacV1().ClusterRoleBindings().List(ctx, metav1.ListOptions{LabelSelector: NamespaceLabel})
 	if err != nil {
 		return nil, err
 	}

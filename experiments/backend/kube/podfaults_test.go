@@ -44,7 +44,7 @@ func TestLeftovers(t *testing.T) {
 		&v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "split-a", Labels: managedBy}},
 		&v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "split-b", Labels: managedBy, DeletionTimestamp: &gone}},
 		&v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system"}},
-		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "nodes-split-a-app", Labels: map[string]string{nsLabel: "split-a"}}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "nodes-split-a-app", Labels: map[string]string{NamespaceLabel: "split-a"}}},
 		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "cluster-admin"}},
 	)
 	left, err := Leftovers(context.Background(), cs)

@@ -68,9 +68,6 @@ func newPodRunner(c *Cluster, rc *rest.Config) (*podRunner, error) {
 	}, nil
 }
 
-// nsLabel marks the cluster-scoped objects made for a namespace.
-const nsLabel = "ringside.io/namespace"
-
 // overlay is the k8s/overlays entry that runs alg on lock.
 func overlay(alg, lock string) (string, error) {
 	switch {
@@ -157,7 +154,7 @@ func (r *podRunner) prepare(ctx context.Context, ns string, apps []App, alg, loc
 			// labelled with ns so that stop finds them.
 			if o.GetKind() == "ClusterRoleBinding" {
 				o.SetName(o.GetName() + "-" + ns + "-" + names[0])
-				o.SetLabels(map[string]string{nsLabel: ns})
+				o.SetLabels(map[string]string{NamespaceLabel: ns})
 			}
 			subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
 			for _, s := range subjects {
@@ -444,7 +441,7 @@ func (r *podRunner) stop(ns string) {
 	r.mu.Unlock()
 	zero := int64(0)
 	r.c.CS.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{GracePeriodSeconds: &zero})
-	r.c.CS.RbacV1().ClusterRoleBindings().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: nsLabel + "=" + ns})
+	r.c.CS.RbacV1().ClusterRoleBindings().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: NamespaceLabel + "=" + ns})
 }
 
 func (r *podRunner) close() {
