@@ -146,7 +146,7 @@ func TestKindClusterBalancesLeaders(t *testing.T) {
 // Porcupine), and the CSVs, meta.json and report arrive in the host's
 // folder. Nothing of the runs stays behind.
 func ringInCluster(ctx context.Context, t *testing.T, kind *kindrun.Kind, cluster string, rc *rest.Config, cs kubernetes.Interface) {
-	require.NoError(t, imagebuild.Build(ctx, ringnodes.DefaultRunnerImage, "github.com/ringside/ringside/cmd/ringside", "github.com/ringside/ringside/cmd/ringnode"))
+	require.NoError(t, imagebuild.Build(ctx, ringnodes.DefaultRunnerImage, "github.com/ringside/ringside/cmd/ringside", "github.com/ringside/ringside/cmd/ringnode", "github.com/ringside/ringside/cmd/worker"))
 	require.NoError(t, kind.Load(ctx, cluster, ringnodes.DefaultRunnerImage))
 	out := t.TempDir()
 	for _, line := range [][]string{

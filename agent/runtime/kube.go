@@ -37,6 +37,7 @@ type KubeOptions struct {
 	Image     string // worker image, present on the nodes
 	Pool      string // value of the ringside.pool label
 	Port      int    // the worker's HTTP port (default 8080)
+	Command   []string // the container's command (default: the image's entrypoint)
 	Args      []string
 }
 
@@ -276,8 +277,13 @@ func (k *Kube) nodeCPUs(ctx context.Context, node string) int {
 	return n
 }
 
-// deploymentFor names the Deployment of a worker shape.
+// deploymentFor names the Deployment of a worker shape, or of a named
+// worker (lb-live's w1-1cpu): its Pods' names, which the workers answer
+// with, start with it. A dot is no part of a Pod's hostname.
 func (k *Kube) deploymentFor(sp Spec) string {
+	if sp.Name != "" {
+		return strings.ToLower(strings.ReplaceAll(sp.Name, ".", "p"))
+	}
 	name := fmt.Sprintf("worker-%dm", int64(math.Round(sp.CPULimit*1000)))
 	if sp.CPULimit == 0 {
 		name = "worker-unlimited"
@@ -317,7 +323,7 @@ func (k *Kube) deployment(name string, sp Spec) *appsv1.Deployment {
 				Spec: v1.PodSpec{
 					AutomountServiceAccountToken: &no, EnableServiceLinks: &no,
 					Containers: []v1.Container{{
-						Name: workerContainer, Image: k.o.Image, ImagePullPolicy: v1.PullIfNotPresent, Args: args, Resources: res,
+						Name: workerContainer, Image: k.o.Image, ImagePullPolicy: v1.PullIfNotPresent, Command: k.o.Command, Args: args, Resources: res,
 						Ports: []v1.ContainerPort{{Name: "http", ContainerPort: int32(k.o.Port)}},
 						ReadinessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/healthz",
 							Port: intstr.FromInt(k.o.Port)}}, PeriodSeconds: 1},
@@ -404,6 +410,19 @@ func (k *Kube) Stop(ctx context.Context, id string) error {
 	k.mu.Lock()
 	delete(k.nodes, id)
 	k.mu.Unlock()
+	return nil
+}
+
+// SetCPULimit changes a running worker's CPU limit (and request) in place
+// — the Pod is resized, not replaced; that needs the
+// InPlacePodVerticalScaling feature gate (alpha in v1.32: k8s/kind.yaml
+// turns it on), and the API server refuses the patch where it is off.
+func (k *Kube) SetCPULimit(ctx context.Context, id string, cpus float64) error {
+	q := resource.NewMilliQuantity(int64(math.Round(cpus*1000)), resource.DecimalSI).String()
+	patch := fmt.Sprintf(`{"spec":{"containers":[{"name":%q,"resources":{"limits":{"cpu":%q},"requests":{"cpu":%q}}}]}}`, workerContainer, q, q)
+	if _, err := k.cs.CoreV1().Pods(k.o.Namespace).Patch(ctx, id, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("resize worker %s to %s CPU (in-place resize needs the InPlacePodVerticalScaling feature gate): %w", id, q, err)
+	}
 	return nil
 }
 

@@ -66,7 +66,7 @@ const (
 )
 
 func (*Live) Spec() experiments.Spec {
-	return experiments.Spec{Name: "lb-live", Backends: []string{lbstack.Docker, lbstack.Process}, Quick: 2, Paper: 3, Row: liveRow{},
+	return experiments.Spec{Name: "lb-live", Backends: []string{lbstack.Docker, lbstack.Process, lbstack.Kubernetes}, Quick: 2, Paper: 3, Row: liveRow{},
 		Summary: "agent + balancer + heterogeneous workers under real HTTP load: throughput, latency p50/p99, request share and utilisation over time per picker, beside direct and nginx"}
 }
 

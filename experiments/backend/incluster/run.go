@@ -36,14 +36,21 @@ type Options struct {
 
 // rules are the runner's rights: it makes a namespace per ring and the
 // ring's Secret, headless Service and StatefulSet in it, scales it, reads
-// its Pods and their logs, and describes the cluster for meta.json.
+// its Pods and their logs, and describes the cluster for meta.json; for
+// lb-live, the agent's: worker Deployments made and scaled, a sundown
+// Pod's deletion cost and a throttled Pod's CPU patched, the kubelets'
+// figures read through the node proxy.
 // Kubernetes cannot grant rights only in the namespaces one creates, so
 // they are cluster-wide, and end with the run.
 var rules = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"create", "delete", "get"}},
 	{APIGroups: []string{""}, Resources: []string{"secrets", "services"}, Verbs: []string{"create"}},
 	{APIGroups: []string{""}, Resources: []string{"pods", "pods/log"}, Verbs: []string{"get", "list"}},
-	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list"}},
+	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"patch"}},
+	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list", "get"}},
+	{APIGroups: []string{""}, Resources: []string{"nodes/proxy"}, Verbs: []string{"get"}},
+	{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"create", "get", "list", "deletecollection"}},
+	{APIGroups: []string{"apps"}, Resources: []string{"deployments/scale"}, Verbs: []string{"get", "update"}},
 	{APIGroups: []string{"apps"}, Resources: []string{"statefulsets"}, Verbs: []string{"create", "get"}},
 	{APIGroups: []string{"apps"}, Resources: []string{"statefulsets/scale"}, Verbs: []string{"get", "update"}},
 	{APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, Verbs: []string{"list"}},

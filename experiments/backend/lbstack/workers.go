@@ -32,6 +32,10 @@ const (
 // (Docker falls back to processes, with a warning, where the engine is not
 // usable) and its cleanup.
 func Workers(ctx context.Context, backend string, log *slog.Logger) (Runtime, string, func(), error) {
+	if backend == Kubernetes {
+		k, cleanup, err := kubeWorkers(ctx)
+		return k, Kubernetes, cleanup, err
+	}
 	if backend == Docker {
 		d, cleanup, err := dockerRuntime(ctx)
 		if err == nil {

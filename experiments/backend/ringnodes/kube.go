@@ -27,8 +27,9 @@ import (
 	"github.com/ringside/ringside/internal/podfault"
 )
 
-// DefaultRunnerImage holds /ringside and /ringnode: the in-cluster runner
-// and, as `ringside podfault` supervising ringnode, every ring Pod.
+// DefaultRunnerImage holds /ringside, /ringnode and /worker: the
+// in-cluster runner, every ring Pod (`ringside podfault` supervising
+// ringnode) and lb-live's workers.
 const DefaultRunnerImage = "ringside/runner:dev"
 
 // The ring Pods' ports: ringnode's, and its fault agent's.
