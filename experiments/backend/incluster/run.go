@@ -93,7 +93,14 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	if o.Log != nil {
-		go follow(ctx, cs, ns.Name, pod, o.Log)
+		// The log is copied until Run returns, never after.
+		fctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			follow(fctx, cs, ns.Name, pod, o.Log)
+		}()
+		defer func() { stop(); <-done }()
 	}
 	st, err := wait(ctx, cs, ns.Name, pod)
 	if err != nil {
