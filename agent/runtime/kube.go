@@ -416,11 +416,13 @@ func (k *Kube) Stop(ctx context.Context, id string) error {
 // SetCPULimit changes a running worker's CPU limit (and request) in place
 // — the Pod is resized, not replaced; that needs the
 // InPlacePodVerticalScaling feature gate (alpha in v1.32: k8s/kind.yaml
-// turns it on), and the API server refuses the patch where it is off.
+// turns it on), and the API server refuses the resize where it is off.
 func (k *Kube) SetCPULimit(ctx context.Context, id string, cpus float64) error {
 	q := resource.NewMilliQuantity(int64(math.Round(cpus*1000)), resource.DecimalSI).String()
 	patch := fmt.Sprintf(`{"spec":{"containers":[{"name":%q,"resources":{"limits":{"cpu":%q},"requests":{"cpu":%q}}}]}}`, workerContainer, q, q)
-	if _, err := k.cs.CoreV1().Pods(k.o.Namespace).Patch(ctx, id, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	// Through the Pod's resize subresource: from v1.32 the spec's
+	// resources change there only.
+	if _, err := k.cs.CoreV1().Pods(k.o.Namespace).Patch(ctx, id, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "resize"); err != nil {
 		return fmt.Errorf("resize worker %s to %s CPU (in-place resize needs the InPlacePodVerticalScaling feature gate): %w", id, q, err)
 	}
 	return nil

@@ -46,7 +46,7 @@ var rules = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"create", "delete", "get"}},
 	{APIGroups: []string{""}, Resources: []string{"secrets", "services"}, Verbs: []string{"create"}},
 	{APIGroups: []string{""}, Resources: []string{"pods", "pods/log"}, Verbs: []string{"get", "list"}},
-	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"patch"}},
+	{APIGroups: []string{""}, Resources: []string{"pods", "pods/resize"}, Verbs: []string{"patch"}},
 	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list", "get"}},
 	{APIGroups: []string{""}, Resources: []string{"nodes/proxy"}, Verbs: []string{"get"}},
 	{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"create", "get", "list", "deletecollection"}},
