@@ -25,7 +25,7 @@ const kindWorkerImage = "ringside/worker:kind-test"
 // started as Deployments, listed with their CPU limits; a saturated
 // worker's CPU% from two kubelet samples agrees with the kubelet's own
 // figure within 2 percentage points; a sundown removes exactly the chosen
-// Pod of a Deployment of two.
+// Pod of a Deployment of two; a throttle resizes a Pod in place.
 func agentRuntimeOnKind(ctx context.Context, t *testing.T, kind *kindrun.Kind, cluster string, cs kubernetes.Interface) {
 	require.NoError(t, imagebuild.Build(ctx, kindWorkerImage, "github.com/ringside/ringside/cmd/worker"))
 	require.NoError(t, kind.Load(ctx, cluster, kindWorkerImage))
@@ -106,6 +106,16 @@ func agentRuntimeOnKind(ctx context.Context, t *testing.T, kind *kindrun.Kind, c
 	}
 	assert.ElementsMatch(t, []string{big.ID, small2.ID}, ids, "only the chosen worker went")
 	require.NoError(t, rt.Stop(ctx, small1.ID), "stopping a gone worker is not an error")
+
+	// A throttle resizes the Pod in place: same Pod, new limit.
+	require.NoError(t, rt.SetCPULimit(ctx, big.ID, 0.2))
+	list, err = rt.List(ctx)
+	require.NoError(t, err)
+	for _, in := range list {
+		if in.ID == big.ID {
+			assert.Equal(t, 0.2, in.CPULimit, "resized in place")
+		}
+	}
 	require.NoError(t, rt.RemoveAll(ctx))
 }
 

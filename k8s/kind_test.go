@@ -143,8 +143,9 @@ func TestKindClusterBalancesLeaders(t *testing.T) {
 // loaded into the cluster, a Job runs ring-failover and kv-chaos there
 // against StatefulSets of ringnode Pods (kills, pauses, partitions and
 // splits made by each Pod's fault agent, the history checked with
-// Porcupine), and the CSVs, meta.json and report arrive in the host's
-// folder. Nothing of the runs stays behind.
+// Porcupine), and lb-live with its workers as Deployments, and the CSVs,
+// meta.json and report arrive in the host's folder. Nothing of the runs
+// stays behind.
 func ringInCluster(ctx context.Context, t *testing.T, kind *kindrun.Kind, cluster string, rc *rest.Config, cs kubernetes.Interface) {
 	require.NoError(t, imagebuild.Build(ctx, ringnodes.DefaultRunnerImage, "github.com/ringside/ringside/cmd/ringside", "github.com/ringside/ringside/cmd/ringnode", "github.com/ringside/ringside/cmd/worker"))
 	require.NoError(t, kind.Load(ctx, cluster, ringnodes.DefaultRunnerImage))
@@ -152,6 +153,7 @@ func ringInCluster(ctx context.Context, t *testing.T, kind *kindrun.Kind, cluste
 	for _, line := range [][]string{
 		{"run", "ring-failover", "--backend", "kubernetes", "--n", "3,4", "--reps", "2"},
 		{"run", "kv-chaos", "--backend", "kubernetes", "--reps", "1", "--duration", "8s", "--fault-every", "700ms"},
+		{"run", "lb-live", "--backend", "kubernetes", "--reps", "1", "--pickers", "p2c-ewma", "--baselines", "direct", "--clients", "4", "--duration", "1s"},
 	} {
 		var log bytes.Buffer
 		err := incluster.Run(ctx, incluster.Options{Config: rc, Args: line, Out: out, Timeout: 8 * time.Minute, Log: &log})
@@ -169,6 +171,11 @@ func ringInCluster(ctx context.Context, t *testing.T, kind *kindrun.Kind, cluste
 	assert.Equal(t, "true", chaos.Str(0, "linearizable"))
 	assert.Zero(t, chaos.Float(0, "lost_acked_writes"))
 	assert.NotEmpty(t, chaos.Str(0, "faults"), "the nemesis injected faults")
+	live := readCSV(t, filepath.Join(out, "lb-live.csv"))
+	require.NotEmpty(t, live.Rows)
+	for i := range live.Rows {
+		assert.Equal(t, "kubernetes", live.Str(i, "backend"))
+	}
 	meta, err := os.ReadFile(filepath.Join(out, "ring-failover.meta.json"))
 	require.NoError(t, err)
 	assert.Contains(t, string(meta), `"v1.32.13"`, "meta.json names the cluster")
