@@ -25,14 +25,14 @@ import (
 	"github.com/ringside/ringside/bld"
 	"github.com/ringside/ringside/bld/balance"
 	"github.com/ringside/ringside/experiments"
+	"github.com/ringside/ringside/experiments/backend/incluster"
 	"github.com/ringside/ringside/experiments/backend/kube"
 	"github.com/ringside/ringside/experiments/backend/kube/controlplane"
-	"github.com/ringside/ringside/experiments/kubeexp"
-	"github.com/ringside/ringside/k8s"
-	"github.com/ringside/ringside/experiments/backend/incluster"
-	"github.com/ringside/ringside/experiments/catalog"
 	"github.com/ringside/ringside/experiments/backend/ringnodes"
+	"github.com/ringside/ringside/experiments/catalog"
+	"github.com/ringside/ringside/experiments/kubeexp"
 	"github.com/ringside/ringside/internal/imagebuild"
+	"github.com/ringside/ringside/k8s"
 	"github.com/ringside/ringside/k8s/kindrun"
 )
 

@@ -33,10 +33,10 @@ import (
 
 // KubeOptions configure the Kubernetes runtime.
 type KubeOptions struct {
-	Namespace string // where the workers' Deployments and Pods live
-	Image     string // worker image, present on the nodes
-	Pool      string // value of the ringside.pool label
-	Port      int    // the worker's HTTP port (default 8080)
+	Namespace string   // where the workers' Deployments and Pods live
+	Image     string   // worker image, present on the nodes
+	Pool      string   // value of the ringside.pool label
+	Port      int      // the worker's HTTP port (default 8080)
 	Command   []string // the container's command (default: the image's entrypoint)
 	Args      []string
 }

@@ -33,7 +33,6 @@ type Options struct {
 	Log     io.Writer // the runner's log is copied here
 }
 
-
 // rules are the runner's rights: it makes a namespace per ring and the
 // ring's Secret, headless Service and StatefulSet in it, scales it, reads
 // its Pods and their logs, and describes the cluster for meta.json; for
