@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	goruntime "runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -187,6 +188,12 @@ func (k *Kube) statefulSet(n int32, sel map[string]string) *appsv1.StatefulSet {
 	for _, kv := range k.env {
 		name, val, _ := strings.Cut(kv, "=")
 		env = append(env, v1.EnvVar{Name: name, Value: val})
+	}
+	// More servers than a node has cores: one P each, as the local ring
+	// does (see StartLocal) — with Go's default every server keeps a
+	// thread per core awake and the hops wait on cross-process scheduling.
+	if _, set := os.LookupEnv("GOMAXPROCS"); int(n) > goruntime.NumCPU() && !set {
+		env = append(env, v1.EnvVar{Name: "GOMAXPROCS", Value: "1"})
 	}
 	no, grace := false, int64(2)
 	root := int64(0)
