@@ -147,7 +147,7 @@ runner-image: base-images compose-v2
 # Experiments run from a Job inside the kind cluster (ringside cluster) —
 # the ring experiments on its kubernetes backend, a StatefulSet of ringnode
 # Pods — with their CSVs, meta.json and report copied to $(RESULTS)/kubernetes.
-KIND_EXPERIMENTS ?= ring-failover,ring-join,kv-load,kv-chaos
+KIND_EXPERIMENTS ?= ring-failover,ring-join,kv-load,kv-chaos,lb-live
 kind-experiments: kind runner-image
 	$(call KIND_RUN,load docker-image ringside/runner:dev --name $(KIND_CLUSTER))
 	$(GO) run ./cmd/ringside cluster --kubeconfig $(KIND_KUBECONFIG) --out $(RESULTS)/kubernetes -- \
