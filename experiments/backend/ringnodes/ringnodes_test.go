@@ -162,12 +162,13 @@ func TestConcurrentInitiatorsWithDeadSuccessors(t *testing.T) {
 	// heartbeat, so several start elections at once; a second server dies
 	// with the coordinator, so some initiators' successors are dead.
 	// Whether two detectors fire before the first ELECTION arrives is up
-	// to the scheduler (a loaded CI machine spreads them out), so up to
-	// three rings are tried for a failover with concurrent initiators;
-	// every one of them must end with one coordinator.
+	// to the scheduler (a loaded CI machine spreads them out: three rings
+	// in a row had one initiator each beside a fuzzer), so up to six
+	// rings are tried for a failover with concurrent initiators; every
+	// one of them must end with one coordinator.
 	ctx := context.Background()
 	most := 0
-	for attempt := 0; attempt < 3 && most < 2; attempt++ {
+	for attempt := 0; attempt < 6 && most < 2; attempt++ {
 		l := startLocal(t, 6, "--suspect-jitter", "0")
 		coord, err := WaitSettled(ctx, l.Addrs(), 10*time.Second)
 		require.NoError(t, err)
