@@ -16,15 +16,12 @@ import (
 
 	"github.com/ringside/ringside/experiments"
 	"github.com/ringside/ringside/experiments/backend/incluster"
+	"github.com/ringside/ringside/experiments/backend/kube"
 	"github.com/ringside/ringside/experiments/backend/ringnodes"
 	"github.com/ringside/ringside/experiments/catalog"
 	"github.com/ringside/ringside/internal/envflag"
 	"github.com/ringside/ringside/internal/serve"
 )
-
-// kindKubeconfig is where make kind-up writes the kind cluster's
-// kubeconfig: the default cluster when it exists.
-const kindKubeconfig = ".kube/kind.kubeconfig"
 
 // clusterCmd runs a ringside command line (run EXPERIMENT|all …) in a Job
 // on a Kubernetes cluster and copies its results here (package
@@ -35,7 +32,7 @@ func clusterCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	s := envflag.New(fs)
 	var o incluster.Options
 	var kubeconfig string
-	s.StringVar(&kubeconfig, "kubeconfig", "RINGSIDE_KUBECONFIG", "", "the cluster (default: "+kindKubeconfig+" when make kind-up wrote it, else $KUBECONFIG or ~/.kube/config)")
+	s.StringVar(&kubeconfig, "kubeconfig", "RINGSIDE_KUBECONFIG", "", "the cluster (default: "+kube.KindKubeconfig+" when make kind-up wrote it, else $KUBECONFIG or ~/.kube/config)")
 	s.StringVar(&o.Image, "image", "RINGSIDE_RUNNER_IMAGE", ringnodes.DefaultRunnerImage, "the runner image, present on the cluster's nodes (make runner-image; kind load docker-image)")
 	s.StringVar(&o.Out, "out", "RINGSIDE_OUT", "results/kubernetes", "the host's results folder")
 	s.DurationVar(&o.Timeout, "timeout", "RINGSIDE_CLUSTER_TIMEOUT", 2*time.Hour, "the run's limit on the cluster")
@@ -47,8 +44,8 @@ func clusterCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		return errors.New("cluster: after the flags, the ringside command line to run there: -- run EXPERIMENT|all [flags]")
 	}
 	if kubeconfig == "" {
-		if _, err := os.Stat(kindKubeconfig); err == nil {
-			kubeconfig = kindKubeconfig
+		if _, err := os.Stat(kube.KindKubeconfig); err == nil {
+			kubeconfig = kube.KindKubeconfig
 		}
 	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()

@@ -34,7 +34,7 @@ type kubeFlags struct {
 // elections, which runs one election set at a time so that repetitions
 // do not compete for the CPU.
 func (k *kubeFlags) define(fs *flag.FlagSet, parallel bool) {
-	fs.StringVar(&k.kubeconfig, "kubeconfig", os.Getenv("RINGSIDE_KUBECONFIG"), "API server to use (env RINGSIDE_KUBECONFIG; default: start a local control plane with three worker nodes; the kind backend needs one: make kind-up writes .kube/kind.kubeconfig)")
+	fs.StringVar(&k.kubeconfig, "kubeconfig", os.Getenv("RINGSIDE_KUBECONFIG"), "API server to use (env RINGSIDE_KUBECONFIG; default: start a local control plane with three worker nodes; the kind backend takes .kube/kind.kubeconfig, which make kind-up writes)")
 	fs.StringVar(&k.lock, "lock", "lease", "lock object: lease or endpoints")
 	if parallel {
 		fs.IntVar(&k.parallel, "parallel", 0, "elector processes to run at once across repetitions, each in a namespace of its own "+
@@ -93,6 +93,11 @@ func eventCounts(events []kube.Event) string {
 func start(ctx context.Context, env *experiments.Env, k *kubeFlags) (*kube.Cluster, error) {
 	if k.parallel < 0 {
 		return nil, fmt.Errorf("--parallel %d: want a count of elector processes ≥ 1 (or 0 for the backend's default)", k.parallel)
+	}
+	if env.Backend == kube.BackendKind && k.kubeconfig == "" {
+		if _, err := os.Stat(kube.KindKubeconfig); err == nil {
+			k.kubeconfig = kube.KindKubeconfig // make kind-up's cluster
+		}
 	}
 	c, err := kube.Start(ctx, k.kubeconfig, env.Backend)
 	if err != nil {

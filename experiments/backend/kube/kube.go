@@ -85,6 +85,11 @@ type electors interface {
 	close()
 }
 
+// KindKubeconfig is where `make kind-up` writes the kind cluster's
+// kubeconfig: the cluster the kind backend and `ringside cluster` use when
+// none is named and it exists.
+const KindKubeconfig = ".kube/kind.kubeconfig"
+
 // Backends: "kube" runs the electors as local processes against the API
 // server (Processes), "kind" as the sidecars of real Pods on a cluster
 // with kubelets (podRunner).
