@@ -33,7 +33,7 @@ func clusterCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	var o incluster.Options
 	var kubeconfig string
 	s.StringVar(&kubeconfig, "kubeconfig", "RINGSIDE_KUBECONFIG", "", "the cluster (default: "+kube.KindKubeconfig+" when make kind-up wrote it, else $KUBECONFIG or ~/.kube/config)")
-	s.StringVar(&o.Image, "image", "RINGSIDE_RUNNER_IMAGE", ringnodes.DefaultRunnerImage, "the runner image, present on the cluster's nodes (make runner-image; kind load docker-image)")
+	s.StringVar(&o.Image, "image", ringnodes.RunnerImageEnv, ringnodes.DefaultRunnerImage, "the runner image, present on the cluster's nodes (make runner-image; kind load docker-image)")
 	s.StringVar(&o.Out, "out", "RINGSIDE_OUT", "results/kubernetes", "the host's results folder")
 	s.DurationVar(&o.Timeout, "timeout", "RINGSIDE_CLUSTER_TIMEOUT", 2*time.Hour, "the run's limit on the cluster")
 	if err := s.Parse(args); err != nil {

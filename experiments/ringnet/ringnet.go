@@ -92,7 +92,7 @@ func startRing(ctx context.Context, env *experiments.Env, n int, flags *serverFl
 		return r, nil
 	case "kubernetes":
 		os.RemoveAll(dir)
-		r, err := ringnodes.StartKube(ctx, n, ringnodes.KubeOptions{Env: f.env(), Log: env.Log, Image: os.Getenv("RINGSIDE_RUNNER_IMAGE")})
+		r, err := ringnodes.StartKube(ctx, n, ringnodes.KubeOptions{Env: f.env(), Log: env.Log})
 		if err != nil {
 			return nil, err
 		}

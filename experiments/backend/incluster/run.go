@@ -71,23 +71,22 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
-	ns, err := cs.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		GenerateName: "ringside-runner-", Labels: ringnodes.ManagedBy}}, metav1.CreateOptions{})
+	ns, err := ringnodes.CreateNamespace(ctx, cs, "ringside-runner")
 	if err != nil {
-		return fmt.Errorf("cluster: namespace: %w", err)
+		return fmt.Errorf("cluster: %w", err)
 	}
 	defer func() {
-		if cerr := cleanup(context.WithoutCancel(ctx), cs, ns.Name); cerr != nil {
+		if cerr := cleanup(context.WithoutCancel(ctx), cs, ns); cerr != nil {
 			err = errors.Join(err, cerr)
 		}
 	}()
-	if err := grant(ctx, cs, ns.Name); err != nil {
+	if err := grant(ctx, cs, ns); err != nil {
 		return err
 	}
-	if _, err := cs.BatchV1().Jobs(ns.Name).Create(ctx, job(o), metav1.CreateOptions{}); err != nil {
+	if _, err := cs.BatchV1().Jobs(ns).Create(ctx, job(o), metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("cluster: job: %w", err)
 	}
-	pod, err := runnerPod(ctx, cs, ns.Name)
+	pod, err := runnerPod(ctx, cs, ns)
 	if err != nil {
 		return err
 	}
@@ -97,15 +96,15 @@ func Run(ctx context.Context, o Options) (err error) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			follow(fctx, cs, ns.Name, pod, o.Log)
+			follow(fctx, cs, ns, pod, o.Log)
 		}()
 		defer func() { stop(); <-done }()
 	}
-	st, err := wait(ctx, cs, ns.Name, pod)
+	st, err := wait(ctx, cs, ns, pod)
 	if err != nil {
 		return err
 	}
-	if err := fetch(ctx, cs, ns.Name, pod, o.Out); err != nil {
+	if err := fetch(ctx, cs, ns, pod, o.Out); err != nil {
 		return err
 	}
 	if st.Error != "" {
@@ -151,7 +150,7 @@ func job(o Options) *batchv1.Job {
 					Containers: []v1.Container{{
 						Name: "runner", Image: o.Image, ImagePullPolicy: v1.PullIfNotPresent,
 						Command: []string{"/ringside"}, Args: args,
-						Env: []v1.EnvVar{{Name: "RINGSIDE_RUNNER_IMAGE", Value: o.Image},
+						Env: []v1.EnvVar{{Name: ringnodes.RunnerImageEnv, Value: o.Image},
 							{Name: ringnodes.OwnerEnv, ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}},
 						Ports: []v1.ContainerPort{{Name: "results", ContainerPort: JobPort}},
 						SecurityContext: &v1.SecurityContext{RunAsUser: &nonRoot, RunAsNonRoot: new(true), AllowPrivilegeEscalation: &no,

@@ -3,12 +3,7 @@ package lbstack
 import (
 	"context"
 	"fmt"
-	"maps"
-	"os"
-	"time"
 
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ringside/ringside/agent/runtime"
@@ -31,24 +26,10 @@ func kubeWorkers(ctx context.Context) (Runtime, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	labels := maps.Clone(ringnodes.ManagedBy)
-	if owner := os.Getenv(ringnodes.OwnerEnv); owner != "" {
-		labels[ringnodes.OwnerLabel] = owner
-	}
-	ns, err := cs.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "ringside-lb-", Labels: labels}}, metav1.CreateOptions{})
+	ns, err := ringnodes.CreateNamespace(ctx, cs, "ringside-lb")
 	if err != nil {
-		return nil, nil, fmt.Errorf("kubernetes backend: namespace: %w", err)
+		return nil, nil, fmt.Errorf("kubernetes backend: %w", err)
 	}
-	image := os.Getenv("RINGSIDE_RUNNER_IMAGE")
-	if image == "" {
-		image = ringnodes.DefaultRunnerImage
-	}
-	k := runtime.NewKube(cs, runtime.KubeOptions{Namespace: ns.Name, Image: image, Command: []string{"/worker"}, Pool: "lb-live"})
-	cleanup := func() {
-		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		bg := metav1.DeletePropagationBackground
-		cs.CoreV1().Namespaces().Delete(dctx, ns.Name, metav1.DeleteOptions{PropagationPolicy: &bg})
-	}
-	return k, cleanup, nil
+	k := runtime.NewKube(cs, runtime.KubeOptions{Namespace: ns, Image: ringnodes.RunnerImage(), Command: []string{"/worker"}, Pool: "lb-live"})
+	return k, func() { ringnodes.DeleteNamespace(ctx, cs, ns) }, nil
 }

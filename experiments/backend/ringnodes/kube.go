@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -53,7 +52,7 @@ const (
 // KubeOptions configure a ring of ringnode Pods.
 type KubeOptions struct {
 	Config *rest.Config // the cluster (rest.InClusterConfig by default)
-	Image  string       // default DefaultRunnerImage
+	Image  string       // default RunnerImage()
 	Env    []string     // RINGNODE_* settings for every server
 	Log    *slog.Logger
 }
@@ -114,7 +113,7 @@ func StartKube(ctx context.Context, n int, o KubeOptions) (*Kube, error) {
 		o.Config = rc
 	}
 	if o.Image == "" {
-		o.Image = DefaultRunnerImage
+		o.Image = RunnerImage()
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
@@ -149,16 +148,11 @@ func (k *Kube) Client() kubernetes.Interface { return k.cs }
 func (k *Kube) Namespace() string { return k.ns }
 
 func (k *Kube) create(ctx context.Context, n int32) error {
-	labels := maps.Clone(ManagedBy)
-	if owner := os.Getenv(OwnerEnv); owner != "" {
-		labels[OwnerLabel] = owner
-	}
-	ns, err := k.cs.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		GenerateName: "ringside-ring-", Labels: labels}}, metav1.CreateOptions{})
+	ns, err := CreateNamespace(ctx, k.cs, "ringside-ring")
 	if err != nil {
-		return fmt.Errorf("kubernetes backend: namespace: %w", err)
+		return fmt.Errorf("kubernetes backend: %w", err)
 	}
-	k.ns = ns.Name
+	k.ns = ns
 	if _, err := k.cs.CoreV1().Secrets(k.ns).Create(ctx, &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "ringnode"},
 		StringData: map[string]string{"secret": k.secret}}, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("kubernetes backend: secret: %w", err)
@@ -410,11 +404,8 @@ func (k *Kube) Close() error {
 	if k.ns == "" {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	bg := metav1.DeletePropagationBackground
-	if err := k.cs.CoreV1().Namespaces().Delete(ctx, k.ns, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
-		return fmt.Errorf("kubernetes backend: delete namespace %s: %w", k.ns, err)
+	if err := DeleteNamespace(context.Background(), k.cs, k.ns); err != nil {
+		return fmt.Errorf("kubernetes backend: %w", err)
 	}
 	return nil
 }
