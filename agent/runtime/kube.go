@@ -55,9 +55,16 @@ type Kube struct {
 	o  KubeOptions
 
 	mu      sync.Mutex
-	nodes   map[string]string // pod → node
+	pods    map[string]listedPod // what List saw of each worker Pod
 	summary map[string]cachedSummary
 	cpus    map[string]int // node → allocatable CPUs, for an unlimited worker
+}
+
+// listedPod is what Sample needs of a worker Pod, kept from List so
+// that a sample costs no API request of its own.
+type listedPod struct {
+	node     string
+	memLimit uint64 // bytes; 0: none
 }
 
 // NewKube returns a runtime on cs's cluster.
@@ -65,7 +72,7 @@ func NewKube(cs kubernetes.Interface, o KubeOptions) *Kube {
 	if o.Port == 0 {
 		o.Port = 8080
 	}
-	return &Kube{cs: cs, o: o, nodes: map[string]string{}, summary: map[string]cachedSummary{}, cpus: map[string]int{}}
+	return &Kube{cs: cs, o: o, pods: map[string]listedPod{}, summary: map[string]cachedSummary{}, cpus: map[string]int{}}
 }
 
 func (k *Kube) selector() string {
@@ -89,7 +96,11 @@ func (k *Kube) List(ctx context.Context) ([]Instance, error) {
 		if p.DeletionTimestamp != nil || p.Status.Phase != v1.PodRunning || !ready(&p) || p.Status.PodIP == "" || len(p.Spec.Containers) == 0 {
 			continue
 		}
-		k.nodes[p.Name] = p.Spec.NodeName
+		lp := listedPod{node: p.Spec.NodeName}
+		if lim := p.Spec.Containers[0].Resources.Limits.Memory(); lim != nil && lim.Value() > 0 {
+			lp.memLimit = uint64(lim.Value())
+		}
+		k.pods[p.Name] = lp
 		out = append(out, Instance{
 			ID: p.Name, Name: p.Name, Addr: net.JoinHostPort(p.Status.PodIP, strconv.Itoa(k.o.Port)),
 			Default: p.Labels[LabelDefault] == "true", CPULimit: p.Spec.Containers[0].Resources.Limits.Cpu().AsApproximateFloat64(),
@@ -241,7 +252,7 @@ func (k *Kube) Stop(ctx context.Context, id string) error {
 		return fmt.Errorf("stop worker %s: %w", id, err)
 	}
 	k.mu.Lock()
-	delete(k.nodes, id)
+	delete(k.pods, id)
 	k.mu.Unlock()
 	return nil
 }

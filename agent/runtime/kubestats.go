@@ -68,11 +68,7 @@ func ContainerMetric(mf map[string]*dto.MetricFamily, family, ns, pod, container
 		return 0, time.Time{}, false
 	}
 	for _, m := range f.GetMetric() {
-		lbl := map[string]string{}
-		for _, l := range m.GetLabel() {
-			lbl[l.GetName()] = l.GetValue()
-		}
-		if lbl["namespace"] != ns || lbl["pod"] != pod || lbl["container"] != container {
+		if !hasLabels(m, ns, pod, container) {
 			continue
 		}
 		var v float64
@@ -87,6 +83,30 @@ func ContainerMetric(mf map[string]*dto.MetricFamily, family, ns, pod, container
 		return v, time.UnixMilli(m.GetTimestampMs()), true
 	}
 	return 0, time.Time{}, false
+}
+
+// hasLabels reports whether m is the series of that namespace, pod and
+// container.
+func hasLabels(m *dto.Metric, ns, pod, container string) bool {
+	matched := 0
+	for _, l := range m.GetLabel() {
+		var want string
+		switch l.GetName() {
+		case "namespace":
+			want = ns
+		case "pod":
+			want = pod
+		case "container":
+			want = container
+		default:
+			continue
+		}
+		if l.GetValue() != want {
+			return false
+		}
+		matched++
+	}
+	return matched == 3
 }
 
 // node reads a node's resource metrics and Summary, once per summaryTTL.
@@ -128,8 +148,9 @@ const workerContainer = "worker"
 // Sample reads the worker's figures from its node's kubelet.
 func (k *Kube) Sample(ctx context.Context, inst Instance) (score.Sample, error) {
 	k.mu.Lock()
-	node := k.nodes[inst.ID]
+	lp := k.pods[inst.ID]
 	k.mu.Unlock()
+	node := lp.node
 	if node == "" {
 		return score.Sample{}, fmt.Errorf("stats %s: not a listed worker", inst.Name)
 	}
@@ -141,16 +162,11 @@ func (k *Kube) Sample(ctx context.Context, inst Instance) (score.Sample, error) 
 	if !ok {
 		return score.Sample{}, fmt.Errorf("stats %s: the kubelet of %s has no figures for it yet", inst.Name, node)
 	}
-	s := score.Sample{At: at, CPUTotal: uint64(math.Round(cpu * 1e9)), CPULimit: inst.CPULimit, OnlineCPUs: k.nodeCPUs(ctx, node)}
+	s := score.Sample{At: at, CPUTotal: uint64(math.Round(cpu * 1e9)), CPULimit: inst.CPULimit, OnlineCPUs: k.nodeCPUs(ctx, node), MemLimit: lp.memLimit}
 	// The working set is usage less the inactive page cache: what
 	// score.Memory counts.
 	if ws, _, ok := ContainerMetric(c.metrics, "container_memory_working_set_bytes", k.o.Namespace, inst.ID, workerContainer); ok && ws > 0 {
 		s.MemUsage = uint64(ws)
-	}
-	if p, err := k.cs.CoreV1().Pods(k.o.Namespace).Get(ctx, inst.ID, metav1.GetOptions{}); err == nil && len(p.Spec.Containers) > 0 {
-		if lim := p.Spec.Containers[0].Resources.Limits.Memory(); lim != nil && lim.Value() > 0 {
-			s.MemLimit = uint64(lim.Value())
-		}
 	}
 	if ps, ok := PodStats(c.sum, k.o.Namespace, inst.ID); ok && ps.Network != nil {
 		if n := ps.Network; n.RxBytes != nil && n.TxBytes != nil {
