@@ -103,6 +103,6 @@ func start(ctx context.Context, env *experiments.Env, k *kubeFlags) (*kube.Clust
 	if err != nil {
 		return nil, fmt.Errorf("%s backend: %w", env.Backend, err)
 	}
-	env.Cluster = map[string]any{"version": c.Version, "nodes": c.NodeCount, "workers": len(c.WorkerNodes), "kube_system_daemonsets": c.Network}
+	env.Cluster = kube.Describe(ctx, c.CS)
 	return c, nil
 }

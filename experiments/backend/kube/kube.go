@@ -61,10 +61,6 @@ type Cluster struct {
 	// are named after the cluster).
 	WorkerNodes []string
 	el          electors // processes, or the kind backend's Pods
-	// Version, NodeCount and Network describe the cluster, for meta.json.
-	Version   string
-	NodeCount int
-	Network   []string
 
 	mu     sync.Mutex
 	events []Event
@@ -145,10 +141,6 @@ func Start(ctx context.Context, kubeconfig, backend string) (*Cluster, error) {
 			return nil, err
 		}
 	}
-	if v, err := c.CS.Discovery().ServerVersion(); err == nil {
-		c.Version = v.GitVersion
-	}
-	c.Network = network(ctx, c.CS)
 	if c.cp != nil {
 		for _, n := range LocalWorkers {
 			if _, err := c.CS.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
@@ -157,7 +149,7 @@ func Start(ctx context.Context, kubeconfig, backend string) (*Cluster, error) {
 			}
 		}
 	}
-	if c.WorkerNodes, c.NodeCount, err = workers(ctx, c.CS); err != nil {
+	if c.WorkerNodes, err = workers(ctx, c.CS); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -198,19 +190,18 @@ func Describe(ctx context.Context, cs kubernetes.Interface) map[string]any {
 // Kubeconfig is the path of the cluster's kubeconfig.
 func (c *Cluster) Kubeconfig() string { return c.kubeconfig }
 
-// workers lists the nodes the BLD candidates count, sorted, and counts
-// all nodes.
-func workers(ctx context.Context, cs kubernetes.Interface) ([]string, int, error) {
+// workers lists the nodes the BLD candidates count, sorted.
+func workers(ctx context.Context, cs kubernetes.Interface) ([]string, error) {
 	list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, 0, fmt.Errorf("list worker nodes: %w", err)
+		return nil, fmt.Errorf("list worker nodes: %w", err)
 	}
 	out := bld.Workers(list.Items)
 	if len(out) == 0 {
-		return nil, 0, errors.New("the cluster has no schedulable worker node")
+		return nil, errors.New("the cluster has no schedulable worker node")
 	}
 	slices.Sort(out)
-	return out, len(list.Items), nil
+	return out, nil
 }
 
 // managedBy labels every namespace a run creates, so that what a run
