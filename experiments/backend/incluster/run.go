@@ -15,6 +15,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -100,7 +101,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		}()
 		defer func() { stop(); <-done }()
 	}
-	st, err := wait(ctx, cs, ns, pod)
+	st, err := waitDone(ctx, cs, ns, pod, o.Timeout)
 	if err != nil {
 		return err
 	}
@@ -168,35 +169,20 @@ func job(o Options) *batchv1.Job {
 
 // runnerPod waits for the Job's Pod to run and returns its name.
 func runnerPod(ctx context.Context, cs kubernetes.Interface, ns string) (string, error) {
-	var last string
-	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); {
+	var name, last string
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=runner"})
-		if err == nil && len(list.Items) > 0 {
-			p := list.Items[0]
-			last = string(p.Status.Phase)
-			for _, c := range p.Status.ContainerStatuses {
-				if c.State.Waiting != nil {
-					last += ": " + c.State.Waiting.Reason + " " + c.State.Waiting.Message
-				}
-			}
-			if p.Status.Phase != v1.PodPending {
-				return p.Name, nil
-			}
+		if err != nil || len(list.Items) == 0 {
+			return false, nil
 		}
-		if err := pause(ctx, 500*time.Millisecond); err != nil {
-			return "", err
-		}
+		p := &list.Items[0]
+		name, last = p.Name, ringnodes.PodState(p)
+		return p.Status.Phase != v1.PodPending, nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("cluster: the runner's Pod did not start in 3 minutes (%s); is the image loaded in the cluster? %w", last, err)
 	}
-	return "", fmt.Errorf("cluster: the runner's Pod did not start in 3 minutes (%s); is the image loaded in the cluster?", last)
-}
-
-func pause(ctx context.Context, d time.Duration) error {
-	select {
-	case <-time.After(d):
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return name, nil
 }
 
 // follow copies the runner's log to w as it is written.
@@ -214,31 +200,27 @@ func follow(ctx context.Context, cs kubernetes.Interface, ns, pod string, w io.W
 	}
 }
 
-// wait polls the Job's status until the run is done, or its Pod ended
-// without saying so.
-func wait(ctx context.Context, cs kubernetes.Interface, ns, pod string) (Status, error) {
-	proxy := func(path string) rest.ResponseWrapper {
-		return cs.CoreV1().Pods(ns).ProxyGet("http", pod, strconv.Itoa(JobPort), path, nil)
-	}
-	for {
-		raw, err := proxy("/status").DoRaw(ctx)
+// waitDone polls the Job's status until the run is done, or its Pod
+// ended without saying so.
+func waitDone(ctx context.Context, cs kubernetes.Interface, ns, pod string, limit time.Duration) (Status, error) {
+	var st Status
+	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, limit, true, func(ctx context.Context) (bool, error) {
+		raw, err := cs.CoreV1().Pods(ns).ProxyGet("http", pod, strconv.Itoa(JobPort), "/status", nil).DoRaw(ctx)
 		if err == nil {
-			var st Status
 			if err := json.Unmarshal(raw, &st); err != nil {
-				return st, fmt.Errorf("cluster: the runner's status %.200q: %w", raw, err)
+				return false, fmt.Errorf("cluster: the runner's status %.200q: %w", raw, err)
 			}
 			if st.Done {
-				return st, nil
+				return true, nil
 			}
 		}
 		p, perr := cs.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
 		if perr == nil && (p.Status.Phase == v1.PodFailed || p.Status.Phase == v1.PodSucceeded) {
-			return Status{}, fmt.Errorf("cluster: the runner's Pod %s/%s ended (%s) before its results were copied (%v)", ns, pod, p.Status.Phase, err)
+			return false, fmt.Errorf("cluster: the runner's Pod %s/%s ended (%s) before its results were copied (%v)", ns, pod, p.Status.Phase, err)
 		}
-		if err := pause(ctx, 2*time.Second); err != nil {
-			return Status{}, err
-		}
-	}
+		return false, nil
+	})
+	return st, err
 }
 
 func fetch(ctx context.Context, cs kubernetes.Interface, ns, pod, out string) error {
@@ -261,13 +243,12 @@ func cleanup(ctx context.Context, cs kubernetes.Interface, ns string) error {
 	bg := metav1.DeletePropagationBackground
 	del := metav1.DeleteOptions{PropagationPolicy: &bg}
 	errs := []error{ignoreNotFound(cs.CoreV1().Namespaces().Delete(ctx, ns, del))}
-	for deadline := time.Now().Add(45 * time.Second); time.Now().Before(deadline); {
+	// The runner's Pod gone (or 45 s passed): whatever it did not delete
+	// is swept below.
+	wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 45*time.Second, true, func(ctx context.Context) (bool, error) {
 		list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=runner"})
-		if err != nil || len(list.Items) == 0 {
-			break
-		}
-		pause(ctx, 500*time.Millisecond)
-	}
+		return err != nil || len(list.Items) == 0, nil
+	})
 	owned, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: ringnodes.OwnerLabel + "=" + ns})
 	errs = append(errs, err)
 	if err == nil {

@@ -20,6 +20,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -227,18 +228,13 @@ func (k *Kube) statefulSet(n int32, sel map[string]string) *appsv1.StatefulSet {
 func (k *Kube) readyPod(ctx context.Context, name string) (netip.Addr, error) {
 	var ip netip.Addr
 	var last string
-	err := Poll(ctx, 3*time.Minute, func() (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		p, err := k.cs.CoreV1().Pods(k.ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			last = err.Error()
 			return false, nil
 		}
-		last = string(p.Status.Phase)
-		for _, c := range p.Status.ContainerStatuses {
-			if c.State.Waiting != nil {
-				last += ": " + c.State.Waiting.Reason + " " + c.State.Waiting.Message
-			}
-		}
+		last = PodState(p)
 		if p.Status.Phase != v1.PodRunning || !podReady(p) {
 			return false, nil
 		}
@@ -249,6 +245,18 @@ func (k *Kube) readyPod(ctx context.Context, name string) (netip.Addr, error) {
 		return ip, fmt.Errorf("kubernetes backend: pod %s/%s not ready (%s): %w", k.ns, name, last, err)
 	}
 	return ip, nil
+}
+
+// PodState says where a Pod is: its phase and why a container waits
+// (ErrImageNeverPull, CrashLoopBackOff …), for errors.
+func PodState(p *v1.Pod) string {
+	out := string(p.Status.Phase)
+	for _, c := range p.Status.ContainerStatuses {
+		if c.State.Waiting != nil {
+			out += ": " + c.State.Waiting.Reason + " " + c.State.Waiting.Message
+		}
+	}
+	return out
 }
 
 func podReady(p *v1.Pod) bool {
