@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -194,24 +195,24 @@ func (k *Kube) Start(ctx context.Context, sp Spec) (Instance, error) {
 	} else if err != nil {
 		return Instance{}, fmt.Errorf("create worker deployment %s: %w", name, err)
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for time.Now().Before(deadline) {
+	var added Instance
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		list, err := k.List(ctx)
 		if err != nil {
-			return Instance{}, err
+			return false, err
 		}
 		for _, in := range list {
 			if !slices.ContainsFunc(before, func(b Instance) bool { return b.ID == in.ID }) {
-				return in, nil
+				added = in
+				return true, nil
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return Instance{}, ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
+		return false, nil
+	})
+	if err != nil {
+		return Instance{}, fmt.Errorf("worker deployment %s: no new ready Pod: %w", name, err)
 	}
-	return Instance{}, fmt.Errorf("worker deployment %s: no new ready Pod in 2 minutes", name)
+	return added, nil
 }
 
 // scale changes a Deployment's replicas by delta (never below 0).
