@@ -94,7 +94,7 @@ func (k *Kube) List(ctx context.Context) ([]Instance, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, p := range pods.Items {
-		if p.DeletionTimestamp != nil || p.Status.Phase != v1.PodRunning || !ready(&p) || p.Status.PodIP == "" || len(p.Spec.Containers) == 0 {
+		if p.DeletionTimestamp != nil || p.Status.Phase != v1.PodRunning || !PodReady(&p) || p.Status.PodIP == "" || len(p.Spec.Containers) == 0 {
 			continue
 		}
 		lp := listedPod{node: p.Spec.NodeName}
@@ -113,7 +113,8 @@ func (k *Kube) List(ctx context.Context) ([]Instance, error) {
 	return out, nil
 }
 
-func ready(p *v1.Pod) bool {
+// PodReady reports the Pod's Ready condition.
+func PodReady(p *v1.Pod) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == v1.PodReady {
 			return c.Status == v1.ConditionTrue

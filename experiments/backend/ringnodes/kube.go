@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/ringside/ringside/agent/runtime"
 	"github.com/ringside/ringside/internal/podfault"
 )
 
@@ -235,7 +236,7 @@ func (k *Kube) readyPod(ctx context.Context, name string) (netip.Addr, error) {
 			return false, nil
 		}
 		last = PodState(p)
-		if p.Status.Phase != v1.PodRunning || !podReady(p) {
+		if p.Status.Phase != v1.PodRunning || !runtime.PodReady(p) {
 			return false, nil
 		}
 		ip, err = netip.ParseAddr(p.Status.PodIP)
@@ -257,15 +258,6 @@ func PodState(p *v1.Pod) string {
 		}
 	}
 	return out
-}
-
-func podReady(p *v1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == v1.PodReady {
-			return c.Status == v1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // startNext starts the server of the next Pod of the StatefulSet, which
