@@ -5,7 +5,7 @@ RESULTS ?= results
 KUBE_VERSION ?= v1.32.13
 COMPOSE_VERSION ?= v2.40.3
 
-.PHONY: build test experiments lint bench kube-tools compose-v2 base-images stack-images ringnode-image compose-ring lb-images compose-lb compose-lb-down elector-image kind kind-node-image kind-up kind-deploy kind-experiment kind-experiments runner-image kind-down clean print-test-prereqs
+.PHONY: build test experiments lint bench kube-tools compose-v2 base-images stack-images ringnode-image compose-ring lb-images compose-lb compose-lb-down elector-image kind kind-node-image kind-up kind-deploy kind-experiments runner-image kind-down clean print-test-prereqs
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/...
@@ -126,7 +126,7 @@ compose-lb-down:
 # The BLD paper's cluster on kind (k8s/kind.yaml: one control plane, three
 # workers), the elector sidecar FROM scratch loaded into it, and one
 # application of five replicas electing with ALGORITHM (k8s/overlays/).
-# kind-experiment runs the kube experiments against that cluster.
+# kind-experiments runs every family's experiments on that cluster.
 ALGORITHM ?= bld
 KIND_CLUSTER ?= ringside
 # k8s/kind.yaml is the paper's cluster; k8s/kind-join.yaml adds a fourth worker (kube-rebalance --cases join).
@@ -144,14 +144,24 @@ runner-image: base-images compose-v2
 	printf 'services:\n  runner:\n    build: {context: ., target: runner}\n    image: ringside/runner:dev\n' | \
 		docker compose -p ringside-images -f - build -q runner
 
-# Experiments run from a Job inside the kind cluster (ringside cluster) —
-# the ring experiments on its kubernetes backend, a StatefulSet of ringnode
-# Pods — with their CSVs, meta.json and report copied to $(RESULTS)/kubernetes.
-KIND_EXPERIMENTS ?= ring-failover,ring-join,kv-load,kv-chaos,lb-live
-kind-experiments: kind runner-image
-	$(call KIND_RUN,load docker-image ringside/runner:dev --name $(KIND_CLUSTER))
-	$(GO) run ./cmd/ringside cluster --kubeconfig $(KIND_KUBECONFIG) --out $(RESULTS)/kubernetes -- \
-		run all --experiments $(KIND_EXPERIMENTS) --prefer kubernetes
+# Every family's experiments on the kind cluster, into $(RESULTS)/kubernetes
+# with one report: the kube election experiments (kube-*) from here with
+# their candidates as Pods, the rest from a Job inside the cluster
+# (ringside cluster) — the ring's servers a StatefulSet of ringnode Pods,
+# lb-live's workers, balancer and Redis Pods too.
+KIND_EXPERIMENTS ?= kube-distribution,kube-election-latency,kube-reelection,ring-failover,ring-join,kv-load,kv-chaos,lb-live
+REDIS_IMAGE ?= redis:7-bookworm
+comma := ,
+KIND_LIST = $(subst $(comma), ,$(KIND_EXPERIMENTS))
+KIND_IN_JOB = $(subst $(eval) ,$(comma),$(strip $(filter-out kube-%,$(KIND_LIST))))
+kind-experiments: kind runner-image elector-image
+	$(call KIND_RUN,load docker-image ringside/runner:dev ringside/elector:dev $(REDIS_IMAGE) --name $(KIND_CLUSTER))
+	for e in $(filter kube-%,$(KIND_LIST)); do \
+		$(GO) run ./cmd/ringside run $$e --backend kubernetes --kubeconfig $(KIND_KUBECONFIG) --out $(RESULTS)/kubernetes || exit 1; \
+	done
+	test -z "$(KIND_IN_JOB)" || $(GO) run ./cmd/ringside cluster --kubeconfig $(KIND_KUBECONFIG) --out $(RESULTS)/kubernetes -- \
+		run all --experiments $(KIND_IN_JOB) --prefer kubernetes
+	$(GO) run ./cmd/ringside report $(RESULTS)/kubernetes
 
 # kind itself, from the Go module proxy (tools/kind), cached by version.
 # KIND_NODE_IMAGE picks the node image: ringside's (kind-node-image, built
@@ -186,16 +196,6 @@ kind-up: kind $(if $(filter $(KIND_NODE_TAG),$(KIND_NODE_IMAGE)),kind-node-image
 kind-deploy: kind elector-image $(KUBE_BIN)/.built
 	$(call KIND_RUN,load docker-image ringside/elector:dev --name $(KIND_CLUSTER))
 	$(KUBECTL) --kubeconfig $(KIND_KUBECONFIG) apply -k k8s/overlays/$(ALGORITHM)
-
-# The three election experiments with their candidates in real Pods on the
-# kind cluster (backend kind), into $(RESULTS)/kind beside the process
-# backend's CSVs.
-kind-experiment: kind elector-image
-	$(call KIND_RUN,load docker-image ringside/elector:dev --name $(KIND_CLUSTER))
-	for e in kube-distribution kube-election-latency kube-reelection; do \
-		$(GO) run ./cmd/ringside run $$e --backend kind --kubeconfig $(KIND_KUBECONFIG) --out $(RESULTS)/kind || exit 1; \
-	done
-	$(GO) run ./cmd/ringside report $(RESULTS)/kind
 
 kind-down: kind
 	$(call KIND_RUN,delete cluster --name $(KIND_CLUSTER))

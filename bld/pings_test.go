@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	authzv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -29,6 +30,16 @@ func TestCandidateAnswersPingsWithANamespacedRole(t *testing.T) {
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "elector"},
 		Subjects: []rbacv1.Subject{{Kind: "User", Name: user}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	// The API server authorizes from an informer's copy of the RBAC
+	// objects: until that copy has the binding, the confined candidate is
+	// refused. Wait, as a user of a new binding would, until it is asked
+	// for and allowed.
+	require.Eventually(t, func() bool {
+		r, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+			User: user, ResourceAttributes: &authzv1.ResourceAttributes{Namespace: ns, Verb: "create", Group: "coordination.k8s.io", Resource: "leases"}}},
+			metav1.CreateOptions{})
+		return err == nil && r.Status.Allowed
+	}, 10*time.Second, 20*time.Millisecond, "the binding takes effect")
 	cfg := rest.CopyConfig(rc)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
 	confined, err := kubernetes.NewForConfig(cfg)

@@ -133,6 +133,20 @@ func (r *Registry) Names() []string {
 	return names
 }
 
+// backendAliases maps the names a backend was known by to its name now:
+// the kube experiments' Pods ran on "kind" before every family took one
+// Kubernetes backend for any cluster.
+var backendAliases = map[string]string{"kind": "kubernetes"}
+
+// CanonicalBackend returns the backend b names now (b itself unless it is
+// an old name).
+func CanonicalBackend(b string) string {
+	if now, ok := backendAliases[b]; ok {
+		return now
+	}
+	return b
+}
+
 // CheckBackend returns an error naming the valid backends when b is not one.
 func CheckBackend(e Experiment, b string) error {
 	sp := e.Spec()

@@ -68,6 +68,7 @@ func Run(ctx context.Context, e Experiment, flags *flag.FlagSet, o RunOptions) (
 	if o.Backend == "" {
 		o.Backend = sp.Backends[0]
 	}
+	o.Backend = CanonicalBackend(o.Backend)
 	if err := CheckBackend(e, o.Backend); err != nil {
 		return Meta{}, err
 	}

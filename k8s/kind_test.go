@@ -212,12 +212,12 @@ func splitBrainOnKind(ctx context.Context, t *testing.T, kubeconfig []byte, cs k
 	dir := t.TempDir()
 	faults := []string{"pause", "partition", "skew", "overrun"}
 	tab, _, err := experiments.RunArgs(ctx, &kubeexp.SplitBrain{}, []string{"--kubeconfig", kc, "--fault", strings.Join(faults, ","), "--algorithms", balance.BLD, "--fencing", "on"},
-		experiments.RunOptions{Seed: 1, Reps: 1, Backend: "kind", Out: dir})
+		experiments.RunOptions{Seed: 1, Reps: 1, Backend: "kind", Out: dir}) // the old name of the kubernetes backend
 	require.NoError(t, err)
 	require.Len(t, tab.Rows, len(faults))
 	for i := range tab.Rows {
 		fault := tab.Str(i, "fault")
-		assert.Equal(t, "kind", tab.Str(i, "backend"), fault)
+		assert.Equal(t, "kubernetes", tab.Str(i, "backend"), fault)
 		assert.Positive(t, tab.Float(i, "acked"), fault)
 		// The fault took: the victim lost the lease to another replica.
 		assert.NotEmpty(t, tab.Str(i, "successor"), fault)

@@ -19,7 +19,7 @@ import (
 // API server, or real Pods on a kind cluster. The throughput experiments
 // measure elector processes, so they run on the first only.
 var (
-	backends       = []string{kube.BackendKube, kube.BackendKind}
+	backends       = []string{kube.BackendKube, kube.BackendPods}
 	processBackend = []string{kube.BackendKube}
 )
 
@@ -34,7 +34,7 @@ type kubeFlags struct {
 // elections, which runs one election set at a time so that repetitions
 // do not compete for the CPU.
 func (k *kubeFlags) define(fs *flag.FlagSet, parallel bool) {
-	fs.StringVar(&k.kubeconfig, "kubeconfig", os.Getenv("RINGSIDE_KUBECONFIG"), "API server to use (env RINGSIDE_KUBECONFIG; default: start a local control plane with three worker nodes; the kind backend takes .kube/kind.kubeconfig, which make kind-up writes)")
+	fs.StringVar(&k.kubeconfig, "kubeconfig", os.Getenv("RINGSIDE_KUBECONFIG"), "API server to use (env RINGSIDE_KUBECONFIG; default: start a local control plane with three worker nodes; the kubernetes backend takes .kube/kind.kubeconfig, which make kind-up writes)")
 	fs.StringVar(&k.lock, "lock", "lease", "lock object: lease or endpoints")
 	if parallel {
 		fs.IntVar(&k.parallel, "parallel", 0, "elector processes to run at once across repetitions, each in a namespace of its own "+
@@ -48,7 +48,7 @@ func (k *kubeFlags) parallelism(backend string) int {
 	switch {
 	case k.parallel > 0:
 		return k.parallel
-	case backend == kube.BackendKind:
+	case backend == kube.BackendPods:
 		return 1 // every repetition costs more: it runs alone
 	}
 	return 40
@@ -94,7 +94,7 @@ func start(ctx context.Context, env *experiments.Env, k *kubeFlags) (*kube.Clust
 	if k.parallel < 0 {
 		return nil, fmt.Errorf("--parallel %d: want a count of elector processes ≥ 1 (or 0 for the backend's default)", k.parallel)
 	}
-	if env.Backend == kube.BackendKind && k.kubeconfig == "" {
+	if env.Backend == kube.BackendPods && k.kubeconfig == "" {
 		if _, err := os.Stat(kube.KindKubeconfig); err == nil {
 			k.kubeconfig = kube.KindKubeconfig // make kind-up's cluster
 		}

@@ -102,12 +102,12 @@ func (r *Rebalance) Run(ctx context.Context, env *experiments.Env) error {
 	}
 	defer c.Close()
 	join := joinNode
-	if env.Backend == kube.BackendKind && (slices.Contains(r.cases.Vals, caseJoin) || r.joinNode != "") {
+	if env.Backend == kube.BackendPods && (slices.Contains(r.cases.Vals, caseJoin) || r.joinNode != "") {
 		// A node cannot join a running kind cluster: a fourth worker is
 		// held back instead, cordoned (BLD counts schedulable workers
 		// only) until it joins, and left schedulable at the end, as found.
 		if r.joinNode == "" || !slices.Contains(c.WorkerNodes, r.joinNode) || len(c.WorkerNodes) != 4 {
-			return fmt.Errorf("kube-rebalance --backend kind --cases join: name one of four schedulable workers to hold back with --join-node "+
+			return fmt.Errorf("kube-rebalance --backend kubernetes --cases join: name one of four schedulable workers to hold back with --join-node "+
 				"(the cluster has %v; make kind-up KIND_CONFIG=k8s/kind-join.yaml makes one with four), or run --cases %s", c.WorkerNodes, caseDrain)
 		}
 		join = r.joinNode
@@ -142,7 +142,7 @@ func (r *Rebalance) once(ctx context.Context, c *kube.Cluster, backend, join, al
 	// On kind the applications may also run on the held-back node: they
 	// get a replica there when it joins.
 	appNodes := c.WorkerNodes
-	if backend == kube.BackendKind && cs == caseJoin {
+	if backend == kube.BackendPods && cs == caseJoin {
 		appNodes = append(slices.Clone(c.WorkerNodes), join)
 	}
 	names, podNode, err := elect(ctx, c, ns, appNodes, r.apps, r.replicas, alg, r.k.lock, r.timing)
@@ -239,7 +239,7 @@ func (r *Rebalance) once(ctx context.Context, c *kube.Cluster, backend, join, al
 // returns; after a join (grow) every Deployment gets one replica more,
 // which the spread constraint puts on the empty node.
 func (r *Rebalance) fresh(ctx context.Context, c *kube.Cluster, backend, ns, node string, names []string, alg string, grow bool) (map[string]string, error) {
-	if backend != kube.BackendKind {
+	if backend != kube.BackendPods {
 		var fresh []kube.App
 		for _, a := range names {
 			fresh = append(fresh, kube.App{Name: a, Replicas: 1, Nodes: []string{node}, First: r.replicas})
@@ -370,7 +370,7 @@ func cordon(ctx context.Context, c *kube.Cluster, node string, on bool) error {
 // (it has no kubelet to) and removes it again when the run ends; on kind
 // the held-back worker is uncordoned, and cordoned again at the end.
 func (r *Rebalance) join(ctx context.Context, c *kube.Cluster, backend, node string) error {
-	if backend == kube.BackendKind {
+	if backend == kube.BackendPods {
 		return cordon(ctx, c, node, false)
 	}
 	_, err := c.CS.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{})
@@ -382,7 +382,7 @@ func (r *Rebalance) join(ctx context.Context, c *kube.Cluster, backend, node str
 
 // leave undoes join for the next repetition.
 func (r *Rebalance) leave(c *kube.Cluster, backend, node string) {
-	if backend == kube.BackendKind {
+	if backend == kube.BackendPods {
 		cordon(context.Background(), c, node, true)
 		return
 	}

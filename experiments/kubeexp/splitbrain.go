@@ -203,7 +203,7 @@ func (s *SplitBrain) Run(ctx context.Context, env *experiments.Env) error {
 
 func (s *SplitBrain) once(ctx context.Context, c *kube.Cluster, backend string, cell splitCell, t kube.Timing) (splitRow, error) {
 	newRun := newSplitProcs
-	if backend == kube.BackendKind {
+	if backend == kube.BackendPods {
 		newRun = newSplitPods
 	}
 	r, err := newRun(ctx, c, cell, s.replicas, t)

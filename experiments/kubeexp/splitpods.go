@@ -24,7 +24,7 @@ import (
 	"github.com/ringside/ringside/internal/kubeconfig"
 )
 
-// splitPods runs kube-split-brain's replicas as Pods on the kind backend:
+// splitPods runs kube-split-brain's replicas as Pods on the kubernetes backend:
 // each Pod holds the overlay's elector, leaderapp ("app") and a fault
 // relay ("faultproxy", cmd/faultproxy, a native sidecar) through which
 // the elector reaches the API server, all from the elector image. The replicas find each
@@ -61,14 +61,14 @@ func newSplitPods(ctx context.Context, c *kube.Cluster, cell splitCell, replicas
 	}
 	rt, err := rest.TransportFor(rc)
 	if err != nil {
-		return nil, fmt.Errorf("kind backend: %w", err)
+		return nil, fmt.Errorf("kubernetes backend: %w", err)
 	}
 	svc, err := c.CS.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("kind backend: the API server's Service: %w", err)
+		return nil, fmt.Errorf("kubernetes backend: the API server's Service: %w", err)
 	}
 	if len(svc.Spec.Ports) == 0 {
-		return nil, errors.New("kind backend: the kubernetes Service has no port")
+		return nil, errors.New("kubernetes backend: the kubernetes Service has no port")
 	}
 	ns, err := c.Namespace(ctx, "split")
 	if err != nil {
@@ -94,14 +94,14 @@ func (r *splitPods) start(ctx context.Context) error {
 	// command line or in a Pod's spec.
 	if _, err := r.c.CS.CoreV1().Secrets(r.ns).Create(ctx, &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "app-secret"},
 		StringData: map[string]string{"APP_SECRET": hex.EncodeToString(sec)}}, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("kind backend: %w", err)
+		return fmt.Errorf("kubernetes backend: %w", err)
 	}
 	// Each replica's name resolves to its Pod from its IP on, ready or
 	// not: the replicas need each other before they serve.
 	if _, err := r.c.CS.CoreV1().Services(r.ns).Create(ctx, &v1.Service{ObjectMeta: metav1.ObjectMeta{Name: "app"},
 		Spec: v1.ServiceSpec{ClusterIP: v1.ClusterIPNone, PublishNotReadyAddresses: true, Selector: map[string]string{"app.kubernetes.io/name": "app"},
 			Ports: []v1.ServicePort{{Name: "app", Port: splitAppPort}}}}, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("kind backend: %w", err)
+		return fmt.Errorf("kubernetes backend: %w", err)
 	}
 	var peers []string
 	for _, p := range r.pods {
@@ -111,7 +111,7 @@ func (r *splitPods) start(ctx context.Context) error {
 	create := func(i int) error {
 		pod := r.pod(tpl, i, strings.Join(peers, ","))
 		if _, err := r.c.CS.CoreV1().Pods(r.ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("kind backend: create pod %s: %w", pod.Name, err)
+			return fmt.Errorf("kubernetes backend: create pod %s: %w", pod.Name, err)
 		}
 		return nil
 	}
@@ -142,7 +142,7 @@ func (r *splitPods) start(ctx context.Context) error {
 		return running == len(r.pods), nil
 	})
 	if err != nil {
-		return fmt.Errorf("kind backend: the replicas of %s not running: %w", r.ns, err)
+		return fmt.Errorf("kubernetes backend: the replicas of %s not running: %w", r.ns, err)
 	}
 	return followVictim(ctx, r.pods, r.url, &http.Client{Transport: r.hc.Transport, Timeout: time.Second})
 }
@@ -226,7 +226,7 @@ func (r *splitPods) stopApps(ctx context.Context) ([]appliedWrite, error) {
 	for _, pod := range r.pods {
 		b, err := r.c.CS.CoreV1().Pods(r.ns).GetLogs(pod, &v1.PodLogOptions{Container: splitAppContainer}).DoRaw(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("kind backend: the write log of %s: %w", pod, err)
+			return nil, fmt.Errorf("kubernetes backend: the write log of %s: %w", pod, err)
 		}
 		sc := bufio.NewScanner(bytes.NewReader(b))
 		for sc.Scan() {

@@ -4,7 +4,7 @@
 // collects their leadership events. Pods are created as API objects bound
 // to nodes, spread the way the default scheduler spreads replicas; without
 // a kubelet they stay Pending, and the electors run as local processes so
-// that SIGKILL and SIGTERM are real (procs.go). The kind backend (pods.go)
+// that SIGKILL and SIGTERM are real (procs.go). The kubernetes backend (pods.go)
 // runs the electors as the sidecars of real Pods on a cluster with
 // kubelets. Both are electors behind one Cluster.
 package kube
@@ -60,7 +60,7 @@ type Cluster struct {
 	// LocalWorkers, or those of the cluster behind the kubeconfig (kind's
 	// are named after the cluster).
 	WorkerNodes []string
-	el          electors // processes, or the kind backend's Pods
+	el          electors // processes, or the kubernetes backend's Pods
 
 	mu     sync.Mutex
 	events []Event
@@ -82,20 +82,21 @@ type electors interface {
 }
 
 // KindKubeconfig is where `make kind-up` writes the kind cluster's
-// kubeconfig: the cluster the kind backend and `ringside cluster` use when
+// kubeconfig: the cluster the kubernetes backend and `ringside cluster` use when
 // none is named and it exists.
 const KindKubeconfig = ".kube/kind.kubeconfig"
 
 // Backends: "kube" runs the electors as local processes against the API
-// server (Processes), "kind" as the sidecars of real Pods on a cluster
-// with kubelets (podRunner).
+// server (Processes), "kubernetes" as the sidecars of real Pods on any
+// cluster with kubelets (podRunner) — kind's after make kind-up. It was
+// called "kind", which --backend still accepts.
 const (
 	BackendKube = "kube"
-	BackendKind = "kind"
+	BackendPods = "kubernetes"
 )
 
 // Start connects to kubeconfig, or starts a local control plane when it
-// is empty and creates the worker nodes there. The kind backend needs the
+// is empty and creates the worker nodes there. The kubernetes backend needs the
 // kubeconfig of a cluster with kubelets and ringside/elector:dev loaded
 // (make kind-up kind-deploy).
 func Start(ctx context.Context, kubeconfig, backend string) (*Cluster, error) {
@@ -107,12 +108,12 @@ func Start(ctx context.Context, kubeconfig, backend string) (*Cluster, error) {
 			return nil, err
 		}
 		c.el = &Processes{c: c, bin: bin, procs: map[string]*proc{}}
-	case BackendKind:
+	case BackendPods:
 		if kubeconfig == "" {
-			return nil, errors.New("the kind backend needs --kubeconfig (make kind-up writes .kube/kind.kubeconfig)")
+			return nil, errors.New("the kubernetes backend needs --kubeconfig (make kind-up writes .kube/kind.kubeconfig)")
 		}
 	default:
-		return nil, fmt.Errorf("backend %q: want %s or %s", backend, BackendKube, BackendKind)
+		return nil, fmt.Errorf("backend %q: want %s or %s", backend, BackendKube, BackendPods)
 	}
 	var err error
 	if kubeconfig == "" {
@@ -136,7 +137,7 @@ func Start(ctx context.Context, kubeconfig, backend string) (*Cluster, error) {
 		c.Close()
 		return nil, err
 	}
-	if backend == BackendKind {
+	if backend == BackendPods {
 		if c.el, err = newPodRunner(c, rc); err != nil {
 			return nil, err
 		}
@@ -349,7 +350,7 @@ func (c *Cluster) Leader(ns, app string) (id string, since time.Time) {
 func (c *Cluster) Processes() (*Processes, error) {
 	p, ok := c.el.(*Processes)
 	if !ok {
-		return nil, errors.New("the kind backend has no elector process to measure: use the kube backend")
+		return nil, errors.New("the kubernetes backend has no elector process to measure: use the kube backend")
 	}
 	return p, nil
 }
@@ -358,7 +359,7 @@ func (c *Cluster) Processes() (*Processes, error) {
 // campaigning with alg on lock, and returns "ns/pod" → node. The process
 // backend creates the Pods bound to nodes round-robin from offset and
 // starts one elector process per replica, side by side as a Deployment's
-// replicas start; the kind backend creates a Deployment per application
+// replicas start; the kubernetes backend creates a Deployment per application
 // (the overlay's, with the sidecar) and lets the scheduler spread it.
 func (c *Cluster) Deploy(ctx context.Context, ns string, apps []App, offset int, alg, lock string, t Timing) (map[string]string, error) {
 	return c.el.deploy(ctx, ns, apps, offset, alg, lock, t)

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// The kind backend's faults on one Pod, for experiments that build their
+// The kubernetes backend's faults on one Pod, for experiments that build their
 // replicas by hand (kube-split-brain): each is done on the Pod's node
 // through its container runtime — a kind node is a container named after
 // it, with containerd's ctr and the node's iptables — so that nothing in
@@ -21,7 +21,7 @@ import (
 
 // errNotKind refuses a Pod fault on the process backend, whose electors
 // are processes (it has Processes.Freeze and fault relays instead).
-var errNotKind = errors.New("this needs the kind backend: the kube backend's electors are local processes")
+var errNotKind = errors.New("this needs the kubernetes backend: the kube backend's electors are local processes")
 
 // PodTemplate prepares ns for hand-made replicas of app on the kind
 // backend — the overlay's accounts and roles for alg on lock, its shared
@@ -45,7 +45,7 @@ func (c *Cluster) container(ctx context.Context, ns, pod, name string) (node, id
 	}
 	p, err := c.CS.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
 	if err != nil {
-		return "", "", fmt.Errorf("kind backend: %w", err)
+		return "", "", fmt.Errorf("kubernetes backend: %w", err)
 	}
 	// A native sidecar's status is among the init containers'.
 	for _, s := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
@@ -53,14 +53,14 @@ func (c *Cluster) container(ctx context.Context, ns, pod, name string) (node, id
 			return p.Spec.NodeName, strings.TrimPrefix(s.ContainerID, "containerd://"), nil
 		}
 	}
-	return "", "", fmt.Errorf("kind backend: pod %s/%s has no running container %q", ns, pod, name)
+	return "", "", fmt.Errorf("kubernetes backend: pod %s/%s has no running container %q", ns, pod, name)
 }
 
 // onNode runs a command in kind node node and returns its output.
 func onNode(ctx context.Context, node string, args ...string) (string, error) {
 	out, err := exec.CommandContext(ctx, "docker", append([]string{"exec", node}, args...)...).CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("kind backend: on node %s: %s: %w: %s", node, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		return "", fmt.Errorf("kubernetes backend: on node %s: %s: %w: %s", node, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	return string(out), nil
 }
@@ -106,7 +106,7 @@ func (c *Cluster) SignalContainer(ctx context.Context, ns, pod, container, sig s
 func (c *Cluster) CutPod(ctx context.Context, ns, pod, container, dst string, on bool) error {
 	host, port, err := net.SplitHostPort(dst)
 	if n, perr := strconv.ParseUint(port, 10, 16); err != nil || perr != nil || n == 0 || net.ParseIP(host) == nil {
-		return fmt.Errorf("kind backend: cut %s/%s from %q: want ip:port", ns, pod, dst)
+		return fmt.Errorf("kubernetes backend: cut %s/%s from %q: want ip:port", ns, pod, dst)
 	}
 	node, id, err := c.container(ctx, ns, pod, container)
 	if err != nil {
@@ -137,5 +137,5 @@ func taskPID(ctx context.Context, node, id string) (string, error) {
 			return f[1], nil
 		}
 	}
-	return "", fmt.Errorf("kind backend: node %s runs no task %s", node, id)
+	return "", fmt.Errorf("kubernetes backend: node %s runs no task %s", node, id)
 }

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 )
 
-// The Pod faults and hand-made Pods are the kind backend's: the process
+// The Pod faults and hand-made Pods are the kubernetes backend's: the process
 // backend refuses them by name rather than acting on nothing.
 func TestPodFaultsNeedTheKindBackend(t *testing.T) {
 	ctx := context.Background()

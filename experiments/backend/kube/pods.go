@@ -32,7 +32,7 @@ import (
 	"github.com/ringside/ringside/k8s"
 )
 
-// podRunner is the kind backend: the candidates are the elector sidecars
+// podRunner is the kubernetes backend: the candidates are the elector sidecars
 // of real Pods, from the k8s/ overlays, on a cluster with kubelets. Their
 // leadership events come from the Pods' logs (the elector's --events
 // lines); a leader is lost by deleting its Pod, with no grace period
@@ -74,7 +74,7 @@ func overlay(alg, lock string) (string, error) {
 	case lock == bld.LockEndpoints && alg == balance.Default:
 		return "default-endpoints", nil
 	case lock == bld.LockEndpoints:
-		return "", fmt.Errorf("kind backend: the endpoints lock has an overlay for the default algorithm only (k8s/overlays/default-endpoints)")
+		return "", fmt.Errorf("kubernetes backend: the endpoints lock has an overlay for the default algorithm only (k8s/overlays/default-endpoints)")
 	case alg == balance.BLDLiteral || alg == balance.BLDOptimistic:
 		return balance.BLD, nil // the same rights; the algorithm is set below
 	}
@@ -116,7 +116,7 @@ func (r *podRunner) deploy(ctx context.Context, ns string, apps []App, _ int, al
 		return len(running) >= want, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("kind backend: %d pods running in %s: %w%s", len(podNode), ns, err, r.waiting(ns, these))
+		return nil, fmt.Errorf("kubernetes backend: %d pods running in %s: %w%s", len(podNode), ns, err, r.waiting(ns, these))
 	}
 	return podNode, nil
 }
@@ -234,7 +234,7 @@ func (r *podRunner) create(ctx context.Context, ns string, o *unstructured.Unstr
 	gvk := o.GroupVersionKind()
 	m, err := r.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
-		return fmt.Errorf("kind backend: %s: %w", gvk, err)
+		return fmt.Errorf("kubernetes backend: %s: %w", gvk, err)
 	}
 	var ri dynamic.ResourceInterface = r.dyn.Resource(m.Resource)
 	if m.Scope.Name() == meta.RESTScopeNameNamespace {
@@ -246,7 +246,7 @@ func (r *podRunner) create(ctx context.Context, ns string, o *unstructured.Unstr
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("kind backend: create %s %s: %w", o.GetKind(), o.GetName(), err)
+		return fmt.Errorf("kubernetes backend: create %s %s: %w", o.GetKind(), o.GetName(), err)
 	}
 	return nil
 }
@@ -352,7 +352,7 @@ func (r *podRunner) signal(ctx context.Context, ns, pod string, sig syscall.Sign
 		opts.GracePeriodSeconds = &zero
 	}
 	if err := r.c.CS.CoreV1().Pods(ns).Delete(ctx, pod, opts); err != nil {
-		return at, fmt.Errorf("kind backend: delete pod %s: %w", key, err)
+		return at, fmt.Errorf("kubernetes backend: delete pod %s: %w", key, err)
 	}
 	if ended != nil {
 		select {
