@@ -94,12 +94,14 @@ ENTRYPOINT ["/leaderapp"]
 
 # The experiment runner inside a Kubernetes cluster (ringside cluster) and,
 # as `ringside podfault` supervising ringnode, the ring experiments' Pods
-# there, and lb-live's workers (/worker): one image to load into a cluster.
+# there, and lb-live's workers (/worker) and balancers (/balancer): one
+# image to load into a cluster.
 FROM scratch AS runner
 COPY --from=build --chown=65532:65532 /data /data
 COPY --from=build /out/ringside /ringside
 COPY --from=build /out/ringnode /ringnode
 COPY --from=build /out/worker /worker
+COPY --from=build /out/balancer /balancer
 USER 65532
 ENTRYPOINT ["/ringside"]
 

@@ -1,11 +1,8 @@
 package agent_test
 
 import (
-	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,46 +13,8 @@ import (
 
 	"github.com/ringside/ringside/agent/lifecycle"
 	"github.com/ringside/ringside/agent/runtime"
+	"github.com/ringside/ringside/internal/browsertest"
 )
-
-// chromium runs Debian's headless Chromium on url and returns the DOM
-// after the page's scripts have run for budget (virtual time). A missing
-// browser fails the test: CI installs it.
-func chromium(t *testing.T, url string, budget time.Duration, extra ...string) string {
-	t.Helper()
-	bin, err := exec.LookPath("chromium")
-	require.NoError(t, err, "chromium not found (apt-get install chromium)")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	args := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-		"--user-data-dir=" + t.TempDir(), "--virtual-time-budget=" + strconv.Itoa(int(budget.Milliseconds()))}, extra...)
-	out, err := exec.CommandContext(ctx, bin, append(args, url)...).Output()
-	require.NoError(t, err)
-	return string(out)
-}
-
-func rowOf(t *testing.T, dom, worker string) string {
-	t.Helper()
-	m := regexp.MustCompile(`(?s)<tr data-worker="` + regexp.QuoteMeta(worker) + `">(.*?)</tr>`).FindStringSubmatch(dom)
-	require.NotNil(t, m, "no row for worker %s in the rendered page", worker)
-	return m[1]
-}
-
-// polyline returns the points of worker's line in an SVG plot.
-func polyline(t *testing.T, svg, worker string) []string {
-	t.Helper()
-	m := regexp.MustCompile(`<polyline data-worker="` + regexp.QuoteMeta(worker) + `" points="([^"]*)"`).FindStringSubmatch(svg)
-	require.NotNil(t, m, "no line for worker %s", worker)
-	return strings.Fields(m[1])
-}
-
-func cellText(row, class string) string {
-	m := regexp.MustCompile(`<td class="` + class + `">(?:<span[^>]*></span>)?([^<]*)</td>`).FindStringSubmatch(row)
-	if m == nil {
-		return ""
-	}
-	return m[1]
-}
 
 // The dashboard, rendered by a real browser, shows what the agent knows:
 // every worker with its state, score, weight and share of requests, the
@@ -77,18 +36,18 @@ func TestDashboardInChromium(t *testing.T) {
 		return false
 	}, 10*time.Second, 50*time.Millisecond)
 
-	dom := chromium(t, s.srv.URL+"/", 3*time.Second, "--dump-dom")
+	dom := browsertest.Chromium(t, s.srv.URL+"/", 3*time.Second, "--dump-dom")
 	assert.Contains(t, dom, "ringside deployment agent")
-	alpha, beta := rowOf(t, dom, "alpha"), rowOf(t, dom, "beta")
+	alpha, beta := browsertest.Row(t, dom, "alpha"), browsertest.Row(t, dom, "beta")
 	assert.Contains(t, alpha, `class="default">default<`, "alpha is marked as a default worker")
 	assert.Contains(t, beta, `class="pill state sundown">sundown<`)
-	assert.Equal(t, "0.0", cellText(beta, "weight"), "a sundown worker has weight 0")
-	w, err := strconv.ParseFloat(cellText(alpha, "weight"), 64)
+	assert.Equal(t, "0.0", browsertest.Cell(beta, "weight"), "a sundown worker has weight 0")
+	w, err := strconv.ParseFloat(browsertest.Cell(alpha, "weight"), 64)
 	require.NoError(t, err)
 	assert.Greater(t, w, 0.0)
-	assert.Regexp(t, `^\d+\.\d$`, cellText(alpha, "score"))
-	reqA, _ := strconv.Atoi(cellText(alpha, "requests"))
-	reqB, _ := strconv.Atoi(cellText(beta, "requests"))
+	assert.Regexp(t, `^\d+\.\d$`, browsertest.Cell(alpha, "score"))
+	reqA, _ := strconv.Atoi(browsertest.Cell(alpha, "requests"))
+	reqB, _ := strconv.Atoi(browsertest.Cell(beta, "requests"))
 	assert.Equal(t, 60, reqA+reqB, "request counts from the balancer's reports")
 	assert.Contains(t, dom, `<b id="balancers">1</b>`, "one balancer connected")
 	assert.Regexp(t, `<li>[^<]*sundown\s+beta`, dom, "the events list names the sundowned worker")
@@ -97,14 +56,13 @@ func TestDashboardInChromium(t *testing.T) {
 	// The time plots (seed 004's Fig. 3): a line per worker over the
 	// steps so far, in both; beta's weight ends at 0, the plot's floor.
 	for _, id := range []string{"cpu-plot", "weight-plot"} {
-		svg := regexp.MustCompile(`(?s)<svg class="plot" id="` + id + `"[^>]*>(.*?)</svg>`).FindStringSubmatch(dom)
-		require.NotNil(t, svg, "no %s in the rendered page", id)
+		svg := browsertest.Plot(t, dom, id)
 		for _, w := range []string{"alpha", "beta"} {
-			pts := polyline(t, svg[1], w)
+			pts := browsertest.Polyline(t, svg, w)
 			assert.GreaterOrEqual(t, len(pts), 2, "%s: %s's line has a point per step", id, w)
 		}
 		if id == "weight-plot" {
-			pts := polyline(t, svg[1], "beta")
+			pts := browsertest.Polyline(t, svg, "beta")
 			assert.True(t, strings.HasSuffix(pts[len(pts)-1], ",142.0"), "beta's weight ends at 0: %v", pts[len(pts)-1])
 		}
 	}
@@ -112,7 +70,7 @@ func TestDashboardInChromium(t *testing.T) {
 
 	// A screenshot for people (kept when RINGSIDE_KEEP_SCREENSHOT names a path).
 	shot := filepath.Join(t.TempDir(), "dashboard.png")
-	chromium(t, s.srv.URL+"/", 3*time.Second, "--screenshot="+shot, "--window-size=1300,900", "--hide-scrollbars")
+	browsertest.Chromium(t, s.srv.URL+"/", 3*time.Second, "--screenshot="+shot, "--window-size=1300,900", "--hide-scrollbars")
 	st, err := os.Stat(shot)
 	require.NoError(t, err)
 	assert.Greater(t, st.Size(), int64(10_000), "a rendered page, not a blank one")

@@ -2,19 +2,25 @@ package k8s_test
 
 import (
 	"context"
+	"net/http/httptest"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/ringside/ringside/agent"
+	"github.com/ringside/ringside/agent/lifecycle"
 	"github.com/ringside/ringside/agent/runtime"
 	"github.com/ringside/ringside/agent/score"
 	"github.com/ringside/ringside/experiments/backend/ringnodes"
+	"github.com/ringside/ringside/internal/browsertest"
 	"github.com/ringside/ringside/internal/imagebuild"
 	"github.com/ringside/ringside/k8s/kindrun"
 )
@@ -24,7 +30,8 @@ const kindWorkerImage = "ringside/worker:kind-test"
 // The agent's Kubernetes runtime on real Pods: workers of two shapes
 // started as Deployments, listed with their CPU limits; a saturated
 // worker's CPU% from two kubelet samples agrees with the kubelet's own
-// figure within 2 percentage points; a sundown removes exactly the chosen
+// figure within 2 percentage points, and the dashboard (in Chromium) shows
+// it; a sundown removes exactly the chosen
 // Pod of a Deployment of two; a throttle resizes a Pod in place.
 func agentRuntimeOnKind(ctx context.Context, t *testing.T, kind *kindrun.Kind, cluster string, cs kubernetes.Interface) {
 	require.NoError(t, imagebuild.Build(ctx, kindWorkerImage, "github.com/ringside/ringside/cmd/worker"))
@@ -116,6 +123,7 @@ func agentRuntimeOnKind(ctx context.Context, t *testing.T, kind *kindrun.Kind, c
 		s, err := rt.Sample(ctx, big)
 		return err == nil && s.NetBytes > first.NetBytes
 	}, time.Minute, 250*time.Millisecond, "requests cross the Pod's interface")
+	dashboardOnKind(ctx, t, rt, big.ID, small1.ID, small2.ID)
 	stop()
 
 	// Sundown: exactly small1 goes; small2, of the same Deployment, stays.
@@ -143,6 +151,43 @@ func agentRuntimeOnKind(ctx context.Context, t *testing.T, kind *kindrun.Kind, c
 		}
 	}
 	require.NoError(t, rt.RemoveAll(ctx))
+}
+
+// The agent's dashboard on the Kubernetes runtime, rendered by Chromium
+// while the big worker is saturated: a row per Pod with the kubelet's
+// figures, the loaded one near its limit, and a line per Pod in the CPU
+// plot. (The host cannot reach Pod IPs, so the agent's health probes fail
+// and its availability scores are low: the page shows what it knows.)
+func dashboardOnKind(ctx context.Context, t *testing.T, rt *runtime.Kube, busy string, idle ...string) {
+	a, err := agent.New(agent.Config{Runtime: rt, Interval: 500 * time.Millisecond, ProbeTimeout: 100 * time.Millisecond, Token: "kind-test",
+		Pool: lifecycle.Config{Min: 3, Max: 3, SundownAfter: time.Hour, ScaleUpAfter: time.Hour, Low: 1, High: 99}})
+	require.NoError(t, err)
+	steps := 0
+	require.Eventually(t, func() bool {
+		if err := a.Step(ctx); err != nil {
+			return false
+		}
+		steps++
+		for _, w := range a.View().Workers {
+			if w.ID == busy {
+				return steps >= 3 && w.CPU > 50
+			}
+		}
+		return false
+	}, 2*time.Minute, 500*time.Millisecond, "the agent sees the loaded Pod busy")
+	srv := httptest.NewServer(a.Handler(prometheus.NewRegistry()))
+	defer srv.Close()
+	dom := browsertest.Chromium(t, srv.URL+"/", 3*time.Second, "--dump-dom")
+	cpu, err := strconv.ParseFloat(browsertest.Cell(browsertest.Row(t, dom, busy), "cpu"), 64)
+	require.NoError(t, err)
+	assert.Greater(t, cpu, 50.0, "the loaded Pod's CPU %% in its row")
+	plot := browsertest.Plot(t, dom, "cpu-plot")
+	for _, w := range append([]string{busy}, idle...) {
+		row := browsertest.Row(t, dom, w)
+		assert.Contains(t, row, `class="pill state`, w)
+		assert.GreaterOrEqual(t, len(browsertest.Polyline(t, plot, w)), 2, "%s: a point per step", w)
+	}
+	assert.NotContains(t, dom, `class="stale"`, "the page reached the agent")
 }
 
 func nodeOf(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns, pod string) string {

@@ -147,8 +147,8 @@ func TestKindClusterBalancesLeaders(t *testing.T) {
 // meta.json and report arrive in the host's folder. Nothing of the runs
 // stays behind.
 func ringInCluster(ctx context.Context, t *testing.T, kind *kindrun.Kind, cluster string, rc *rest.Config, cs kubernetes.Interface) {
-	require.NoError(t, imagebuild.Build(ctx, ringnodes.DefaultRunnerImage, "github.com/ringside/ringside/cmd/ringside", "github.com/ringside/ringside/cmd/ringnode", "github.com/ringside/ringside/cmd/worker"))
-	require.NoError(t, kind.Load(ctx, cluster, ringnodes.DefaultRunnerImage))
+	require.NoError(t, imagebuild.Build(ctx, ringnodes.DefaultRunnerImage, "github.com/ringside/ringside/cmd/ringside", "github.com/ringside/ringside/cmd/ringnode", "github.com/ringside/ringside/cmd/worker", "github.com/ringside/ringside/cmd/balancer"))
+	require.NoError(t, kind.Load(ctx, cluster, ringnodes.DefaultRunnerImage, "redis:7-bookworm"))
 	out := t.TempDir()
 	for _, line := range [][]string{
 		{"run", "ring-failover", "--backend", "kubernetes", "--n", "3,4", "--reps", "2"},
@@ -158,6 +158,10 @@ func ringInCluster(ctx context.Context, t *testing.T, kind *kindrun.Kind, cluste
 		var log bytes.Buffer
 		err := incluster.Run(ctx, incluster.Options{Config: rc, Args: line, Out: out, Timeout: 8 * time.Minute, Log: &log})
 		require.NoError(t, err, "%v; the runner's log:\n%s", line, log.String())
+		if line[1] == "lb-live" {
+			assert.Contains(t, log.String(), "the agent keeps its state in the Redis Pod")
+			assert.Contains(t, log.String(), "the balancer runs as a Pod of its own Deployment")
+		}
 	}
 	failover := readCSV(t, filepath.Join(out, "ring-failover.csv"))
 	require.Len(t, failover.Rows, 4, "two repetitions of two ring sizes")

@@ -17,6 +17,7 @@ import (
 	"github.com/ringside/ringside/experiments"
 	"github.com/ringside/ringside/experiments/backend/incluster"
 	"github.com/ringside/ringside/experiments/backend/kube"
+	"github.com/ringside/ringside/experiments/backend/lbstack"
 	"github.com/ringside/ringside/experiments/backend/ringnodes"
 	"github.com/ringside/ringside/experiments/catalog"
 	"github.com/ringside/ringside/internal/envflag"
@@ -34,6 +35,7 @@ func clusterCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	var kubeconfig string
 	s.StringVar(&kubeconfig, "kubeconfig", "RINGSIDE_KUBECONFIG", "", "the cluster (default: "+kube.KindKubeconfig+" when make kind-up wrote it, else $KUBECONFIG or ~/.kube/config)")
 	s.StringVar(&o.Image, "image", ringnodes.RunnerImageEnv, ringnodes.DefaultRunnerImage, "the runner image, present on the cluster's nodes (make runner-image; kind load docker-image)")
+	s.StringVar(&o.RedisImage, "redis-image", lbstack.RedisImageEnv, "redis:7-bookworm", "lb-live's Redis Pod's image, present on the nodes (make base-images; kind load docker-image)")
 	s.StringVar(&o.Out, "out", "RINGSIDE_OUT", "results/kubernetes", "the host's results folder")
 	s.DurationVar(&o.Timeout, "timeout", "RINGSIDE_CLUSTER_TIMEOUT", 2*time.Hour, "the run's limit on the cluster")
 	if err := s.Parse(args); err != nil {

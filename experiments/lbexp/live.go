@@ -2,13 +2,13 @@ package lbexp
 
 import (
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/ringside/ringside/agent"
 	"github.com/ringside/ringside/agent/lifecycle"
@@ -27,7 +26,6 @@ import (
 	"github.com/ringside/ringside/balancer/pick"
 	"github.com/ringside/ringside/experiments"
 	"github.com/ringside/ringside/experiments/backend/lbstack"
-	"github.com/ringside/ringside/internal/serve"
 )
 
 // Live is lb-live: the agent scores real heterogeneous workers and feeds
@@ -90,7 +88,7 @@ func (l *Live) Flags(fs *flag.FlagSet) {
 	fs.Float64Var(&l.low, "low", 20, "utilisation % below which a worker is Low")
 	fs.Float64Var(&l.high, "high", 50, "utilisation % above which a worker is High")
 	fs.Float64Var(&l.throttle, "throttle", 0.1, "CPUs the first worker drops to halfway through each cpu-throttled cell (0: no such cells)")
-	fs.StringVar(&l.redis, "redis", os.Getenv("RINGSIDE_REDIS"), "Redis address for the agent's state, as seed 004 keeps it (env RINGSIDE_REDIS; default: in memory)")
+	fs.StringVar(&l.redis, "redis", os.Getenv("RINGSIDE_REDIS"), "Redis address for the agent's state, as seed 004 keeps it (env RINGSIDE_REDIS, its password env "+RedisPasswordEnv+"; default: a Redis Pod on kubernetes, else in memory)")
 }
 
 // liveRow is one request of the load.
@@ -209,16 +207,15 @@ func (l *Live) Run(ctx context.Context, env *experiments.Env) error {
 			return err
 		}
 	}
-	token := strconv.FormatUint(env.Seed, 36) + "-lb-live"
-	var store agent.Store
-	if l.redis != "" {
-		rdb := redis.NewClient(&redis.Options{Addr: l.redis})
-		defer rdb.Close()
-		if err := rdb.Ping(ctx).Err(); err != nil {
-			return fmt.Errorf("--redis %s: %w", l.redis, err)
-		}
-		store = agent.NewRedisStore(rdb, fmt.Sprintf("ringside:lb-live:%d", time.Now().UnixNano()))
+	// The feed's token is random: on Kubernetes, other Pods could reach
+	// the agent and guess one made of the seed.
+	token := crand.Text()
+	pods, _ := rt.(podServices)
+	store, closeStore, err := l.store(ctx, pods, env.Log)
+	if err != nil {
+		return err
 	}
+	defer closeStore()
 	a, err := agent.New(agent.Config{
 		Store:   store,
 		Runtime: rt, Spawn: runtime.Spec{CPULimit: 0.5}, Interval: l.interval, Token: token,
@@ -228,7 +225,7 @@ func (l *Live) Run(ctx context.Context, env *experiments.Env) error {
 	if err != nil {
 		return err
 	}
-	agentSrv, agentURL, err := serveLocal(a.Handler(prometheus.NewRegistry()))
+	agentSrv, agentURL, err := serveAgent(a.Handler(prometheus.NewRegistry()), pods)
 	if err != nil {
 		return err
 	}
@@ -299,7 +296,7 @@ func (l *Live) Run(ctx context.Context, env *experiments.Env) error {
 		if c.workload == WorkloadThrottled {
 			during = l.throttler(rt, a, specs[0].CPULimit, d/2, env.Log)
 		}
-		shots, err := l.cell(ctx, env, a, feed, token, c.target, c.clients, c.cost, d, during)
+		shots, err := l.cell(ctx, env, a, pods, feed, token, c.target, c.clients, c.cost, d, during)
 		if err != nil {
 			return nil, fmt.Errorf("%s %s clients=%d: %w", c.workload, c.target, c.clients, err)
 		}
@@ -374,7 +371,7 @@ func (l *Live) throttler(rt lbstack.Runtime, a *agent.Agent, own float64, after 
 
 // cell runs one load level against one target and returns its requests;
 // during, if set, starts alongside the load and its result runs after.
-func (l *Live) cell(ctx context.Context, env *experiments.Env, a *agent.Agent, feed, token, target string, clients, cost int, d time.Duration,
+func (l *Live) cell(ctx context.Context, env *experiments.Env, a *agent.Agent, pods podServices, feed, token, target string, clients, cost int, d time.Duration,
 	during func(context.Context) func()) ([]shot, error) {
 	load := func(urlFor func(client, seq int) string) []shot {
 		if during != nil {
@@ -413,6 +410,15 @@ func (l *Live) cell(ctx context.Context, env *experiments.Env, a *agent.Agent, f
 		defer os.RemoveAll(filepath.Join(env.Dir, ".nginx"))
 		return load(func(int, int) string { return "http://" + n.Addr + path }), nil
 	}
+	if pods != nil {
+		url, stop, err := pods.Balancer(ctx, target, feed, token)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		env.Log.Info("the balancer runs as a Pod of its own Deployment", "picker", target, "url", url)
+		return load(func(int, int) string { return url + path }), nil
+	}
 	b, err := balancer.New(balancer.Options{Algorithm: target, Log: slog.New(warnOnly{env.Log.Handler()}).With("component", "balancer")})
 	if err != nil {
 		return nil, err
@@ -438,16 +444,6 @@ func (l *Live) cell(ctx context.Context, env *experiments.Env, a *agent.Agent, f
 		time.Sleep(10 * time.Millisecond)
 	}
 	return load(func(int, int) string { return url + path }), nil
-}
-
-func serveLocal(h http.Handler) (*http.Server, string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, "", err
-	}
-	srv := serve.Limit(&http.Server{Handler: h})
-	go srv.Serve(ln)
-	return srv, "http://" + ln.Addr().String(), nil
 }
 
 // warnOnly passes on warnings and errors only: the agent and balancer log

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/ringside/ringside/experiments/backend/kube"
+	"github.com/ringside/ringside/experiments/backend/lbstack"
 	"github.com/ringside/ringside/experiments/backend/ringnodes"
 )
 
@@ -27,6 +28,8 @@ import (
 type Options struct {
 	Config *rest.Config
 	Image  string   // the runner image, loaded in the cluster (default ringnodes.DefaultRunnerImage)
+	// RedisImage is lb-live's Redis Pod's (default: lbstack's own).
+	RedisImage string
 	Args   []string // the ringside command line the Job runs: run EXPERIMENT|all [flags]
 	Out    string   // the host's results folder
 	// Timeout bounds the Job (its activeDeadlineSeconds).
@@ -39,17 +42,20 @@ type Options struct {
 // its Pods and their logs, and describes the cluster for meta.json; for
 // lb-live, the agent's: worker Deployments made and scaled, a sundown
 // Pod's deletion cost and a throttled Pod's CPU patched, the kubelets'
-// figures read through the node proxy.
+// figures read through the node proxy; and a Redis Pod, a balancer
+// Deployment per picker and the Secret they read.
 // Kubernetes cannot grant rights only in the namespaces one creates, so
 // they are cluster-wide, and end with the run.
 var rules = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"create", "delete", "get"}},
 	{APIGroups: []string{""}, Resources: []string{"secrets", "services"}, Verbs: []string{"create"}},
+	{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "update"}},
+	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create"}},
 	{APIGroups: []string{""}, Resources: []string{"pods", "pods/log"}, Verbs: []string{"get", "list"}},
 	{APIGroups: []string{""}, Resources: []string{"pods", "pods/resize"}, Verbs: []string{"patch"}},
 	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list", "get"}},
 	{APIGroups: []string{""}, Resources: []string{"nodes/proxy"}, Verbs: []string{"get"}},
-	{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"create", "get", "list", "deletecollection"}},
+	{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"create", "get", "list", "delete", "deletecollection"}},
 	{APIGroups: []string{"apps"}, Resources: []string{"deployments/scale"}, Verbs: []string{"get", "update"}},
 	{APIGroups: []string{"apps"}, Resources: []string{"statefulsets"}, Verbs: []string{"create", "get"}},
 	{APIGroups: []string{"apps"}, Resources: []string{"statefulsets/scale"}, Verbs: []string{"get", "update"}},
@@ -152,7 +158,9 @@ func job(o Options) *batchv1.Job {
 						Name: "runner", Image: o.Image, ImagePullPolicy: v1.PullIfNotPresent,
 						Command: []string{"/ringside"}, Args: args,
 						Env: []v1.EnvVar{{Name: ringnodes.RunnerImageEnv, Value: o.Image},
-							{Name: ringnodes.OwnerEnv, ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}},
+							{Name: lbstack.RedisImageEnv, Value: o.RedisImage},
+							{Name: ringnodes.OwnerEnv, ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+							{Name: lbstack.PodIPEnv, ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "status.podIP"}}}},
 						Ports: []v1.ContainerPort{{Name: "results", ContainerPort: JobPort}},
 						SecurityContext: &v1.SecurityContext{RunAsUser: &nonRoot, RunAsNonRoot: new(true), AllowPrivilegeEscalation: &no,
 							Capabilities: &v1.Capabilities{Drop: []v1.Capability{"ALL"}}},

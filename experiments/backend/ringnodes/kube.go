@@ -28,9 +28,9 @@ import (
 	"github.com/ringside/ringside/internal/podfault"
 )
 
-// DefaultRunnerImage holds /ringside, /ringnode and /worker: the
-// in-cluster runner, every ring Pod (`ringside podfault` supervising
-// ringnode) and lb-live's workers.
+// DefaultRunnerImage holds /ringside, /ringnode, /worker and /balancer:
+// the in-cluster runner, every ring Pod (`ringside podfault` supervising
+// ringnode) and lb-live's workers and balancers.
 const DefaultRunnerImage = "ringside/runner:dev"
 
 // The ring Pods' ports: ringnode's, and its fault agent's.
