@@ -47,6 +47,7 @@ type Live struct {
 	low, high   float64
 	throttle    float64
 	redis       string
+	tuning      pick.Tuning
 }
 
 // Workloads: cpu burns --cost per request (seed 004's utilisation over
@@ -88,6 +89,13 @@ func (l *Live) Flags(fs *flag.FlagSet) {
 	fs.Float64Var(&l.low, "low", 20, "utilisation % below which a worker is Low")
 	fs.Float64Var(&l.high, "high", 50, "utilisation % above which a worker is High")
 	fs.Float64Var(&l.throttle, "throttle", 0.1, "CPUs the first worker drops to halfway through each cpu-throttled cell (0: no such cells)")
+	l.tuning.Define(fs, "")
+	// gRPC's 10 s blackout outlasts a quick cell (3 s, the throttle at
+	// 1.5 s), and every cell starts a fresh balancer: wrr-reports would
+	// never leave its blackout and only follow the feed. 1 s measures its
+	// steady state, as a long-running balancer is in.
+	l.tuning.Blackout = time.Second
+	fs.Lookup("blackout").DefValue = "1s"
 	fs.StringVar(&l.redis, "redis", os.Getenv("RINGSIDE_REDIS"), "Redis address for the agent's state, as seed 004 keeps it (env RINGSIDE_REDIS, its password env "+RedisPasswordEnv+"; default: a Redis Pod on kubernetes, else in memory)")
 }
 
@@ -411,7 +419,7 @@ func (l *Live) cell(ctx context.Context, env *experiments.Env, a *agent.Agent, p
 		return load(func(int, int) string { return "http://" + n.Addr + path }), nil
 	}
 	if pods != nil {
-		url, stop, err := pods.Balancer(ctx, target, feed, token)
+		url, stop, err := pods.Balancer(ctx, target, feed, token, l.tuningArgs())
 		if err != nil {
 			return nil, err
 		}
@@ -419,7 +427,7 @@ func (l *Live) cell(ctx context.Context, env *experiments.Env, a *agent.Agent, p
 		env.Log.Info("the balancer runs as a Pod of its own Deployment", "picker", target, "url", url)
 		return load(func(int, int) string { return url + path }), nil
 	}
-	b, err := balancer.New(balancer.Options{Algorithm: target, Log: slog.New(warnOnly{env.Log.Handler()}).With("component", "balancer")})
+	b, err := balancer.New(balancer.Options{Algorithm: target, Tuning: l.tuning, Log: slog.New(warnOnly{env.Log.Handler()}).With("component", "balancer")})
 	if err != nil {
 		return nil, err
 	}
@@ -444,6 +452,16 @@ func (l *Live) cell(ctx context.Context, env *experiments.Env, a *agent.Agent, p
 		time.Sleep(10 * time.Millisecond)
 	}
 	return load(func(int, int) string { return url + path }), nil
+}
+
+// tuningArgs are the pickers' parameters as cmd/balancer's flags.
+func (l *Live) tuningArgs() []string {
+	fs := flag.NewFlagSet("tuning", flag.ContinueOnError)
+	t := l.tuning
+	t.Define(fs, "")
+	var args []string
+	fs.VisitAll(func(f *flag.Flag) { args = append(args, "--"+f.Name+"="+f.Value.String()) })
+	return args
 }
 
 // warnOnly passes on warnings and errors only: the agent and balancer log

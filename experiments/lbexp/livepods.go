@@ -21,7 +21,7 @@ import (
 type podServices interface {
 	Self() (string, error)
 	Redis(ctx context.Context) (addr, password string, err error)
-	Balancer(ctx context.Context, picker, feed, token string) (url string, stop func(), err error)
+	Balancer(ctx context.Context, picker, feed, token string, args []string) (url string, stop func(), err error)
 }
 
 // RedisPasswordEnv holds the password of --redis, if it has one: a

@@ -76,11 +76,11 @@ func (k *KubeStack) Redis(ctx context.Context) (addr, password string, err error
 }
 
 // Balancer runs cmd/balancer (the runner image's /balancer) with picker
-// as a Deployment of one Pod, fed by the agent at feed with token, and
+// and args as a Deployment of one Pod, fed by the agent at feed with token, and
 // returns its proxy's URL once the Pod is ready and has the agent's
 // weights; stop deletes the Deployment and waits for its Pod to go, so
 // that the next balancer runs alone.
-func (k *KubeStack) Balancer(ctx context.Context, picker, feed, token string) (url string, stop func(), err error) {
+func (k *KubeStack) Balancer(ctx context.Context, picker, feed, token string, args []string) (url string, stop func(), err error) {
 	if err := k.putSecret(ctx, keyAgentToken, token); err != nil {
 		return "", nil, err
 	}
@@ -108,7 +108,7 @@ func (k *KubeStack) Balancer(ctx context.Context, picker, feed, token string) (u
 					SecurityContext: &v1.PodSecurityContext{RunAsUser: &user, RunAsNonRoot: new(true)},
 					Containers: []v1.Container{{
 						Name: "balancer", Image: ringnodes.RunnerImage(), ImagePullPolicy: v1.PullIfNotPresent,
-						Command: []string{"/balancer"}, Env: env,
+						Command: []string{"/balancer"}, Args: args, Env: env,
 						Ports: []v1.ContainerPort{{Name: "http", ContainerPort: balancerPort}, {Name: "admin", ContainerPort: balancerAdmin}},
 						ReadinessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/healthz",
 							Port: intstr.FromInt(balancerAdmin)}}, PeriodSeconds: 1},
