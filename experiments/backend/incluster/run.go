@@ -27,11 +27,11 @@ import (
 // Options configure one in-cluster run.
 type Options struct {
 	Config *rest.Config
-	Image  string   // the runner image, loaded in the cluster (default ringnodes.DefaultRunnerImage)
+	Image  string // the runner image, loaded in the cluster (default ringnodes.DefaultRunnerImage)
 	// RedisImage is lb-live's Redis Pod's (default: lbstack's own).
 	RedisImage string
-	Args   []string // the ringside command line the Job runs: run EXPERIMENT|all [flags]
-	Out    string   // the host's results folder
+	Args       []string // the ringside command line the Job runs: run EXPERIMENT|all [flags]
+	Out        string   // the host's results folder
 	// Timeout bounds the Job (its activeDeadlineSeconds).
 	Timeout time.Duration
 	Log     io.Writer // the runner's log is copied here
