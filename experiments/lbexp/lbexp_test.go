@@ -3,10 +3,12 @@ package lbexp
 import (
 	"bytes"
 	"context"
+	"flag"
 	"math"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -195,4 +197,20 @@ func TestSimDeterministicAndReported(t *testing.T) {
 		assert.GreaterOrEqual(t, off.Float(i, "p999_ms"), tab.Float(i, "p999_ms"), "row %d", i)
 		assert.Equal(t, tab.Str(i, "requests"), off.Str(i, "offered"), "row %d", i)
 	}
+}
+
+// The balancer Pods get lb-live's tuning, not the defaults: its flags,
+// parsed as cmd/balancer parses them, give back what lb-live was given.
+func TestTuningArgsCarryLiveValues(t *testing.T) {
+	var l Live
+	fs := experiments.NewFlagSet(&l)
+	require.NoError(t, fs.Parse([]string{"--ewma-decay", "3s", "--hot-quantile", "0.5"}))
+	var got pick.Tuning
+	bfs := flag.NewFlagSet("balancer", flag.ContinueOnError)
+	got.Define(bfs, "")
+	require.NoError(t, bfs.Parse(l.tuningArgs()))
+	assert.Equal(t, l.tuning, got)
+	assert.Equal(t, 3*time.Second, got.Decay)
+	assert.Equal(t, time.Second, got.Blackout, "lb-live's own default blackout")
+	assert.Equal(t, 0.5, got.HotQuantile)
 }

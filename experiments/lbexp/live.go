@@ -457,8 +457,9 @@ func (l *Live) cell(ctx context.Context, env *experiments.Env, a *agent.Agent, p
 // tuningArgs are the pickers' parameters as cmd/balancer's flags.
 func (l *Live) tuningArgs() []string {
 	fs := flag.NewFlagSet("tuning", flag.ContinueOnError)
-	t := l.tuning
-	t.Define(fs, "")
+	var t pick.Tuning
+	t.Define(fs, "") // the flags point into t, set to the defaults…
+	t = l.tuning     // …and now read lb-live's values
 	var args []string
 	fs.VisitAll(func(f *flag.Flag) { args = append(args, "--"+f.Name+"="+f.Value.String()) })
 	return args
