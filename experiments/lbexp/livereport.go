@@ -179,6 +179,9 @@ func throttledReport(stats []cellStats) string {
 	out += experiments.MarkdownTable([]string{"target", "clients", "requests", "failed", "req/s", "p50 ms", "p99 ms", "p99.9 ms"}, rows)
 	if len(verdicts) > 0 {
 		out += "\nGoal — latency-aware pickers' p99 ≤ weighted random's, same run:\n\n- " + strings.Join(verdicts, "\n- ") + "\n"
+		out += "\nwrr-reports weighs by the workers' own load reports (gRPC A58: QPS over the last complete second / utilisation, " +
+			"a new weight each --weight-period after a --blackout): it sees a throttle about two seconds late, so cells of a few " +
+			"seconds show its lag more than its steady state (--duration 10s for the latter).\n"
 	}
 	return out
 }
