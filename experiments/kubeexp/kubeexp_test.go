@@ -223,7 +223,11 @@ func TestSplitBrainFencesStaleLeaders(t *testing.T) {
 		// the lease to another replica.
 		assert.NotEmpty(t, sb.Str(i, "successor"), name)
 		assert.NotEqual(t, sb.Str(i, "victim"), sb.Str(i, "successor"), name)
-		assert.LessOrEqual(t, sb.Float(i, "overlap_ms"), sb.Float(i, "predicted_hi_ms")+500, name)
+		// The slack is a woken process's wait for a core: on a loaded
+		// 2-core machine (make test runs the kind test beside this) a
+		// paused sidecar has been seen to take 567 ms after its SIGCONT to
+		// step down; a broken prediction is off by a lease or more.
+		assert.LessOrEqual(t, sb.Float(i, "overlap_ms"), sb.Float(i, "predicted_hi_ms")+1000, name)
 		if sb.Str(i, "fencing") == "on" {
 			for _, col := range []string{"overlap_ms", "stale_accepted", "fence_violations", "acked_dropped", "lost_acked"} {
 				assert.Zero(t, sb.Float(i, col), "%s: %s", name, col)
