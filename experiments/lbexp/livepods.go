@@ -69,7 +69,7 @@ func serveAgent(h http.Handler, pods podServices) (*http.Server, string, error) 
 	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
-		return nil, "", err
+		return nil, "", fmt.Errorf("the agent's address %s: %w", host, err)
 	}
 	srv := serve.Limit(&http.Server{Handler: h})
 	go srv.Serve(ln)

@@ -1,14 +1,13 @@
 package lbstack
 
 import (
-	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -18,7 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/ringside/ringside/agent/runtime"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/ringside/ringside/experiments/backend/ringnodes"
 )
 
@@ -35,7 +35,6 @@ const (
 	keyAgentToken = "agent-token"
 	balancerPort  = 8080
 	balancerAdmin = 9090
-	podWait       = 3 * time.Minute
 )
 
 // Redis runs redis-server as a Pod of the stack — its password from the
@@ -148,7 +147,7 @@ func (k *KubeStack) Balancer(ctx context.Context, picker, feed, token string, ar
 // weighted waits until the balancer's metrics show a worker of weight
 // above zero: the agent's feed has reached it.
 func weighted(ctx context.Context, metrics string) error {
-	var last error
+	last := fmt.Errorf("no weighted worker in %s yet", metrics)
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, metrics, nil)
 		if err != nil {
@@ -156,54 +155,39 @@ func weighted(ctx context.Context, metrics string) error {
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
-			last = err
+			if ctx.Err() == nil { // the wait's own end says nothing of the balancer
+				last = err
+			}
 			return false, nil
 		}
 		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			line := sc.Text()
-			if !strings.HasPrefix(line, "balancer_worker_weight{") {
-				continue
-			}
-			if f := strings.Fields(line); len(f) == 2 {
-				if w, err := strconv.ParseFloat(f[1], 64); err == nil && w > 0 {
-					return true, nil
-				}
-			}
-		}
-		last = fmt.Errorf("no weighted worker in %s yet", metrics)
-		return false, nil
-	})
-	if err != nil && last != nil {
-		return fmt.Errorf("no weights from the agent: %w", last)
-	}
-	return err
-}
-
-// readyPod waits for a ready Pod of the stack matching selector and
-// returns its IP.
-func (k *KubeStack) readyPod(ctx context.Context, selector string) (string, error) {
-	ip, state := "", "no Pod yet"
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, podWait, true, func(ctx context.Context) (bool, error) {
-		pods, err := k.cs.CoreV1().Pods(k.ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		mf, err := parser.TextToMetricFamilies(io.LimitReader(resp.Body, 1<<20))
 		if err != nil {
-			state = err.Error()
+			last = fmt.Errorf("%s: %w", metrics, err)
 			return false, nil
 		}
-		for _, p := range pods.Items {
-			state = ringnodes.PodState(&p)
-			if p.DeletionTimestamp == nil && runtime.PodReady(&p) && p.Status.PodIP != "" {
-				ip = p.Status.PodIP
+		for _, m := range mf["balancer_worker_weight"].GetMetric() {
+			if m.GetGauge().GetValue() > 0 {
 				return true, nil
 			}
 		}
 		return false, nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("not ready within %v (%s): %w", podWait, state, err)
+		return fmt.Errorf("no weights from the agent: %w (%w)", last, err)
 	}
-	return ip, nil
+	return nil
+}
+
+// readyPod waits for a ready Pod of the stack matching selector and
+// returns its IP.
+func (k *KubeStack) readyPod(ctx context.Context, selector string) (string, error) {
+	ip, err := ringnodes.ReadyPod(ctx, k.cs, k.ns, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return "", err
+	}
+	return ip.String(), nil
 }
 
 // putSecret sets key of the stack's Secret, creating it on first use.

@@ -227,23 +227,34 @@ func (k *Kube) statefulSet(n int32, sel map[string]string) *appsv1.StatefulSet {
 // readyPod waits until Pod name runs with its agent ready and returns
 // its IP.
 func (k *Kube) readyPod(ctx context.Context, name string) (netip.Addr, error) {
+	return ReadyPod(ctx, k.cs, k.ns, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+}
+
+// ReadyPod waits up to three minutes for a ready Pod of ns that sel
+// lists, not being deleted, and returns its IP; the error says where the
+// last one stood (PodState).
+func ReadyPod(ctx context.Context, cs kubernetes.Interface, ns string, sel metav1.ListOptions) (netip.Addr, error) {
 	var ip netip.Addr
-	var last string
+	last := "no Pod yet"
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		p, err := k.cs.CoreV1().Pods(k.ns).Get(ctx, name, metav1.GetOptions{})
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, sel)
 		if err != nil {
 			last = err.Error()
 			return false, nil
 		}
-		last = PodState(p)
-		if p.Status.Phase != v1.PodRunning || !runtime.PodReady(p) {
-			return false, nil
+		for _, p := range pods.Items {
+			last = PodState(&p)
+			if p.DeletionTimestamp != nil || p.Status.Phase != v1.PodRunning || !runtime.PodReady(&p) {
+				continue
+			}
+			if ip, err = netip.ParseAddr(p.Status.PodIP); err == nil {
+				return true, nil
+			}
 		}
-		ip, err = netip.ParseAddr(p.Status.PodIP)
-		return err == nil, nil
+		return false, nil
 	})
 	if err != nil {
-		return ip, fmt.Errorf("kubernetes backend: pod %s/%s not ready (%s): %w", k.ns, name, last, err)
+		return ip, fmt.Errorf("kubernetes backend: pod %s (%s%s) not ready (%s): %w", ns, sel.LabelSelector, sel.FieldSelector, last, err)
 	}
 	return ip, nil
 }
