@@ -150,6 +150,7 @@ func CanonicalBackend(b string) string {
 // CheckBackend returns an error naming the valid backends when b is not one.
 func CheckBackend(e Experiment, b string) error {
 	sp := e.Spec()
+	b = CanonicalBackend(b)
 	if slices.Contains(sp.Backends, b) {
 		return nil
 	}

@@ -413,3 +413,12 @@ func TestRunCellsSeedsAsRunGrid(t *testing.T) {
 	assert.Equal(t, 4, main.Rows(), "one task per cell")
 	assert.Equal(t, 4, env.Reps, "the caller's env is untouched")
 }
+
+// kind, the kube experiments' old name for their Pods backend, is the
+// kubernetes backend wherever a backend is named.
+func TestOldBackendNames(t *testing.T) {
+	assert.Equal(t, "kubernetes", CanonicalBackend("kind"))
+	assert.Equal(t, "sim", CanonicalBackend("sim"))
+	require.Error(t, CheckBackend(&fake{}, "kind"), "fake has no kubernetes backend")
+	require.NoError(t, CheckBackend(&fake{}, "sim"))
+}

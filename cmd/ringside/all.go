@@ -37,6 +37,9 @@ func runAll(ctx context.Context, reg *experiments.Registry, args []string, c com
 		return err
 	}
 	preferred := splitList(prefer)
+	for i, b := range preferred {
+		preferred[i] = experiments.CanonicalBackend(b) // --prefer kind means kubernetes too
+	}
 	var failed []string
 	var errs []error
 	for _, e := range list {
