@@ -23,6 +23,7 @@ var backends = []string{"local", "compose", "kubernetes"}
 // serverFlags are the ringnode settings every network experiment exposes.
 type serverFlags struct {
 	suspect, heartbeat, hopBound time.Duration
+	ackTimeout                   time.Duration
 	replicas                     int
 	fsync                        string // "": the server's default
 	logLevel                     string
@@ -33,13 +34,14 @@ func (f *serverFlags) define(fs *flag.FlagSet) {
 	fs.DurationVar(&f.suspect, "suspect", 700*time.Millisecond, "servers start an election after this long without a coordinator heartbeat")
 	fs.DurationVar(&f.heartbeat, "heartbeat", 100*time.Millisecond, "coordinator heartbeat interval")
 	fs.DurationVar(&f.hopBound, "hop-bound", 10*time.Millisecond, "per-hop bound of the election-restart timeout")
+	fs.DurationVar(&f.ackTimeout, "ack-timeout", 10*time.Millisecond, "per-hop acknowledgement timeout of ELECTION and ELECTED (0: no acknowledgements, Chang–Roberts as published)")
 	fs.IntVar(&f.replicas, "replicas", 2, "replicas per key (R)")
 	fs.StringVar(&f.logLevel, "server-log", "warn", "the servers' log level (debug, info, warn, error); kept beside the CSV when a ring does not heal")
 }
 
 func (f *serverFlags) args() []string {
 	args := []string{"--suspect", f.suspect.String(), "--heartbeat", f.heartbeat.String(),
-		"--hop-bound", f.hopBound.String(), "--replicas", fmt.Sprint(f.replicas), "--log-level", f.logLevel}
+		"--hop-bound", f.hopBound.String(), "--ack-timeout", f.ackTimeout.String(), "--replicas", fmt.Sprint(f.replicas), "--log-level", f.logLevel}
 	if f.fsync != "" {
 		args = append(args, "--fsync", f.fsync)
 	}
@@ -51,7 +53,7 @@ func (f *serverFlags) args() []string {
 
 func (f *serverFlags) env() []string {
 	env := []string{"RINGNODE_SUSPECT=" + f.suspect.String(), "RINGNODE_HEARTBEAT=" + f.heartbeat.String(),
-		"RINGNODE_HOP_BOUND=" + f.hopBound.String(), "RINGNODE_REPLICAS=" + fmt.Sprint(f.replicas), "RINGNODE_LOG=" + f.logLevel}
+		"RINGNODE_HOP_BOUND=" + f.hopBound.String(), "RINGNODE_ACK_TIMEOUT=" + f.ackTimeout.String(), "RINGNODE_REPLICAS=" + fmt.Sprint(f.replicas), "RINGNODE_LOG=" + f.logLevel}
 	if f.fsync != "" {
 		env = append(env, "RINGNODE_FSYNC="+f.fsync)
 	}

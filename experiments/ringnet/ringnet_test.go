@@ -2,7 +2,9 @@ package ringnet
 
 import (
 	"context"
+	"flag"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -118,4 +120,18 @@ func TestKVChaosLocal(t *testing.T) {
 	assert.Equal(t, "true", tab.Str(0, "linearizable"))
 	assert.Equal(t, "0", tab.Str(0, "lost_acked_writes"))
 	assert.Contains(t, md, "1 runs: 0 not linearizable")
+}
+
+// The servers get every setting the experiment's flags name, as flags
+// on the local backend and as environment in containers and Pods.
+func TestServerFlagsReachTheServers(t *testing.T) {
+	var f serverFlags
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	f.define(fs)
+	require.NoError(t, fs.Parse([]string{"--ack-timeout", "0s", "--hop-bound", "3ms", "--suspect", "1s"}))
+	args := strings.Join(f.args(), " ")
+	for _, want := range []string{"--ack-timeout 0s", "--hop-bound 3ms", "--suspect 1s"} {
+		assert.Contains(t, args, want)
+	}
+	assert.Subset(t, f.env(), []string{"RINGNODE_ACK_TIMEOUT=0s", "RINGNODE_HOP_BOUND=3ms", "RINGNODE_SUSPECT=1s"})
 }
