@@ -5,7 +5,7 @@ RESULTS ?= results
 KUBE_VERSION ?= v1.32.13
 COMPOSE_VERSION ?= v2.40.3
 
-.PHONY: build test experiments lint bench kube-tools compose-v2 base-images stack-images ringnode-image compose-ring lb-images compose-lb compose-lb-down elector-image kind kind-node-image kind-up kind-deploy kind-experiments runner-image kind-down clean print-test-prereqs
+.PHONY: build test image-deps experiments lint bench kube-tools compose-v2 base-images stack-images ringnode-image compose-ring lb-images compose-lb compose-lb-down elector-image kind kind-node-image kind-up kind-deploy kind-experiments runner-image kind-down clean print-test-prereqs
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/...
@@ -101,6 +101,14 @@ base-images:
 stack-images: base-images compose-v2
 	docker compose build -q
 	docker-compose build -q etcd
+
+# The packages of other modules ringside's commands import, which the
+# Dockerfile compiles in a layer of their own (see there).
+IMAGE_DEPS ?= image-deps.txt
+IMAGE_DEPS_FORMAT = {{if and (not .Standard) .Module}}{{if ne .Module.Path "github.com/ringside/ringside"}}{{.ImportPath}}{{end}}{{end}}
+image-deps:
+	{ echo '# make image-deps: the packages of other modules ./cmd/... imports (Dockerfile, build stage)'; \
+	  CGO_ENABLED=0 $(GO) list -deps -f '$(IMAGE_DEPS_FORMAT)' ./cmd/...; } > $(IMAGE_DEPS)
 
 ringnode-image: base-images
 	docker build -q --target ringnode -t $${RINGNODE_IMAGE:-ringside/ringnode:dev} .
