@@ -155,32 +155,28 @@ func startRing(t testing.TB, k int) []*node {
 // term now and then) is asked again for up to 10 s. doOnce does not.
 func do(t *testing.T, method, url string, body []byte) (int, string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		code, msg := doOnce(t, method, url, body)
-		if code != http.StatusServiceUnavailable || !strings.Contains(msg, noLease) || time.Now().After(deadline) {
-			return code, msg
-		}
-		select {
-		case <-t.Context().Done():
-			return code, msg
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	return doUntil(t, method, url, body, func(msg string) bool { return strings.Contains(msg, noLease) })
 }
 
 // doSettled is do for a test's set-up, which needs the request to pass
-// rather than to see how it fails: it also asks again, as a client told
-// Retry-After would, while a loaded machine's missed heartbeats have the
-// ring elect and change its metadata under the request (a replica that
-// already follows the new metadata refuses the old owner: 503, "not
-// acknowledged … stale owner").
+// rather than to see how it fails: it asks again after any 503, as a
+// client told Retry-After would — a loaded machine's missed heartbeats
+// have the ring elect and change its metadata under the request now and
+// then (a replica already on the new metadata refuses the old owner:
+// "not acknowledged … stale owner").
 func doSettled(t *testing.T, method, url string, body []byte) (int, string) {
+	t.Helper()
+	return doUntil(t, method, url, body, func(string) bool { return true })
+}
+
+// doUntil sends the request again, for up to 10 s, while it is answered
+// 503 with a message that again accepts.
+func doUntil(t *testing.T, method, url string, body []byte, again func(msg string) bool) (int, string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		code, msg := do(t, method, url, body)
-		if code != http.StatusServiceUnavailable || time.Now().After(deadline) {
+		code, msg := doOnce(t, method, url, body)
+		if code != http.StatusServiceUnavailable || !again(msg) || time.Now().After(deadline) {
 			return code, msg
 		}
 		select {
