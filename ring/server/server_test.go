@@ -219,7 +219,7 @@ func doOnce(t *testing.T, method, url string, body []byte) (int, string) {
 func TestJoinPutGetDeleteAnywhere(t *testing.T) {
 	nodes := startRing(t, 4)
 	for i := range 40 {
-		code, msg := do(t, http.MethodPut, fmt.Sprintf("http://%s/kv/k%d", nodes[i%4].Addr(), i), []byte(fmt.Sprint("v", i)))
+		code, msg := doSettled(t, http.MethodPut, fmt.Sprintf("http://%s/kv/k%d", nodes[i%4].Addr(), i), []byte(fmt.Sprint("v", i)))
 		require.Equal(t, http.StatusNoContent, code, msg)
 	}
 	total := 0
@@ -276,7 +276,7 @@ func TestRingOverTCP(t *testing.T) {
 		return true
 	}, 5*time.Second, 10*time.Millisecond, "all servers see the full ring")
 	for i := range 10 {
-		code, msg := do(t, http.MethodPut, fmt.Sprintf("http://%s/kv/k%d", nodes[i%3].Addr(), i), []byte(fmt.Sprint("v", i)))
+		code, msg := doSettled(t, http.MethodPut, fmt.Sprintf("http://%s/kv/k%d", nodes[i%3].Addr(), i), []byte(fmt.Sprint("v", i)))
 		require.Equal(t, http.StatusNoContent, code, msg)
 	}
 	nodes[0].stop() // the bootstrap server is the coordinator
@@ -295,7 +295,7 @@ func TestRingOverTCP(t *testing.T) {
 func TestCoordinatorFailoverElectsMaxLive(t *testing.T) {
 	nodes := startRing(t, 5)
 	for i := range 30 {
-		code, _ := do(t, http.MethodPut, fmt.Sprintf("http://%s/kv/k%d", nodes[1].Addr(), i), []byte("x"))
+		code, _ := doSettled(t, http.MethodPut, fmt.Sprintf("http://%s/kv/k%d", nodes[1].Addr(), i), []byte("x"))
 		require.Equal(t, http.StatusNoContent, code)
 	}
 	nodes[0].stop() // the bootstrap server is the coordinator
