@@ -158,18 +158,32 @@ func Run(c Config, seed uint64) (Result, error) {
 	}
 	rate := c.Utilisation * nominal / c.Service.Seconds() // arrivals per second
 	meanGap := float64(time.Second) / rate
-	s.push(event{at: time.Duration(s.rng.ExpFloat64() * meanGap), kind: evArrival})
+	// The next arrival waits beside the heap, not in it: arrivals are half
+	// of all events, and there is only ever one ahead. It is numbered as
+	// if pushed, so the order of events — and every result — is the
+	// heap's.
+	arrival := event{at: time.Duration(s.rng.ExpFloat64() * meanGap), kind: evArrival, seq: s.seq}
+	s.seq++
+	arriving := true
 	if c.Noisy >= 0 {
 		s.push(event{at: c.Duration / 2, kind: evNoisy, server: int32(c.Noisy)})
 	}
-	for len(s.heap) > 0 {
-		e := s.pop()
+	for arriving || len(s.heap) > 0 {
+		var e event
+		if arriving && (len(s.heap) == 0 || arrival.before(s.heap[0])) {
+			e = arrival
+		} else {
+			e = s.pop()
+		}
 		s.now = e.at
 		s.res.Events++
 		switch e.kind {
 		case evArrival:
-			if next := e.at + time.Duration(s.rng.ExpFloat64()*meanGap); next < c.Duration {
-				s.push(event{at: next, kind: evArrival})
+			next := e.at + time.Duration(s.rng.ExpFloat64()*meanGap)
+			arriving = next < c.Duration
+			if arriving {
+				arrival = event{at: next, kind: evArrival, seq: s.seq}
+				s.seq++
 			}
 			s.arrive()
 		case evDone:
@@ -278,40 +292,55 @@ func (s *sim) account(sv *server) {
 	sv.busySince = s.now
 }
 
+// The event queue is a 4-ary heap: half the levels of a binary one, and
+// a parent's four children share a cache line or two, so a pop — the
+// simulation's commonest step, a third of lb-sim's time at n = 1,000 with
+// a binary heap — compares more per level but walks fewer of them.
+const arity = 4
+
 func (s *sim) push(e event) {
 	e.seq = s.seq
 	s.seq++
 	s.heap = append(s.heap, e)
 	h := s.heap
-	for k := len(h) - 1; k > 0; {
-		p := (k - 1) / 2
-		if !h[k].before(h[p]) {
+	k := len(h) - 1
+	for k > 0 {
+		p := (k - 1) / arity
+		if !e.before(h[p]) {
 			break
 		}
-		h[k], h[p] = h[p], h[k]
+		h[k] = h[p]
 		k = p
 	}
+	h[k] = e
 }
 
 func (s *sim) pop() event {
 	h := s.heap
 	top := h[0]
 	last := len(h) - 1
-	h[0] = h[last]
+	e := h[last]
 	h = h[:last]
-	for k := 0; ; {
-		l, r, m := 2*k+1, 2*k+2, k
-		if l < len(h) && h[l].before(h[m]) {
-			m = l
+	if n := len(h); n > 0 {
+		k := 0
+		for {
+			c := arity*k + 1
+			if c >= n {
+				break
+			}
+			m := c
+			for j := c + 1; j < c+arity && j < n; j++ {
+				if h[j].before(h[m]) {
+					m = j
+				}
+			}
+			if !h[m].before(e) {
+				break
+			}
+			h[k] = h[m]
+			k = m
 		}
-		if r < len(h) && h[r].before(h[m]) {
-			m = r
-		}
-		if m == k {
-			break
-		}
-		h[k], h[m] = h[m], h[k]
-		k = m
+		h[k] = e
 	}
 	s.heap = h
 	return top
