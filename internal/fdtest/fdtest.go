@@ -106,8 +106,11 @@ func Survives(t *testing.T, p *proc.Proc, limit int, url string, addrs ...string
 			}
 		}
 	}
-	if len(held) < flood {
-		t.Fatalf("only %d of %d flood connections were made", len(held), flood*len(addrs))
+	// A dial may time out on a loaded machine too; the flood needs only
+	// more connections than the daemon may have files open, so that its
+	// accepts hit EMFILE.
+	if len(held) <= limit {
+		t.Fatalf("only %d of %d flood connections were made: no more than the daemon's %d files", len(held), flood*len(addrs), limit)
 	}
 	// The daemon holds at least half its files in flood connections (its
 	// bound per listener, accept.MaxConns) before the flood ends.
