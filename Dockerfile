@@ -33,10 +33,11 @@ COPY go.mod go.sum image-deps.txt ./
 RUN go mod download
 # The dependencies' packages compile in a layer of their own, kept while
 # go.mod, go.sum and image-deps.txt stay the same: a change to ringside's
-# code then compiles ringside's packages only (a rebuild of this stage
-# took 3 min 8 s here, all of it again). Same flags as the build below, so
-# its compiles are the cache's. `make image-deps` writes the list;
-# TestImageDepsAreCurrent fails when it is not.
+# code then compiles ringside's packages only (35 s here for the runner's
+# stage, against 3 min 8 s when every dependency compiled again). Same
+# flags as the build below, so its compiles are the cache's. `make
+# image-deps` writes the list; TestImageDepsAreCurrent fails when it is
+# stale.
 RUN grep -v '^#' image-deps.txt | CGO_ENABLED=0 xargs go build -trimpath
 COPY . .
 RUN git config --global --add safe.directory /src \

@@ -11,9 +11,9 @@ import (
 )
 
 // The Dockerfile compiles the packages image-deps.txt names before it
-// copies ringside's source. A package the list lacks only costs a cached
-// rebuild its compile; one it names that go.mod no longer provides breaks
-// every image build. Either way the list is rewritten: make image-deps.
+// copies ringside's source. A package the list lacks compiles again in
+// every image build; one it names that go.mod no longer provides breaks
+// them all. Either way the list is rewritten: make image-deps.
 func TestImageDepsAreCurrent(t *testing.T) {
 	fresh := filepath.Join(t.TempDir(), "image-deps.txt")
 	cmd := exec.Command("make", "-s", "--no-print-directory", "image-deps", "IMAGE_DEPS="+fresh)
