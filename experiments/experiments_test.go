@@ -421,4 +421,14 @@ func TestOldBackendNames(t *testing.T) {
 	assert.Equal(t, "sim", CanonicalBackend("sim"))
 	require.Error(t, CheckBackend(&fake{}, "kind"), "fake has no kubernetes backend")
 	require.NoError(t, CheckBackend(&fake{}, "sim"))
+	require.NoError(t, CheckBackend(&onKubernetes{}, "kind"), "kind names the kubernetes backend")
+}
+
+// onKubernetes is fake with a kubernetes backend.
+type onKubernetes struct{ fake }
+
+func (*onKubernetes) Spec() Spec {
+	s := (&fake{}).Spec()
+	s.Backends = []string{"sim", "kubernetes"}
+	return s
 }

@@ -37,20 +37,11 @@ func runAll(ctx context.Context, reg *experiments.Registry, args []string, c com
 		return err
 	}
 	preferred := splitList(prefer)
-	for i, b := range preferred {
-		preferred[i] = experiments.CanonicalBackend(b) // --prefer kind means kubernetes too
-	}
 	var failed []string
 	var errs []error
 	for _, e := range list {
 		c := c
-		c.backend = ""
-		for _, b := range preferred {
-			if slices.Contains(e.Spec().Backends, b) {
-				c.backend = b
-				break
-			}
-		}
+		c.backend = preferredBackend(e.Spec().Backends, preferred)
 		err := runOne(ctx, e, experiments.NewFlagSet(e), c, stdout, stderr)
 		if errors.Is(err, experiments.ErrUnavailable) {
 			fmt.Fprintf(stderr, "ringside: %s left out: %v\n", e.Spec().Name, err)
@@ -68,6 +59,17 @@ func runAll(ctx context.Context, reg *experiments.Registry, args []string, c com
 		return fmt.Errorf("run all: %d experiment(s) failed (%s): %w", len(failed), strings.Join(failed, ", "), errors.Join(errs...))
 	}
 	return ctx.Err()
+}
+
+// preferredBackend is the first of preferred that backends has ("": none,
+// the experiment's default); kind names the kubernetes backend here too.
+func preferredBackend(backends, preferred []string) string {
+	for _, b := range preferred {
+		if b = experiments.CanonicalBackend(b); slices.Contains(backends, b) {
+			return b
+		}
+	}
+	return ""
 }
 
 // selectExperiments returns the catalogue, or the experiments named in
