@@ -39,6 +39,14 @@ func TestMalformedEnvironmentIsAnError(t *testing.T) {
 		err := run(context.Background(), []string{"--data", t.TempDir(), "--addr", "127.0.0.1:1"})
 		require.ErrorContains(t, err, `election algorithm "raft": want one of chang-roberts`)
 	})
+	t.Run("negative duration", func(t *testing.T) {
+		// It used to start, join, and never elect: the state machine
+		// refused the value only once the ring's metadata came.
+		t.Setenv("RINGNODE_ACK_TIMEOUT", "-1s")
+		t.Setenv("RINGNODE_SECRET", "a-secret-of-16-chars")
+		err := run(context.Background(), []string{"--data", t.TempDir(), "--addr", "127.0.0.1:1"})
+		require.ErrorContains(t, err, "ack timeout -1s: must not be negative")
+	})
 	t.Run("log level", func(t *testing.T) {
 		t.Setenv("RINGNODE_LOG", "loud")
 		require.ErrorContains(t, run(context.Background(), []string{"--data", t.TempDir()}), `log-level "loud"`)

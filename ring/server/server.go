@@ -199,11 +199,32 @@ type Server struct {
 	lost  map[string]time.Time // servers the ring lost, when (antientropy.go)
 }
 
+// checkDurations refuses a negative setting at start. The election's
+// state machine checks its own only once the server holds ring metadata,
+// and a server that failed it there stayed up with no elector at all.
+func (c *Config) checkDurations() error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"suspect timeout", c.SuspectTimeout}, {"suspect jitter", c.SuspectJitter}, {"heartbeat interval", c.HeartbeatInterval},
+		{"hop bound", c.HopBound}, {"ack timeout", c.AckTimeout}, {"join timeout", c.JoinTimeout},
+	} {
+		if d.v < 0 {
+			return fmt.Errorf("%s %v: must not be negative", d.name, d.v)
+		}
+	}
+	return nil
+}
+
 // New opens the store and binds the listener; Run starts serving.
 func New(cfg Config) (*Server, error) {
 	cfg.Defaults()
 	if err := membership.CheckAddr(cfg.Addr); err != nil {
 		return nil, fmt.Errorf("addr: %w", err)
+	}
+	if err := cfg.checkDurations(); err != nil {
+		return nil, err
 	}
 	alg, err := ring.Lookup(cfg.Election)
 	if err != nil {

@@ -1033,3 +1033,23 @@ func counter(c prometheus.Counter) float64 {
 	c.Write(&m)
 	return m.GetCounter().GetValue()
 }
+
+// A negative timing is refused at start, naming it, before anything is
+// opened: the election's state machine would refuse it only once the
+// server held ring metadata, leaving it up with no elector.
+func TestNegativeDurationsAreRefused(t *testing.T) {
+	for name, set := range map[string]func(*Config){
+		"suspect timeout -1s":    func(c *Config) { c.SuspectTimeout = -time.Second },
+		"suspect jitter -1ms":    func(c *Config) { c.SuspectJitter = -time.Millisecond },
+		"heartbeat interval -1s": func(c *Config) { c.HeartbeatInterval = -time.Second },
+		"hop bound -1ns":         func(c *Config) { c.HopBound = -1 },
+		"ack timeout -1s":        func(c *Config) { c.AckTimeout = -time.Second },
+		"join timeout -1s":       func(c *Config) { c.JoinTimeout = -time.Second },
+	} {
+		addr := newAddr()
+		cfg := testConfig(addr, t.TempDir(), testNet.Host(addr))
+		set(&cfg)
+		_, err := New(cfg)
+		assert.ErrorContains(t, err, name+": must not be negative")
+	}
+}
