@@ -39,6 +39,20 @@ func (f *serverFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.logLevel, "server-log", "warn", "the servers' log level (debug, info, warn, error); kept beside the CSV when a ring does not heal")
 }
 
+// check refuses a negative timing by its flag's name before any server
+// starts (a server would refuse it too, but in its own log).
+func (f *serverFlags) check() error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"suspect", f.suspect}, {"heartbeat", f.heartbeat}, {"hop-bound", f.hopBound}, {"ack-timeout", f.ackTimeout}} {
+		if d.v < 0 {
+			return fmt.Errorf("--%s %v: must not be negative", d.name, d.v)
+		}
+	}
+	return nil
+}
+
 func (f *serverFlags) args() []string {
 	args := []string{"--suspect", f.suspect.String(), "--heartbeat", f.heartbeat.String(),
 		"--hop-bound", f.hopBound.String(), "--ack-timeout", f.ackTimeout.String(), "--replicas", fmt.Sprint(f.replicas), "--log-level", f.logLevel}
@@ -68,6 +82,9 @@ func (f *serverFlags) env() []string {
 // replicas (kv-load's single server keeps none).
 func startRing(ctx context.Context, env *experiments.Env, n int, flags *serverFlags) (ringnodes.Ring, error) {
 	f := *flags
+	if err := f.check(); err != nil {
+		return nil, err
+	}
 	f.replicas = min(f.replicas, n-1)
 	dir, err := os.MkdirTemp("", "ringside-"+env.Backend+"-")
 	if err != nil {

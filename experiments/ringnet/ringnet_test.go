@@ -134,4 +134,8 @@ func TestServerFlagsReachTheServers(t *testing.T) {
 		assert.Contains(t, args, want)
 	}
 	assert.Subset(t, f.env(), []string{"RINGNODE_ACK_TIMEOUT=0s", "RINGNODE_HOP_BOUND=3ms", "RINGNODE_SUSPECT=1s"})
+	require.NoError(t, f.check())
+
+	require.NoError(t, fs.Parse([]string{"--ack-timeout", "-1s"}))
+	require.EqualError(t, f.check(), "--ack-timeout -1s: must not be negative")
 }
