@@ -1,6 +1,9 @@
 package ring
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // liveness is a member's view of the ring: the metadata it uses and which
 // members it has found down. Every election machine embeds it; messages
@@ -9,8 +12,13 @@ type liveness struct {
 	self UID
 	ring *Ring
 	down []bool
-	live int // members not down, self included
-	pos  int
+	// downAt lists the indices marked down, so that MarkUp — run for the
+	// sender of every message received — compares u with the few members
+	// down instead of looking its index up (at n = 1,024 the look-up was a
+	// quarter of ring-failover-sim's time).
+	downAt []int
+	live   int // members not down, self included
+	pos    int
 }
 
 func (l *liveness) setRing(r *Ring) error {
@@ -23,6 +31,7 @@ func (l *liveness) setRing(r *Ring) error {
 	}
 	l.ring, l.pos = r, pos
 	l.down = make([]bool, r.Len())
+	l.downAt = l.downAt[:0]
 	l.live = r.Len()
 	return nil
 }
@@ -43,15 +52,20 @@ func (l *liveness) IsDown(u UID) bool {
 func (l *liveness) MarkDown(u UID) {
 	if i := l.ring.Index(u); i >= 0 && i != l.pos && !l.down[i] {
 		l.down[i] = true
+		l.downAt = append(l.downAt, i)
 		l.live--
 	}
 }
 
 // MarkUp records that u is reachable again (it rejoined).
 func (l *liveness) MarkUp(u UID) {
-	if i := l.ring.Index(u); i >= 0 && l.down[i] {
-		l.down[i] = false
-		l.live++
+	for k, i := range l.downAt {
+		if l.ring.order[i] == u {
+			l.down[i] = false
+			l.downAt = slices.Delete(l.downAt, k, k+1)
+			l.live++
+			return
+		}
 	}
 }
 
@@ -65,6 +79,7 @@ func (l *liveness) MarkUp(u UID) {
 // unacknowledged send per round.
 func (l *liveness) forgetDown() {
 	clear(l.down)
+	l.downAt = l.downAt[:0]
 	l.live = l.ring.Len()
 }
 
