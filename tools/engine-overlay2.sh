@@ -8,9 +8,10 @@
 # the kernel. overlay2 is the engine's default wherever the kernel has
 # overlay, as it has here.
 #
-# Images and build cache made under one driver are not seen under the
-# other: the switch costs a machine that cached its images under
-# fuse-overlayfs one rebuild, once. The engine is restarted only when no
+# Images made under one driver are not seen under the other, and the build
+# cache is dropped: the switch costs a machine that cached its images under
+# fuse-overlayfs one rebuild, once (their files stay in the engine's folder,
+# under fuse-overlayfs/). The engine is restarted only when no
 # container is running; should it not come back on overlay2, the old
 # configuration is put back and the engine started again.
 set -euo pipefail
@@ -89,6 +90,9 @@ mkdir -p "$(dirname "$cfg")"
 set_driver "$saved" overlay2
 if restart && [ "$(docker info --format '{{.Driver}}')" = overlay2 ]; then
   say "the engine now uses overlay2 (was fuse-overlayfs)"
+  # BuildKit's records outlive the switch but name layers only the old
+  # driver has: drop them (the images they made are gone from view too).
+  docker builder prune -af >/dev/null
   rm -f "$saved"
   exit 0
 fi
