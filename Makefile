@@ -106,10 +106,10 @@ base-images:
 # every service but etcd; from nothing the whole stack took 509.6 s here.
 # docker-compose 1.29 builds with the engine's classic builder, which shares
 # no cache with BuildKit (the whole stack again took 1345.6 s): it builds
-# etcd, to exercise its build path, and its stack test runs on the images v2
-# built. Apart, the two build side by side: after v2's build of etcd, 1.29's
-# compiled it again, alone at the end of a fresh machine's prerequisites
-# (4 min 27 s of 41 min 43 s).
+# etcd, to exercise its build path, and both versions' stack tests run on
+# these images. The two build side by side; when v2 built etcd too, 1.29
+# compiled it again after, alone at the end of a fresh machine's
+# prerequisites (4 min 27 s of 41 min 43 s).
 stack-images: stack-images-v2 stack-images-v1
 stack-images-v2: base-images compose-v2
 	docker compose build -q $$(docker compose config --services | grep -vx etcd)
