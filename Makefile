@@ -25,19 +25,11 @@ build:
 # containers; in go test's package order it started last, alone for its
 # last six minutes. It starts first, beside the rest (LONG_TEST_PKGS), and
 # go vet runs beside both: the tests leave the CPU idle while they wait.
-# The two go test processes share nearly every package (the kind test's
-# 1,073 of the others' 1,271), and two processes compile a package they
-# both lack twice: on a fresh machine the tests' first results came 9
-# minutes in. The packages the tests import (not the tests and commands
-# themselves) compile first, once, into the cache both then read; on a
-# warm machine that is a check of the cache.
 TEST_PREREQS = kube-tools compose-v2 base-images stack-images kind kind-node-image elector-image
 LONG_TEST_PKGS = ./k8s
-TEST_LIBS = $(GO) list -deps -test -f '{{if and (not .ForTest) (ne .Name "main")}}{{.ImportPath}}{{end}}' ./...
 test:
 	$(MAKE) -j3 --output-sync=target $(TEST_PREREQS)
 	$(GO) vet ./... & vet=$$!; \
-	$(GO) build -race $$($(TEST_LIBS)) || { wait $$vet; exit 1; }; \
 	$(GO) test -race -timeout 30m $(LONG_TEST_PKGS) & long=$$!; \
 	$(GO) test -race -timeout 30m $$($(GO) list ./... | grep -vxF "$$($(GO) list $(LONG_TEST_PKGS))"); rc=$$?; \
 	wait $$long || rc=1; wait $$vet || rc=1; exit $$rc
