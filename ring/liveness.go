@@ -57,16 +57,24 @@ func (l *liveness) MarkDown(u UID) {
 	}
 }
 
+// scanDown is how many members down MarkUp compares a sender with before
+// it looks the sender's index up instead.
+const scanDown = 8
+
 // MarkUp records that u is reachable again (it rejoined).
 func (l *liveness) MarkUp(u UID) {
-	for k, i := range l.downAt {
-		if l.ring.order[i] == u {
-			l.down[i] = false
-			l.downAt = slices.Delete(l.downAt, k, k+1)
-			l.live++
-			return
-		}
+	k := -1
+	if len(l.downAt) <= scanDown {
+		k = slices.IndexFunc(l.downAt, func(i int) bool { return l.ring.order[i] == u })
+	} else if i := l.ring.Index(u); i >= 0 && l.down[i] {
+		k = slices.Index(l.downAt, i)
 	}
+	if k < 0 {
+		return
+	}
+	l.down[l.downAt[k]] = false
+	l.downAt = slices.Delete(l.downAt, k, k+1)
+	l.live++
 }
 
 // forgetDown lifts every down mark as a new round begins. A mark is a

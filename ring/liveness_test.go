@@ -47,3 +47,31 @@ func TestDownMarksComeAndGoInAnyOrder(t *testing.T) {
 	assert.Equal(t, 5, l.live)
 	assert.False(t, l.IsDown(u(1)))
 }
+
+// Past scanDown members down, MarkUp looks the sender up by index: the
+// same bookkeeping.
+func TestManyDownMarks(t *testing.T) {
+	var order []UID
+	for k := range 3 * scanDown {
+		order = append(order, u(uint64(k)))
+	}
+	r, err := NewRing(order)
+	require.NoError(t, err)
+	var l liveness
+	l.self = u(0)
+	require.NoError(t, l.setRing(r))
+	for k := 1; k < 2*scanDown; k++ {
+		l.MarkDown(u(uint64(k)))
+	}
+	require.Equal(t, 3*scanDown-(2*scanDown-1), l.live)
+	for k := 2 * scanDown; k > 0; k-- { // 2·scanDown was never down
+		l.MarkUp(u(uint64(k)))
+		l.MarkUp(u(uint64(k)))
+	}
+	assert.Equal(t, 3*scanDown, l.live)
+	assert.Empty(t, l.downAt)
+	for k := range 3 * scanDown {
+		assert.False(t, l.IsDown(u(uint64(k))))
+	}
+	assert.Equal(t, u(1), l.successor())
+}
