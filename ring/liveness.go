@@ -17,9 +17,11 @@ type liveness struct {
 	// down instead of looking its index up (at n = 1,024 the look-up was a
 	// quarter of ring-failover-sim's time).
 	downAt []int
-	live   int // members not down, self included
 	pos    int
 }
+
+// liveMembers counts the members not marked down, self included.
+func (l *liveness) liveMembers() int { return l.ring.Len() - len(l.downAt) }
 
 func (l *liveness) setRing(r *Ring) error {
 	if r == nil {
@@ -32,7 +34,6 @@ func (l *liveness) setRing(r *Ring) error {
 	l.ring, l.pos = r, pos
 	l.down = make([]bool, r.Len())
 	l.downAt = l.downAt[:0]
-	l.live = r.Len()
 	return nil
 }
 
@@ -53,7 +54,6 @@ func (l *liveness) MarkDown(u UID) {
 	if i := l.ring.Index(u); i >= 0 && i != l.pos && !l.down[i] {
 		l.down[i] = true
 		l.downAt = append(l.downAt, i)
-		l.live--
 	}
 }
 
@@ -74,7 +74,6 @@ func (l *liveness) MarkUp(u UID) {
 	}
 	l.down[l.downAt[k]] = false
 	l.downAt = slices.Delete(l.downAt, k, k+1)
-	l.live++
 }
 
 // forgetDown lifts every down mark as a new round begins. A mark is a
@@ -88,7 +87,6 @@ func (l *liveness) MarkUp(u UID) {
 func (l *liveness) forgetDown() {
 	clear(l.down)
 	l.downAt = l.downAt[:0]
-	l.live = l.ring.Len()
 }
 
 // successor returns the next live member clockwise, or self when alone.

@@ -23,13 +23,13 @@ func TestDownMarksComeAndGoInAnyOrder(t *testing.T) {
 	l.MarkDown(u(5)) // self: never down
 	l.MarkUp(u(3))   // not down: no change
 	l.MarkUp(u(42))  // not a member: no change
-	assert.Equal(t, 3, l.live)
+	assert.Equal(t, 3, l.liveMembers())
 	assert.Equal(t, u(1), l.successor(), "7 and 9 skipped")
 
 	l.MarkUp(u(7)) // the first marked comes back first
 	assert.False(t, l.IsDown(u(7)))
 	assert.True(t, l.IsDown(u(9)))
-	assert.Equal(t, 4, l.live)
+	assert.Equal(t, 4, l.liveMembers())
 	assert.Equal(t, u(7), l.successor())
 
 	l.MarkDown(u(1))
@@ -38,13 +38,13 @@ func TestDownMarksComeAndGoInAnyOrder(t *testing.T) {
 	l.MarkUp(u(3))
 	l.MarkUp(u(9))
 	l.MarkUp(u(9))
-	assert.Equal(t, 4, l.live)
+	assert.Equal(t, 4, l.liveMembers())
 	assert.True(t, l.IsDown(u(1)))
 	assert.Equal(t, u(3), l.predecessor())
 
 	l.forgetDown()
 	l.MarkUp(u(1)) // no longer down: nothing to lift
-	assert.Equal(t, 5, l.live)
+	assert.Equal(t, 5, l.liveMembers())
 	assert.False(t, l.IsDown(u(1)))
 }
 
@@ -63,12 +63,12 @@ func TestManyDownMarks(t *testing.T) {
 	for k := 1; k < 2*scanDown; k++ {
 		l.MarkDown(u(uint64(k)))
 	}
-	require.Equal(t, 3*scanDown-(2*scanDown-1), l.live)
+	require.Equal(t, 3*scanDown-(2*scanDown-1), l.liveMembers())
 	for k := 2 * scanDown; k > 0; k-- { // 2·scanDown was never down
 		l.MarkUp(u(uint64(k)))
 		l.MarkUp(u(uint64(k)))
 	}
-	assert.Equal(t, 3*scanDown, l.live)
+	assert.Equal(t, 3*scanDown, l.liveMembers())
 	assert.Empty(t, l.downAt)
 	for k := range 3 * scanDown {
 		assert.False(t, l.IsDown(u(uint64(k))))

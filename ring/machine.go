@@ -86,7 +86,7 @@ func (m *Machine) drain() {
 
 func (m *Machine) armElection(now time.Duration) {
 	if m.cfg.HopBound > 0 {
-		m.electionTimer = now + time.Duration(m.alg.Horizon(m.live))*m.cfg.HopBound
+		m.electionTimer = now + time.Duration(m.alg.Horizon(m.liveMembers()))*m.cfg.HopBound
 	}
 }
 

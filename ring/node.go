@@ -37,7 +37,7 @@ func (n *Node) send(typ MsgType, to, cand UID, hops uint32) {
 
 func (n *Node) armElection(now time.Duration) {
 	if n.cfg.HopBound > 0 {
-		n.electionTimer = now + 2*time.Duration(n.live)*n.cfg.HopBound
+		n.electionTimer = now + 2*time.Duration(n.liveMembers())*n.cfg.HopBound
 	}
 }
 
