@@ -60,15 +60,13 @@ EOF
   mv -f "$cfg.tmp" "$cfg"
 }
 
-# restart stops the engine and starts it with the configuration in $cfg;
-# true once it answers. Without systemd the engine was started from
-# outside (not by its init script, whose pid file is missing here, and
-# whose `ulimit -u unlimited` this sandbox refuses), so it is stopped by
-# the pid it wrote and started as that script starts it, with the limits
-# this shell has.
+# restart stops the engine and starts it with the configuration in $cfg
+# (tools/engine-start.sh); true once it answers. Without systemd the
+# engine was started from outside, not by its init script, so it is
+# stopped by the pid it wrote.
 restart() {
-  if command -v systemctl >/dev/null && systemctl is-active --quiet docker 2>/dev/null; then
-    systemctl restart docker
+  if command -v systemctl >/dev/null && systemctl is-system-running >/dev/null 2>&1; then
+    systemctl stop docker
   else
     pid=$(cat /var/run/docker.pid 2>/dev/null || pgrep -xo dockerd || true)
     if [ -n "$pid" ]; then
@@ -76,14 +74,8 @@ restart() {
       for _ in $(seq 120); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
       if kill -0 "$pid" 2>/dev/null; then say "the engine (pid $pid) did not stop"; return 1; fi
     fi
-    start-stop-daemon --start --background --no-close --exec /usr/sbin/dockerd \
-      --pidfile /var/run/docker-ssd.pid --make-pidfile -- -p /var/run/docker.pid >> /var/log/docker.log 2>&1
   fi
-  for _ in $(seq 120); do
-    docker info >/dev/null 2>&1 && return 0
-    sleep 0.5
-  done
-  return 1
+  "$(dirname "$0")/engine-start.sh"
 }
 
 mkdir -p "$(dirname "$cfg")"
