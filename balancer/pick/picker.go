@@ -6,7 +6,6 @@ import (
 	"math/bits"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -110,7 +109,7 @@ func NewPicker(algo string, weights []float64, in Inputs) (Picker, error) {
 	case WeightedRandom:
 		return newAlias(weights), nil
 	case SmoothWRR:
-		return &smoothWRR{weights: slices.Clone(weights), current: make([]float64, len(weights))}, nil
+		return newSmoothWRR(weights), nil
 	case RoundRobin:
 		return &roundRobin{live: live}, nil
 	case LeastConn:
@@ -204,34 +203,6 @@ func (a *alias) Pick(rnd uint64) int {
 type none struct{}
 
 func (none) Pick(uint64) int { return -1 }
-
-// smoothWRR is nginx's smooth weighted round robin: deterministic, and
-// spreads a heavy upstream's turns between the others.
-type smoothWRR struct {
-	mu      sync.Mutex
-	weights []float64
-	current []float64
-}
-
-func (s *smoothWRR) Pick(uint64) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	best, total := -1, 0.0
-	for i, w := range s.weights {
-		if w == 0 {
-			continue
-		}
-		s.current[i] += w
-		total += w
-		if best < 0 || s.current[i] > s.current[best] {
-			best = i
-		}
-	}
-	if best >= 0 {
-		s.current[best] -= total
-	}
-	return best
-}
 
 type roundRobin struct {
 	live []int

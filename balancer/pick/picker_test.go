@@ -68,6 +68,75 @@ func TestSmoothWRRIsExactAndSpread(t *testing.T) {
 	}
 }
 
+// nginxSWRR is nginx's own loop (ngx_http_upstream_get_peer), the
+// reference smoothWRR must agree with.
+func nginxSWRR(w []float64) func() int {
+	cur := make([]float64, len(w))
+	return func() int {
+		best, total := -1, 0.0
+		for i, x := range w {
+			if x == 0 {
+				continue
+			}
+			cur[i] += x
+			total += x
+			if best < 0 || cur[i] > cur[best] {
+				best = i
+			}
+		}
+		if best >= 0 {
+			cur[best] -= total
+		}
+		return best
+	}
+}
+
+// smoothWRR keeps a heap per distinct weight rather than scanning every
+// upstream; with integer weights (exact in floats) its sequence is
+// nginx's, pick for pick, over many rounds — few weights shared by many
+// upstreams, as lb-sim's capacities, and all weights distinct.
+func TestSmoothWRRFollowsNginxPickForPick(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 1))
+	for trial := range 300 {
+		n := 1 + rng.IntN(40)
+		levels := 1 + rng.IntN(6)
+		w := make([]float64, n)
+		for i := range w {
+			w[i] = float64(rng.IntN(levels)) * float64(1+trial%5)
+		}
+		p, err := NewPicker(SmoothWRR, w, Inputs{})
+		require.NoError(t, err)
+		ref := nginxSWRR(w)
+		for k := range 3000 {
+			want := ref()
+			if got := p.Pick(0); got != want {
+				t.Fatalf("weights %v: pick %d is %d, nginx's %d", w, k, got, want)
+			}
+		}
+	}
+}
+
+// Weights that do not add up exactly in floats: each upstream still gets
+// its share within one of its own weight, however many rounds go by.
+func TestSmoothWRRStaysExactWithFractionalWeights(t *testing.T) {
+	w := []float64{0.1, 0.7, 0.7, 1.3, 0.1, 2.9, 0.7}
+	p, err := NewPicker(SmoothWRR, w, Inputs{})
+	require.NoError(t, err)
+	sum := 0.0
+	for _, x := range w {
+		sum += x
+	}
+	c := make([]int, len(w))
+	for k := 1; k <= 200_000; k++ {
+		c[p.Pick(0)]++
+		if k%9973 == 0 {
+			for i, x := range w {
+				require.InDelta(t, float64(k)*x/sum, float64(c[i]), 1+x, "after %d picks: %v", k, c)
+			}
+		}
+	}
+}
+
 func TestRoundRobinSkipsDrained(t *testing.T) {
 	p, err := NewPicker(RoundRobin, []float64{1, 0, 7}, Inputs{})
 	require.NoError(t, err)
