@@ -129,6 +129,12 @@ type sim struct {
 	hist    histogram
 	res     Result
 	probes  []int
+	// Probe answers, due ProbeRTT after they were sent and so in the order
+	// they were sent: a queue beside the heap (probes are most of
+	// prequal's events), numbered as if pushed, so the order of events is
+	// still the heap's.
+	answers     []event
+	answersHead int
 }
 
 // Run simulates c with every random draw from seed.
@@ -168,12 +174,21 @@ func Run(c Config, seed uint64) (Result, error) {
 	if c.Noisy >= 0 {
 		s.push(event{at: c.Duration / 2, kind: evNoisy, server: int32(c.Noisy)})
 	}
-	for arriving || len(s.heap) > 0 {
+	for arriving || len(s.heap) > 0 || s.answersHead < len(s.answers) {
 		var e event
-		if arriving && (len(s.heap) == 0 || arrival.before(s.heap[0])) {
+		switch src := s.earliest(arriving, arrival); src {
+		case fromArrival:
 			e = arrival
-		} else {
+		case fromAnswers:
+			e = s.answers[s.answersHead]
+			s.answersHead++
+		default:
 			e = s.pop()
+		}
+		if e.at < s.now {
+			// The heap, the arrival and the answers' queue each hand out
+			// events in order; merged wrongly, time would run backwards.
+			return Result{}, fmt.Errorf("lbsim: event at %v after one at %v (a bug in the event order)", e.at, s.now)
 		}
 		s.now = e.at
 		s.res.Events++
@@ -208,8 +223,15 @@ func (s *sim) arrive() {
 	i := s.picker.Pick(s.pickRng.Uint64())
 	if s.prober != nil {
 		s.probes = s.prober.TakeProbes(s.probes[:0], s.pickRng.Uint64())
+		// Answers are always in flight at high load: the queue's front is
+		// reclaimed once it is half the slice, not only when it empties.
+		if s.answersHead > 64 && 2*s.answersHead >= len(s.answers) {
+			s.answers = s.answers[:copy(s.answers, s.answers[s.answersHead:])]
+			s.answersHead = 0
+		}
 		for _, j := range s.probes {
-			s.push(event{at: s.now + s.c.ProbeRTT, kind: evProbe, server: int32(j)})
+			s.answers = append(s.answers, event{at: s.now + s.c.ProbeRTT, kind: evProbe, server: int32(j), seq: s.seq})
+			s.seq++
 		}
 	}
 	measured := s.now >= s.c.WarmUp
@@ -297,6 +319,31 @@ func (s *sim) account(sv *server) {
 // simulation's commonest step, a third of lb-sim's time at n = 1,000 with
 // a binary heap — compares more per level but walks fewer of them.
 const arity = 4
+
+// The three places the next event may wait.
+const (
+	fromHeap = iota
+	fromArrival
+	fromAnswers
+)
+
+// earliest says which of the next arrival, the oldest probe answer and
+// the heap's top comes first.
+func (s *sim) earliest(arriving bool, arrival event) int {
+	src, first := fromHeap, event{}
+	if len(s.heap) > 0 {
+		first = s.heap[0]
+	}
+	if arriving && (len(s.heap) == 0 || arrival.before(first)) {
+		src, first = fromArrival, arrival
+	}
+	if s.answersHead < len(s.answers) {
+		if a := s.answers[s.answersHead]; (src == fromHeap && len(s.heap) == 0) || a.before(first) {
+			src = fromAnswers
+		}
+	}
+	return src
+}
 
 func (s *sim) push(e event) {
 	e.seq = s.seq
