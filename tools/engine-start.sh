@@ -56,7 +56,7 @@ fi
 for try in 1 2 3; do
   drop_stale dockerd "$pidfile"
   drop_stale containerd /var/run/docker/containerd/containerd.pid
-  if command -v systemctl >/dev/null && systemctl is-system-running >/dev/null 2>&1; then
+  if [ -d /run/systemd/system ]; then # booted with systemd (sd_booted(3))
     say "starting docker.service (try $try)"
     systemctl start docker || true
   else
