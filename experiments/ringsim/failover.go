@@ -91,11 +91,8 @@ func (f *FailoverSim) Run(ctx context.Context, env *experiments.Env) error {
 	if f.maxMessages < 1 {
 		return fmt.Errorf("max-messages %d: must be positive", f.maxMessages)
 	}
-	// The algorithms of one ring size meet the same delays. The largest
-	// rings start first, so the last cells running beside an idle CPU are
-	// small ones.
-	grid := experiments.Grid{Cells: len(f.ns) * len(algs), SameSeed: len(algs), Parallel: experiments.AllCPUs,
-		Weight: func(cell int) float64 { return float64(f.ns[cell/len(algs)]) }}
+	// The algorithms of one ring size meet the same delays.
+	grid := experiments.Grid{Cells: len(f.ns) * len(algs), SameSeed: len(algs), Parallel: experiments.AllCPUs}
 	return experiments.RunCells(ctx, env, grid, func(ctx context.Context, cell int, seed func(int) uint64) ([]FailoverRow, error) {
 		c := c // cells run side by side
 		c.N, c.Algorithm = f.ns[cell/len(algs)], algs[cell%len(algs)]
