@@ -137,10 +137,7 @@ func (s *Sim) Run(ctx context.Context, env *experiments.Env) error {
 	tails := make([]offeredRow, len(cells)*env.Reps) // by task, written in order after the grid
 	start := time.Now()
 	// Every picker of a load level meets the same servers and arrivals.
-	// A run's events grow with n × load: the largest runs start first, so
-	// the last ones running beside an idle CPU are short.
-	grid := experiments.Grid{Cells: len(cells), SameSeed: len(s.pickers.Vals), Parallel: experiments.AllCPUs,
-		Weight: func(i int) float64 { return float64(cells[i].n) * cells[i].util }}
+	grid := experiments.Grid{Cells: len(cells), SameSeed: len(s.pickers.Vals), Parallel: experiments.AllCPUs}
 	err = experiments.RunGrid(ctx, env, grid, func(_ context.Context, t experiments.Task) ([]simRow, error) {
 		c := cells[t.Cell]
 		caps := s.capacities(c.n, t.Seed)
