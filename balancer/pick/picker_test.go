@@ -170,6 +170,16 @@ func TestPickerRejectsBadWeights(t *testing.T) {
 		_, err := NewPicker(WeightedRandom, w, Inputs{})
 		assert.ErrorContains(t, err, "must be a finite number")
 	}
+	for _, algo := range Algorithms {
+		_, err := NewPicker(algo, []float64{math.MaxFloat64, 1, math.MaxFloat64}, Inputs{})
+		assert.ErrorContains(t, err, "sum past the largest float64", algo)
+		// Near the limit but summable: every picker still spreads.
+		p, err := NewPicker(algo, []float64{math.MaxFloat64 / 4, math.MaxFloat64 / 4}, Inputs{})
+		require.NoError(t, err, algo)
+		c := counts(t, p, 2, 200, 1)
+		assert.Positive(t, c[0], algo)
+		assert.Positive(t, c[1], algo)
+	}
 	_, err := NewPicker("fastest", []float64{1}, Inputs{})
 	assert.ErrorContains(t, err, "want one of")
 	for _, algo := range Algorithms {

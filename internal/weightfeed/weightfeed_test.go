@@ -2,6 +2,7 @@ package weightfeed
 
 import (
 	"encoding/json"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -29,8 +30,11 @@ func TestWeightsRejected(t *testing.T) {
 		raw  string
 		want string
 	}{
-		"nan":         {raw: `{"type":"weights","workers":[{"id":"a","addr":"h:1","score":1,"category":"low","state":"active","weight":NaN}]}`, want: "invalid character"},
-		"negative":    {edit: func(m *Weights) { m.Workers[0].Weight = -1 }, want: "workers: weight[0] = -1"},
+		"nan":      {raw: `{"type":"weights","workers":[{"id":"a","addr":"h:1","score":1,"category":"low","state":"active","weight":NaN}]}`, want: "invalid character"},
+		"negative": {edit: func(m *Weights) { m.Workers[0].Weight = -1 }, want: "workers: weight[0] = -1"},
+		"sum overflows": {edit: func(m *Weights) {
+			m.Workers[1].State, m.Workers[0].Weight, m.Workers[1].Weight = StateActive, math.MaxFloat64, math.MaxFloat64
+		}, want: "workers: the 2 weights sum past the largest float64"},
 		"all zero":    {edit: func(m *Weights) { m.Workers[0].Weight = 0 }, want: "workers: all 2 weights are zero"},
 		"no workers":  {edit: func(m *Weights) { m.Workers = nil }, want: "workers: no weights"},
 		"dup id":      {edit: func(m *Weights) { m.Workers[1].ID = "a" }, want: `workers[1].id "a" is repeated`},
