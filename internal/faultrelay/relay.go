@@ -10,7 +10,6 @@
 package faultrelay
 
 import (
-	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -108,23 +107,25 @@ func (p *Relay) relay(in net.Conn) {
 	}
 	defer p.untrack(out)
 	done := make(chan struct{}, 2)
-	go func() { copyPlain(in, out); done <- struct{}{} }()
-	go func() { p.forward(out, in); done <- struct{}{} }()
+	go func() { p.forward(in, out, false); done <- struct{}{} }()
+	go func() { p.forward(out, in, true); done <- struct{}{} }()
 	<-done // either side ending ends both (the deferred closes)
 }
 
-// forward copies the client's bytes to the server, each read held for
-// the delay in force when it arrived.
-func (p *Relay) forward(dst, src net.Conn) {
+// forward copies src to dst, each read held for the delay in force when
+// it arrived if delayed (the client's side). Both directions copy through
+// this buffer: io.Copy between two TCP connections splices through a pipe,
+// two descriptors that Go keeps in a pool and closes only when a garbage
+// collection finalizes them — after a connection flood under a low
+// descriptor limit those pipes held every descriptor while the relay sat
+// idle, and it could not dial its target again.
+func (p *Relay) forward(dst, src net.Conn, delayed bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			p.mu.Lock()
-			d := p.delay
-			p.mu.Unlock()
-			if d > 0 {
-				time.Sleep(d)
+			if delayed {
+				time.Sleep(p.delayNow())
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
@@ -136,14 +137,8 @@ func (p *Relay) forward(dst, src net.Conn) {
 	}
 }
 
-// copyPlain copies src to dst through a buffer. io.Copy between two TCP
-// connections splices through a pipe, two descriptors that Go keeps in a
-// pool and closes only when a garbage collection finalizes them: after a
-// connection flood under a low descriptor limit those pipes held every
-// descriptor while the relay sat idle, so it could not dial its target
-// again (TestOutlivesAConnectionFlood, 4 failures in 25 runs on a loaded
-// machine). The relay carries an elector's API requests; a copy through
-// user space costs it nothing that matters.
-func copyPlain(dst io.Writer, src io.Reader) {
-	io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, make([]byte, 32<<10))
+func (p *Relay) delayNow() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.delay
 }

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"io"
 	"net"
+	"os"
+	"runtime/debug"
 	"testing"
 	"time"
 
@@ -21,7 +23,9 @@ func echoServer(t *testing.T) string {
 			if err != nil {
 				return
 			}
-			go func() { io.Copy(c, c); c.Close() }()
+			// Through a buffer, not spliced: the descriptor test below
+			// counts this process's descriptors, the echo server's too.
+			go func() { io.CopyBuffer(struct{ io.Writer }{c}, struct{ io.Reader }{c}, nil); c.Close() }()
 		}
 	}()
 	return ln.Addr().String()
@@ -70,4 +74,34 @@ func TestRelayCutsAndDelays(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "late\n", got)
 	assert.GreaterOrEqual(t, time.Since(start), 150*time.Millisecond)
+}
+
+// Relayed connections leave no descriptor behind once they are closed. A
+// relay that spliced (io.Copy between two TCP connections) kept a pipe pair
+// per copy in Go's pool until a garbage collection, and under a low
+// descriptor limit an idle relay could then no longer dial its target
+// (cmd/faultproxy's TestOutlivesAConnectionFlood).
+func TestClosedConnectionsLeaveNoDescriptors(t *testing.T) {
+	// No collection may close pooled pipes behind the test's back.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	p, err := New("127.0.0.1:0", echoServer(t))
+	require.NoError(t, err)
+	defer p.Close()
+	before := openDescriptors(t)
+	for range 16 {
+		c, err := net.Dial("tcp", p.Addr())
+		require.NoError(t, err)
+		got, err := echo(c, "x")
+		require.NoError(t, err)
+		require.Equal(t, "x\n", got)
+		c.Close()
+	}
+	assert.Eventually(t, func() bool { return openDescriptors(t) <= before }, 10*time.Second, 10*time.Millisecond,
+		"descriptors before: %d, now: %d", before, openDescriptors(t))
+}
+
+func openDescriptors(t *testing.T) int {
+	fds, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	return len(fds)
 }
