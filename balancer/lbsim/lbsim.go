@@ -168,8 +168,7 @@ func Run(c Config, seed uint64) (Result, error) {
 	// of all events, and there is only ever one ahead. It is numbered as
 	// if pushed, so the order of events — and every result — is the
 	// heap's.
-	arrival := event{at: time.Duration(s.rng.ExpFloat64() * meanGap), kind: evArrival, seq: s.seq}
-	s.seq++
+	arrival := s.numbered(event{at: time.Duration(s.rng.ExpFloat64() * meanGap), kind: evArrival})
 	arriving := true
 	if c.Noisy >= 0 {
 		s.push(event{at: c.Duration / 2, kind: evNoisy, server: int32(c.Noisy)})
@@ -197,8 +196,7 @@ func Run(c Config, seed uint64) (Result, error) {
 			next := e.at + time.Duration(s.rng.ExpFloat64()*meanGap)
 			arriving = next < c.Duration
 			if arriving {
-				arrival = event{at: next, kind: evArrival, seq: s.seq}
-				s.seq++
+				arrival = s.numbered(event{at: next, kind: evArrival})
 			}
 			s.arrive()
 		case evDone:
@@ -230,8 +228,7 @@ func (s *sim) arrive() {
 			s.answersHead = 0
 		}
 		for _, j := range s.probes {
-			s.answers = append(s.answers, event{at: s.now + s.c.ProbeRTT, kind: evProbe, server: int32(j), seq: s.seq})
-			s.seq++
+			s.answers = append(s.answers, s.numbered(event{at: s.now + s.c.ProbeRTT, kind: evProbe, server: int32(j)}))
 		}
 	}
 	measured := s.now >= s.c.WarmUp
@@ -330,24 +327,29 @@ const (
 // earliest says which of the next arrival, the oldest probe answer and
 // the heap's top comes first.
 func (s *sim) earliest(arriving bool, arrival event) int {
-	src, first := fromHeap, event{}
-	if len(s.heap) > 0 {
+	src, first, found := fromHeap, event{}, len(s.heap) > 0
+	if found {
 		first = s.heap[0]
 	}
-	if arriving && (len(s.heap) == 0 || arrival.before(first)) {
-		src, first = fromArrival, arrival
+	if arriving && (!found || arrival.before(first)) {
+		src, first, found = fromArrival, arrival, true
 	}
-	if s.answersHead < len(s.answers) {
-		if a := s.answers[s.answersHead]; (src == fromHeap && len(s.heap) == 0) || a.before(first) {
-			src = fromAnswers
-		}
+	if s.answersHead < len(s.answers) && (!found || s.answers[s.answersHead].before(first)) {
+		src = fromAnswers
 	}
 	return src
 }
 
-func (s *sim) push(e event) {
+// numbered gives e the next sequence number: events due at the same time
+// come out in the order they were numbered.
+func (s *sim) numbered(e event) event {
 	e.seq = s.seq
 	s.seq++
+	return e
+}
+
+func (s *sim) push(e event) {
+	e = s.numbered(e)
 	s.heap = append(s.heap, e)
 	h := s.heap
 	k := len(h) - 1
