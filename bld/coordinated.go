@@ -85,32 +85,70 @@ func (c *Candidate) runCoordinated(ctx context.Context, started func(context.Con
 	}
 }
 
-// lead runs client-go's coordinated elector while the Lease names this
-// candidate; a fresh elector tries at once, so a named candidate leads
-// without waiting out a retry period. A leader that stops (a move, a
-// lost renewal, ctx) lets the Lease run out behind it.
+// lead makes this candidate the leader while the Lease names it. The
+// controller's write gave it a term already (holder and renewal), so it
+// leads from the moment it sees that — client-go's coordinated elector
+// would first read the Lease and renew it, two round trips more before
+// its OnStartedLeading — and the elector renews the term from then on.
+// Until the elector's first renewal, the term the controller wrote bounds
+// the leadership: it ends by that renewal plus the renew deadline, as
+// client-go's own leadership ends by its last renewal plus the renew
+// deadline. A term seen too late for that leads only once renewed.
+// Leadership ends when the Lease stops naming this candidate (a move), a
+// renewal fails, or ctx ends; a leader that stops lets the Lease run out
+// behind it, after its "stopped".
 func (c *Candidate) lead(ctx context.Context, leases <-chan *coordinationv1.Lease, started func(context.Context)) {
 	ectx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	renewedCh := make(chan struct{})
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock: c.lock, LeaseDuration: c.cfg.LeaseDuration, RenewDeadline: c.cfg.RenewDeadline, RetryPeriod: c.cfg.RetryPeriod,
 		Coordinated: true, Name: c.cfg.Election,
-		Callbacks: leaderelection.LeaderCallbacks{OnStartedLeading: started, OnStoppedLeading: func() {}, OnNewLeader: c.setLeader},
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(lctx context.Context) {
+				close(renewedCh)
+				<-lctx.Done() // a failed renewal
+				cancel()
+			},
+			OnStoppedLeading: func() {}, OnNewLeader: c.setLeader},
 	})
 	if err != nil { // only for a configuration NewCandidate already checked
 		c.cfg.Log.Error("coordinated elector", "err", err)
 		<-ctx.Done()
 		return
 	}
+	var led chan struct{} // closed when started returns; nil while not leading
+	leadNow := func() {
+		led = make(chan struct{})
+		go func() { defer close(led); started(ectx) }()
+	}
+	renewed := (<-chan struct{})(renewedCh)
+	var termOver <-chan time.Time
+	if left := c.termEnd().Sub(c.cfg.Clock.Now()); left > 0 {
+		leadNow()
+		termOver = c.cfg.Clock.After(left)
+	}
 	done := make(chan struct{})
 	go func() { defer close(done); le.Run(ectx) }()
 	for {
 		select {
 		case <-done:
+			cancel()
+			if led != nil {
+				<-led
+			}
 			if ctx.Err() == nil { // leaving: leave unregisters first
 				c.expire()
 			}
 			return
+		case <-renewed:
+			renewed, termOver = nil, nil
+			if led == nil {
+				leadNow()
+			}
+		case <-termOver:
+			c.cfg.Log.Warn("stepping down: no renewal within the term the controller gave", "election", c.cfg.Election)
+			cancel()
 		case l := <-leases:
 			c.noteLease(l)
 			// Not named any more: a leader that is asked to hand over
@@ -123,6 +161,18 @@ func (c *Candidate) lead(ctx context.Context, leases <-chan *coordinationv1.Leas
 			}
 		}
 	}
+}
+
+// termEnd is when a leadership that began with the Lease as last seen
+// must end without a renewal of its own: its renewal plus the renew
+// deadline.
+func (c *Candidate) termEnd() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lease == nil || c.lease.Spec.RenewTime == nil {
+		return time.Time{}
+	}
+	return c.lease.Spec.RenewTime.Add(c.cfg.RenewDeadline)
 }
 
 // named reports whether the Lease as last seen names this candidate
@@ -159,11 +209,16 @@ func (c *Candidate) noteLease(l *coordinationv1.Lease) {
 	if l.Spec.LeaseTransitions != nil {
 		transitions = int(*l.Spec.LeaseTransitions)
 	}
+	c.noteRecord(holder, transitions, false)
 	c.mu.Lock()
 	c.lease = l
 	changed := holder != c.leader
+	// The controller names a holder by renewing the term in its name: as
+	// good as a renewal of this candidate's own (lead), for the sidecar.
+	if holder == c.cfg.Identity && l.Spec.RenewTime != nil && l.Spec.RenewTime.After(c.renewedAt) {
+		c.renewedAt = l.Spec.RenewTime.Time
+	}
 	c.mu.Unlock()
-	c.noteRecord(holder, transitions, false)
 	if changed {
 		c.setLeader(holder)
 	}

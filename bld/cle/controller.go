@@ -57,6 +57,7 @@ type Config struct {
 type Controller struct {
 	cfg        Config
 	leases     cache.Indexer
+	own        written // the controller's writes the informer has not caught up with
 	candidates cache.Indexer
 	wake       chan struct{}
 	warned     map[string]bool // candidates already reported unusable
@@ -159,21 +160,26 @@ func (c *Controller) reconcile(ctx context.Context) time.Time {
 		}
 	}
 	c.ping(ctx, pings, now)
+	var writes []write
 	for _, ns := range namespaces {
 		for _, d := range strategy.Decide(now, es[ns]) {
-			if err := c.write(ctx, now, byNS[ns][d.Election].lease, d); err != nil {
-				// A conflict is a newer state than the cache's (a renewal,
-				// the controller's own last write): look again soon.
-				lvl := slog.LevelWarn
-				if apierrors.IsConflict(err) {
-					lvl = slog.LevelDebug
-				}
-				c.cfg.Log.Log(ctx, lvl, "writing a decision", "namespace", ns, "lease", d.Election, "err", err)
-				soon(now.Add(c.cfg.AckWait / 4))
-				continue
-			}
-			c.cfg.OnDecision(ns, d)
+			writes = append(writes, write{lease: byNS[ns][d.Election].lease, d: d})
 		}
+	}
+	c.writeAll(ctx, now, writes)
+	for _, w := range writes {
+		if w.err != nil {
+			// A conflict is a newer state than the cache's (a renewal,
+			// the controller's own last write): look again soon.
+			lvl := slog.LevelWarn
+			if apierrors.IsConflict(w.err) {
+				lvl = slog.LevelDebug
+			}
+			c.cfg.Log.Log(ctx, lvl, "writing a decision", "namespace", w.lease.Namespace, "lease", w.d.Election, "err", w.err)
+			soon(now.Add(c.cfg.AckWait / 4))
+			continue
+		}
+		c.cfg.OnDecision(w.lease.Namespace, w.d)
 	}
 	return next
 }
@@ -182,6 +188,7 @@ func (c *Controller) reconcile(ctx context.Context) time.Time {
 // with the Lease where it exists and is the strategy's.
 func (c *Controller) elections() map[string]map[string]*election {
 	out := map[string]map[string]*election{}
+	seen := map[string]bool{}
 	for _, obj := range c.candidates.List() {
 		lc, ok := obj.(*v1alpha2.LeaseCandidate)
 		if !ok || lc.Spec.Strategy != strategy.Name {
@@ -193,14 +200,19 @@ func (c *Controller) elections() map[string]map[string]*election {
 		el := out[lc.Namespace][lc.Spec.LeaseName]
 		if el == nil {
 			el = &election{}
-			obj, exists, _ := c.leases.GetByKey(lc.Namespace + "/" + lc.Spec.LeaseName)
-			if l, ok := obj.(*coordinationv1.Lease); exists && ok && l.Spec.Strategy != nil && *l.Spec.Strategy == strategy.Name {
-				el.lease = l
+			key := lc.Namespace + "/" + lc.Spec.LeaseName
+			obj, exists, _ := c.leases.GetByKey(key)
+			if l, ok := obj.(*coordinationv1.Lease); exists && ok {
+				if l = c.own.over(l); l.Spec.Strategy != nil && *l.Spec.Strategy == strategy.Name {
+					el.lease = l
+					seen[key] = true
+				}
 			}
 			out[lc.Namespace][lc.Spec.LeaseName] = el
 		}
 		el.candidates = append(el.candidates, lc)
 	}
+	c.own.keep(seen)
 	for ns, els := range out {
 		for name, el := range els {
 			if el.lease == nil { // its candidates create it (bld.Candidate)
@@ -289,34 +301,63 @@ func leaseDuration(l *coordinationv1.Lease) time.Duration {
 	return time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
 }
 
-// pingers bounds the pings in flight: a controller taking over, or one
-// watching many stopped applications, may have hundreds to send.
-const pingers = 16
+// inFlight bounds the pings and the writes in flight: a controller
+// taking over, or one watching many stopped applications, may have
+// hundreds to send.
+const inFlight = 16
 
-// ping asks candidates to renew (client-go's candidate does when its
-// pingTime passes its renewTime), several at once.
-func (c *Controller) ping(ctx context.Context, lcs []*v1alpha2.LeaseCandidate, now time.Time) {
-	sem := make(chan struct{}, pingers)
+// each runs f(i) for i in [0, n), inFlight at a time, and returns when
+// all have.
+func each(n int, f func(i int)) {
+	sem := make(chan struct{}, inFlight)
 	var wg sync.WaitGroup
-	for _, lc := range lcs {
+	for i := range n {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			cp := lc.DeepCopy()
-			cp.Spec.PingTime = &metav1.MicroTime{Time: now}
-			_, err := c.cfg.Client.CoordinationV1alpha2().LeaseCandidates(lc.Namespace).Update(ctx, cp, metav1.UpdateOptions{})
-			// A conflict or a 404: it changed or left, the next look sees it.
-			if err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-				c.cfg.Log.Warn("pinging a candidate", "candidate", lc.Namespace+"/"+lc.Name, "err", err)
-			}
+			f(i)
 		})
 	}
 	wg.Wait()
 }
 
+// ping asks candidates to renew (client-go's candidate does when its
+// pingTime passes its renewTime), several at once.
+func (c *Controller) ping(ctx context.Context, lcs []*v1alpha2.LeaseCandidate, now time.Time) {
+	each(len(lcs), func(i int) {
+		cp := lcs[i].DeepCopy()
+		cp.Spec.PingTime = &metav1.MicroTime{Time: now}
+		_, err := c.cfg.Client.CoordinationV1alpha2().LeaseCandidates(cp.Namespace).Update(ctx, cp, metav1.UpdateOptions{})
+		// A conflict or a 404: it changed or left, the next look sees it.
+		if err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			c.cfg.Log.Warn("pinging a candidate", "candidate", cp.Namespace+"/"+cp.Name, "err", err)
+		}
+	})
+}
+
+// write is one decision to apply to a Lease as read, and how it went.
+type write struct {
+	lease *coordinationv1.Lease
+	d     strategy.Decision
+	err   error
+}
+
+// writeAll applies the decisions side by side: each is to another Lease,
+// and in one after the other every application waited for the writes
+// of those decided before it (seven at once, as kube-election-latency
+// starts them, waited for up to six round trips).
+func (c *Controller) writeAll(ctx context.Context, now time.Time, ws []write) {
+	each(len(ws), func(i int) {
+		var l *coordinationv1.Lease
+		if l, ws[i].err = c.write(ctx, now, ws[i].lease, ws[i].d); ws[i].err == nil {
+			c.own.note(l)
+		}
+	})
+}
+
 // write applies a decision to the Lease as read, refused by the API
 // server if the Lease changed since.
-func (c *Controller) write(ctx context.Context, now time.Time, l *coordinationv1.Lease, d strategy.Decision) error {
+func (c *Controller) write(ctx context.Context, now time.Time, l *coordinationv1.Lease, d strategy.Decision) (*coordinationv1.Lease, error) {
 	cp := l.DeepCopy()
 	t := metav1.NewMicroTime(now)
 	if d.Holder != "" {
@@ -337,6 +378,5 @@ func (c *Controller) write(ctx context.Context, now time.Time, l *coordinationv1
 		}
 		cp.Annotations[MovedAtAnnotation] = now.UTC().Format(time.RFC3339Nano)
 	}
-	_, err := c.cfg.Client.CoordinationV1().Leases(l.Namespace).Update(ctx, cp, metav1.UpdateOptions{})
-	return err
+	return c.cfg.Client.CoordinationV1().Leases(l.Namespace).Update(ctx, cp, metav1.UpdateOptions{})
 }

@@ -1,0 +1,110 @@
+package bld
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/ringside/ringside/bld/balance"
+)
+
+// A candidate the controller names leads on the term the controller
+// wrote, before its own elector has renewed the Lease — and, if that
+// renewal never comes, steps down by the term's renewal plus the renew
+// deadline, as client-go's own leadership would; a term it sees too late
+// for that is not led on until renewed.
+func TestNamedCandidateLeadsOnTheControllersTerm(t *testing.T) {
+	fc := clocktesting.NewFakeClock(time.Now())
+	cs := fake.NewSimpleClientset()
+	var renewals atomic.Bool // the API server refuses the candidate's writes to its Lease until set
+	var refused atomic.Int32
+	cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if !renewals.Load() {
+			refused.Add(1)
+			return true, nil, errors.New("etcdserver: request timed out")
+		}
+		return false, nil, nil
+	})
+	events := make(chan string, 64)
+	const renewDeadline = 2 * time.Second
+	c, err := NewCandidate(CandidateConfig{Algorithm: balance.CLEBalanced, Election: "app", Namespace: "ns", Identity: "me", Node: "w1",
+		Client: cs, LeaseDuration: 3 * time.Second, RenewDeadline: renewDeadline, RetryPeriod: 100 * time.Millisecond, Clock: fc,
+		OnEvent: func(ev, _ string) {
+			if ev == "started" || ev == "stopped" {
+				events <- ev
+			}
+		}})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go c.Run(ctx)
+
+	require.Eventually(t, func() bool {
+		_, err := cs.CoordinationV1alpha2().LeaseCandidates("ns").Get(ctx, "me", metav1.GetOptions{})
+		return err == nil
+	}, 10*time.Second, 5*time.Millisecond, "the candidate registers")
+	// The controller's write, which the reactor does not see: the Lease
+	// names the candidate, renewed now.
+	name := func(at time.Time) {
+		t.Helper()
+		l, err := cs.CoordinationV1().Leases("ns").Get(ctx, "app", metav1.GetOptions{})
+		require.NoError(t, err)
+		me, renew := "me", metav1.NewMicroTime(at)
+		l.Spec.HolderIdentity, l.Spec.RenewTime = &me, &renew
+		require.NoError(t, cs.Tracker().Update(coordinationv1.SchemeGroupVersion.WithResource("leases"), l, "ns"))
+	}
+	next := func(what string) string {
+		t.Helper()
+		select {
+		case ev := <-events:
+			return ev
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no event: want %s", what)
+			return ""
+		}
+	}
+
+	name(fc.Now())
+	require.Equal(t, "started", next("started"), "leads on the controller's term, with every renewal refused")
+	l, _, ok := c.LeaderTerm()
+	assert.Equal(t, "me", l, "the sidecar names it")
+	assert.True(t, ok)
+	require.Eventually(t, fc.HasWaiters, 10*time.Second, time.Millisecond)
+	fc.Step(renewDeadline - time.Millisecond)
+	select {
+	case ev := <-events:
+		t.Fatalf("%s within the term", ev)
+	default:
+	}
+	fc.Step(time.Millisecond)
+	require.Equal(t, "stopped", next("stopped"), "steps down at the renewal plus the renew deadline")
+	l, _, _ = c.LeaderTerm()
+	assert.Empty(t, l)
+
+	// Still named, by a Lease valid another second, but too late to lead
+	// on: only a renewal of its own makes it lead again.
+	name(fc.Now().Add(-renewDeadline))
+	before := refused.Load()
+	require.Eventually(t, func() bool { return refused.Load() >= before+3 }, 10*time.Second, 5*time.Millisecond,
+		"its elector tries to renew")
+	select {
+	case ev := <-events:
+		t.Fatalf("%s on a term a renew deadline old", ev)
+	default:
+	}
+	renewals.Store(true)
+	require.Equal(t, "started", next("started after a renewal"))
+	l, _, _ = c.LeaderTerm()
+	assert.Equal(t, "me", l)
+}
