@@ -75,8 +75,25 @@ func TestNamedCandidateLeadsOnTheControllersTerm(t *testing.T) {
 		}
 	}
 
-	name(fc.Now())
-	require.Equal(t, "started", next("started"), "leads on the controller's term, with every renewal refused")
+	// The candidate's informer watches after it lists, and the fake API
+	// server does not replay what changed between the two: name it again
+	// until it leads (on a loaded machine the first naming can fall in
+	// that gap).
+	term := fc.Now()
+	poll := time.NewTicker(50 * time.Millisecond)
+	defer poll.Stop()
+	deadline := time.After(10 * time.Second)
+	for named := false; !named; {
+		name(term)
+		select {
+		case ev := <-events:
+			require.Equal(t, "started", ev, "leads on the controller's term, with every renewal refused")
+			named = true
+		case <-poll.C:
+		case <-deadline:
+			t.Fatal("not leading 10 s after it was named")
+		}
+	}
 	l, _, ok := c.LeaderTerm()
 	assert.Equal(t, "me", l, "the sidecar names it")
 	assert.True(t, ok)
