@@ -21,7 +21,7 @@ build:
 # go test's default 10-minute limit per package is too short for the stack
 # test on a loaded 2-core machine (it builds images, then runs
 # experiments): 30 minutes.
-# The kind test (./k8s, 332–476 s in .ci/run on 2026-11-27) mostly waits on its cluster's
+# The kind test (./k8s, 332–476 s in .ci/run on one machine, 852 s on a slower one) mostly waits on its cluster's
 # containers; in go test's package order it started last, alone for its
 # last six minutes. It comes first on go test's command line, which makes
 # it the first package built and the first run (go test starts its test
