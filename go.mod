@@ -21,6 +21,7 @@ require (
 	k8s.io/apimachinery v0.32.13
 	k8s.io/client-go v0.32.13
 	k8s.io/klog/v2 v2.130.1
+	k8s.io/kubelet v0.32.13
 	k8s.io/utils v0.0.0-20241104100929-3ea5e8cea738
 	sigs.k8s.io/kustomize/api v0.21.0
 	sigs.k8s.io/kustomize/kyaml v0.21.0
@@ -30,7 +31,6 @@ require (
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/molecule-man/go-brrr v1.3.1 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
-	k8s.io/kubelet v0.32.13 // indirect
 )
 
 require (

@@ -122,7 +122,7 @@ func (c *Candidate) lead(ctx context.Context, leases <-chan *coordinationv1.Leas
 		led = make(chan struct{})
 		go func() { defer close(led); started(ectx) }()
 	}
-	renewed := (<-chan struct{})(renewedCh)
+	renewed := renewedCh // nil once renewed
 	var termOver <-chan time.Time
 	if left := c.termEnd().Sub(c.cfg.Clock.Now()); left > 0 {
 		leadNow()

@@ -6,7 +6,7 @@
 # k8s.io/api/core/v1 on an empty build cache, four runs alternating
 # (2026-11-27, beside a CI build): madvise 1.97 M minor faults and
 # 81 + 26 s, 88 + 28 s of user + system CPU; always 0.29 M faults and
-# 64 + 15 s, 59 + 14 s — a third less CPU for every compile, and the
+# 64 + 15 s, 59 + 14 s — 27–37 % less CPU for a compile, and the
 # tools phase of a fresh machine is compiles.
 # A speed-up only: where the setting is not writable it stays as it is.
 set -euo pipefail

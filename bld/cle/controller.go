@@ -14,9 +14,9 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/api/coordination/v1alpha2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -306,33 +306,24 @@ func leaseDuration(l *coordinationv1.Lease) time.Duration {
 // hundreds to send.
 const inFlight = 16
 
-// each runs f(i) for i in [0, n), inFlight at a time, and returns when
-// all have.
-func each(n int, f func(i int)) {
-	sem := make(chan struct{}, inFlight)
-	var wg sync.WaitGroup
-	for i := range n {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			f(i)
-		})
-	}
-	wg.Wait()
-}
-
 // ping asks candidates to renew (client-go's candidate does when its
 // pingTime passes its renewTime), several at once.
 func (c *Controller) ping(ctx context.Context, lcs []*v1alpha2.LeaseCandidate, now time.Time) {
-	each(len(lcs), func(i int) {
-		cp := lcs[i].DeepCopy()
-		cp.Spec.PingTime = &metav1.MicroTime{Time: now}
-		_, err := c.cfg.Client.CoordinationV1alpha2().LeaseCandidates(cp.Namespace).Update(ctx, cp, metav1.UpdateOptions{})
-		// A conflict or a 404: it changed or left, the next look sees it.
-		if err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-			c.cfg.Log.Warn("pinging a candidate", "candidate", cp.Namespace+"/"+cp.Name, "err", err)
-		}
-	})
+	var g errgroup.Group
+	g.SetLimit(inFlight)
+	for _, lc := range lcs {
+		g.Go(func() error {
+			cp := lc.DeepCopy()
+			cp.Spec.PingTime = &metav1.MicroTime{Time: now}
+			_, err := c.cfg.Client.CoordinationV1alpha2().LeaseCandidates(cp.Namespace).Update(ctx, cp, metav1.UpdateOptions{})
+			// A conflict or a 404: it changed or left, the next look sees it.
+			if err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+				c.cfg.Log.Warn("pinging a candidate", "candidate", cp.Namespace+"/"+cp.Name, "err", err)
+			}
+			return nil
+		})
+	}
+	g.Wait()
 }
 
 // write is one decision to apply to a Lease as read, and how it went.
@@ -347,12 +338,18 @@ type write struct {
 // of those decided before it (seven at once, as kube-election-latency
 // starts them, waited for up to six round trips).
 func (c *Controller) writeAll(ctx context.Context, now time.Time, ws []write) {
-	each(len(ws), func(i int) {
-		var l *coordinationv1.Lease
-		if l, ws[i].err = c.write(ctx, now, ws[i].lease, ws[i].d); ws[i].err == nil {
-			c.own.note(l)
-		}
-	})
+	var g errgroup.Group
+	g.SetLimit(inFlight)
+	for i := range ws {
+		g.Go(func() error {
+			var l *coordinationv1.Lease
+			if l, ws[i].err = c.write(ctx, now, ws[i].lease, ws[i].d); ws[i].err == nil {
+				c.own.note(l)
+			}
+			return nil
+		})
+	}
+	g.Wait()
 }
 
 // write applies a decision to the Lease as read, refused by the API
