@@ -77,6 +77,7 @@ type Candidate struct {
 	recSeen   bool
 	renewedAt time.Time // this candidate's last write of a record naming it, by its clock
 	leading   bool      // between the electors' started and the end of its leadership
+	ledOn     time.Time // coordinated: the Lease renewal it last led on before renewing (lead)
 	ranking   []Follower
 	// The record as read ahead for this try (see ElectorConfig.Prefetch).
 	ahead   *Snapshot

@@ -124,7 +124,10 @@ func (c *Candidate) lead(ctx context.Context, leases <-chan *coordinationv1.Leas
 	}
 	renewed := renewedCh // nil once renewed
 	var termOver <-chan time.Time
-	if left := c.termEnd().Sub(c.cfg.Clock.Now()); left > 0 {
+	// Once per term: a candidate that stepped down at its end is named
+	// by the same Lease still, if that renewal is ahead of its clock.
+	if renewed, left := c.term(c.cfg.Clock.Now()); left > 0 && !renewed.Equal(c.ledOn) {
+		c.ledOn = renewed
 		leadNow()
 		termOver = c.cfg.Clock.After(left)
 	}
@@ -163,16 +166,27 @@ func (c *Candidate) lead(ctx context.Context, leases <-chan *coordinationv1.Leas
 	}
 }
 
-// termEnd is when a leadership that began with the Lease as last seen
-// must end without a renewal of its own: its renewal plus the renew
-// deadline.
-func (c *Candidate) termEnd() time.Time {
+// term is the renewal of the Lease as last seen, and how long from now a
+// leadership that began on it may last without a renewal of its own:
+// until that renewal (never later than now) plus the renew deadline.
+func (c *Candidate) term(now time.Time) (renewed time.Time, left time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.lease == nil || c.lease.Spec.RenewTime == nil {
-		return time.Time{}
+		return time.Time{}, 0
 	}
-	return c.lease.Spec.RenewTime.Add(c.cfg.RenewDeadline)
+	return c.lease.Spec.RenewTime.Time, renewedBy(c.lease, now).Add(c.cfg.RenewDeadline).Sub(now)
+}
+
+// renewedBy is l's renewal, but never later than now: a renewal time
+// ahead of this candidate's clock (another clock, or a hostile writer)
+// must not stretch a leadership past what a renewal of its own now would
+// give.
+func renewedBy(l *coordinationv1.Lease, now time.Time) time.Time {
+	if t := l.Spec.RenewTime.Time; t.Before(now) {
+		return t
+	}
+	return now
 }
 
 // named reports whether the Lease as last seen names this candidate
@@ -210,13 +224,14 @@ func (c *Candidate) noteLease(l *coordinationv1.Lease) {
 		transitions = int(*l.Spec.LeaseTransitions)
 	}
 	c.noteRecord(holder, transitions, false)
+	now := c.cfg.Clock.Now()
 	c.mu.Lock()
 	c.lease = l
 	changed := holder != c.leader
 	// The controller names a holder by renewing the term in its name: as
 	// good as a renewal of this candidate's own (lead), for the sidecar.
-	if holder == c.cfg.Identity && l.Spec.RenewTime != nil && l.Spec.RenewTime.After(c.renewedAt) {
-		c.renewedAt = l.Spec.RenewTime.Time
+	if holder == c.cfg.Identity && l.Spec.RenewTime != nil && renewedBy(l, now).After(c.renewedAt) {
+		c.renewedAt = renewedBy(l, now)
 	}
 	c.mu.Unlock()
 	if changed {

@@ -23,8 +23,16 @@ import (
 // wrote, before its own elector has renewed the Lease — and, if that
 // renewal never comes, steps down by the term's renewal plus the renew
 // deadline, as client-go's own leadership would; a term it sees too late
-// for that is not led on until renewed.
+// for that is not led on until renewed. A renewal ahead of the
+// candidate's clock (another clock, a hostile writer) buys no more than
+// one renewed now, and once.
 func TestNamedCandidateLeadsOnTheControllersTerm(t *testing.T) {
+	for _, ahead := range []time.Duration{0, time.Hour} {
+		t.Run("renewal ahead by "+ahead.String(), func(t *testing.T) { namedCandidateLeads(t, ahead) })
+	}
+}
+
+func namedCandidateLeads(t *testing.T, ahead time.Duration) {
 	fc := clocktesting.NewFakeClock(time.Now())
 	cs := fake.NewSimpleClientset()
 	var renewals atomic.Bool // the API server refuses the candidate's writes to its Lease until set
@@ -79,7 +87,7 @@ func TestNamedCandidateLeadsOnTheControllersTerm(t *testing.T) {
 	// server does not replay what changed between the two: name it again
 	// until it leads (on a loaded machine the first naming can fall in
 	// that gap).
-	term := fc.Now()
+	term := fc.Now().Add(ahead)
 	poll := time.NewTicker(50 * time.Millisecond)
 	defer poll.Stop()
 	deadline := time.After(10 * time.Second)
