@@ -77,38 +77,55 @@ func agentRuntimeOnKind(ctx context.Context, t *testing.T, kind *kindrun.Kind, c
 	// here apart from the agent. The Summary's usageNanoCores, the
 	// kubelet's rate over its last interval only, is logged beside.
 	node := nodeOf(ctx, t, cs, ns.Name, big.ID)
-	type point struct {
-		cpu float64
-		at  time.Time
+	// The kubelet publishes a new figure every few seconds; the agent's
+	// sample (cached for half a second) and a read of our own rarely fall
+	// on the same one back to back on a loaded machine, so every figure
+	// either side saw is kept by its timestamp and the window is the
+	// first and last timestamps both saw.
+	var mu sync.Mutex
+	kubeletCPU := map[time.Time]float64{}
+	agentSamples := map[time.Time]score.Sample{}
+	var lastErr error
+	window := func() (first, last time.Time) {
+		for at := range agentSamples {
+			if _, ok := kubeletCPU[at]; !ok || !at.After(loadStart.Add(3*time.Second)) {
+				continue
+			}
+			if first.IsZero() || at.Before(first) {
+				first = at
+			}
+			if at.After(last) {
+				last = at
+			}
+		}
+		return first, last
 	}
-	kubeletAt := func(at time.Time) (point, bool) {
-		mf, err := runtime.NodeMetrics(ctx, cs, node)
-		if err != nil {
-			return point{}, false
+	ok := assert.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if mf, err := runtime.NodeMetrics(ctx, cs, node); err != nil {
+			lastErr = err
+		} else if v, at, ok := runtime.ContainerMetric(mf, "container_cpu_usage_seconds_total", ns.Name, big.ID, "worker"); ok {
+			kubeletCPU[at] = v
 		}
-		v, ts, ok := runtime.ContainerMetric(mf, "container_cpu_usage_seconds_total", ns.Name, big.ID, "worker")
-		return point{v, ts}, ok && ts.Equal(at)
+		if s, err := rt.Sample(ctx, big); err != nil {
+			lastErr = err
+		} else {
+			agentSamples[s.At] = s
+		}
+		first, last := window()
+		return !first.IsZero() && last.Sub(first) >= 10*time.Second
+	}, 3*time.Minute, 250*time.Millisecond, "the kubelet's figures advance")
+	if !ok {
+		mu.Lock() // the condition may still be running
+		defer mu.Unlock()
+		t.Fatalf("%d figures read from the kubelet, %d by the agent, no 10 s window both saw; last error: %v", len(kubeletCPU), len(agentSamples), lastErr)
 	}
-	var first, last score.Sample
-	var k0, k1 point
-	require.Eventually(t, func() bool {
-		s, err := rt.Sample(ctx, big)
-		if err != nil || !s.At.After(loadStart.Add(3*time.Second)) {
-			return false
-		}
-		p, ok := kubeletAt(s.At)
-		if !ok {
-			return false // the kubelet moved on between the two reads
-		}
-		if first.At.IsZero() {
-			first, k0 = s, p
-			return false
-		}
-		last, k1 = s, p
-		return s.At.Sub(first.At) >= 10*time.Second
-	}, 2*time.Minute, 250*time.Millisecond, "the kubelet's figures advance")
+	t0, t1 := window() // the condition has returned: no lock needed
+	first, last := agentSamples[t0], agentSamples[t1]
+	k0, k1 := kubeletCPU[t0], kubeletCPU[t1]
 	u := score.Between(first, last)
-	kubelet := min(100, (k1.cpu-k0.cpu)/k1.at.Sub(k0.at).Seconds()/0.5*100)
+	kubelet := min(100, (k1-k0)/t1.Sub(t0).Seconds()/0.5*100)
 	var instant float64
 	if sum, err := runtime.NodeSummary(ctx, cs, node); err == nil {
 		if ps, ok := runtime.PodStats(sum, ns.Name, big.ID); ok && len(ps.Containers) > 0 && ps.Containers[0].CPU != nil && ps.Containers[0].CPU.UsageNanoCores != nil {
