@@ -6,8 +6,8 @@
 #
 # GO_IMAGE and BASE_IMAGE are the public golang and Debian images; on a
 # machine with no registry `make base-images` creates the same names
-# locally. No BuildKit-only syntax: compose v1.29 and compose v2 without
-# buildx build with the engine's classic builder.
+# locally. No BuildKit-only syntax: compose v1.29 builds with the engine's
+# classic builder (compose v2 with the BuildKit it embeds).
 ARG GO_IMAGE=golang:1.26-bookworm
 ARG BASE_IMAGE=debian:bookworm-slim
 
@@ -155,3 +155,21 @@ ENV RINGSIDE_BINARIES=/usr/local/lib/ringside RINGSIDE_COMPOSE=v2 RINGSIDE_IN_CO
     PATH=/usr/local/lib/ringside:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 WORKDIR /results
 ENTRYPOINT ["ringside", "stack"]
+
+# Kubernetes' other components for the kind node image. make test takes
+# all seven from here (make kind-node-image with TOOLS_FROM=images): the
+# stack's kube-apiserver stage has already compiled nearly all their
+# packages, and its build cache is in that stage's layer, so they cost a
+# few minutes more instead of a second Kubernetes build on the host. Last
+# in the file, so that the classic builder, which builds every stage
+# before its target, never builds it for the stack.
+FROM kube-apiserver-build AS kubernetes-build
+ARG KUBE_VERSION=v1.32.13
+RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false \
+      -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=${KUBE_VERSION}" \
+      -o /out/ k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler \
+      k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kubeadm \
+      k8s.io/kubernetes/cmd/kubectl
+
+FROM scratch AS kubernetes
+COPY --from=kubernetes-build /out/ /kubernetes/

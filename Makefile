@@ -15,7 +15,9 @@ build:
 # build the Dockerfile's images from the public bases (base-images); the
 # stack test runs `docker compose up experiments` (stack-images); the kind
 # test creates the paper's cluster from the node image and runs the
-# elector image in it (kind, kind-node-image, elector-image).
+# elector image in it (kind, kind-node-image, elector-image). TOOLS_FROM=images
+# takes Kubernetes' components and etcd from the images the stack builds
+# anyway instead of compiling them on the host too (see kube-tools).
 # The prerequisites build side by side (-j3): debootstrap and the images'
 # apt steps wait on the network and disk while the Go builds use the CPU.
 # go test's default 10-minute limit per package is too short for the stack
@@ -31,7 +33,7 @@ build:
 # packages their tests share. go vet runs last, with -race: it then reads
 # what the tests compiled, where a plain go vet beside them compiled every
 # package once more without the race detector.
-TEST_PREREQS = kube-tools compose-v2 base-images stack-images kind kind-node-image elector-image
+TEST_PREREQS = TOOLS_FROM=images kube-tools compose-v2 base-images stack-images kind kind-node-image elector-image
 LONG_TEST_PKGS = ./k8s
 test:
 	$(MAKE) -j3 --output-sync=target $(TEST_PREREQS)
@@ -63,6 +65,23 @@ kube-tools: bin/kube-apiserver bin/etcd
 bin/kube-apiserver: $(KUBE_BIN)/.built
 	cp $(KUBE_BIN)/kube-apiserver $@.tmp && mv -f $@.tmp $@
 
+# TOOLS_FROM=images (make test's choice) takes Kubernetes' components and
+# etcd from the Dockerfile's stages instead of compiling them on the host:
+# the stack's images compile kube-apiserver and etcd there anyway (the
+# kubernetes target adds the other six on kube-apiserver's build cache,
+# and docker-compose 1.29 builds the etcd image), and on a fresh machine a
+# second cold build of each was the largest part of make test's
+# prerequisites. The default, host, needs nothing but Go (make experiments).
+TOOLS_FROM ?= host
+ifeq ($(TOOLS_FROM),images)
+$(KUBE_BIN)/.built: tools/kubernetes/go.mod | base-images compose-v2
+	$(call compose-build,kubernetes,kubernetes,ringside/kubernetes:$(KUBE_VERSION))
+	$(call image-files,ringside/kubernetes:$(KUBE_VERSION),/kubernetes/.,$(KUBE_BIN))
+	touch $@
+
+bin/etcd: tools/etcd/go.mod | stack-images-v1
+	$(call image-files,ringside/etcd:dev,/etcd,$@)
+else
 $(KUBE_BIN)/.built: tools/kubernetes/go.mod
 	cd tools/kubernetes && CGO_ENABLED=0 $(GO) build -trimpath \
 		-ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION)" \
@@ -71,6 +90,18 @@ $(KUBE_BIN)/.built: tools/kubernetes/go.mod
 
 bin/etcd: tools/etcd/go.mod
 	cd tools/etcd && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o ../../bin/etcd go.etcd.io/etcd/server/v3
+endif
+
+# $(call compose-build,SERVICE,TARGET,IMAGE): one target of the Dockerfile
+# built by compose v2 (BuildKit), so that it shares the build stages the
+# stack's images compiled (the classic builder would compile them again).
+compose-build = printf 'services:\n  $(1):\n    build: {context: ., target: $(2)}\n    image: $(3)\n' | \
+	docker compose -p ringside-images -f - build -q $(1)
+
+# $(call image-files,IMAGE,PATH,DEST): PATH of an image's files copied to
+# DEST on the host (a container is created, never started).
+image-files = mkdir -p $(dir $(3)) && id=$$(docker create $(1) /none) && \
+	{ docker cp $$id:$(2) $(3); rc=$$?; docker rm $$id >/dev/null; exit $$rc; }
 
 # CoreDNS at the version kubeadm names, for the node image (tools/coredns).
 COREDNS_VERSION ?= v1.11.3
@@ -107,7 +138,10 @@ base-images:
 # compiled it again after, alone at the end of a fresh machine's
 # prerequisites (4 min 27 s of 41 min 43 s).
 stack-images: stack-images-v2 stack-images-v1
-stack-images-v2: base-images compose-v2
+# With TOOLS_FROM=images the kubernetes target is built first: the stack's
+# kube-apiserver then finds its stage cached, where two builds side by side
+# (two BuildKit sessions) would each compile it.
+stack-images-v2: base-images compose-v2 $(if $(filter images,$(TOOLS_FROM)),$(KUBE_BIN)/.built)
 	docker compose build -q $$(docker compose config --services | grep -vx etcd)
 stack-images-v1: base-images
 	docker-compose build -q etcd
@@ -156,17 +190,13 @@ KIND_CLUSTER ?= ringside
 # k8s/kind.yaml is the paper's cluster; k8s/kind-join.yaml adds a fourth worker (kube-rebalance --cases join).
 KIND_CONFIG ?= k8s/kind.yaml
 KIND_KUBECONFIG ?= .kube/kind.kubeconfig
-# Built by compose v2 (BuildKit), so that it shares the build stage the
-# stack images compiled (the classic builder would compile it again).
 elector-image: base-images compose-v2
-	printf 'services:\n  elector:\n    build: {context: ., target: elector}\n    image: ringside/elector:dev\n' | \
-		docker compose -p ringside-images -f - build -q elector
+	$(call compose-build,elector,elector,ringside/elector:dev)
 
 # The in-cluster runner and ring Pods' image (Dockerfile target runner):
 # ringside cluster runs experiments in a Job from it.
 runner-image: base-images compose-v2
-	printf 'services:\n  runner:\n    build: {context: ., target: runner}\n    image: ringside/runner:dev\n' | \
-		docker compose -p ringside-images -f - build -q runner
+	$(call compose-build,runner,runner,ringside/runner:dev)
 
 # Every family's experiments on the kind cluster, into $(RESULTS)/kubernetes
 # with one report: the kube election experiments (kube-*) from here with
