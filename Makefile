@@ -142,10 +142,9 @@ base-images:
 # compiled it again after, alone at the end of a fresh machine's
 # prerequisites (4 min 27 s of 41 min 43 s).
 stack-images: stack-images-v2 stack-images-v1
-# With TOOLS_FROM=images the kubernetes target is built first: the stack's
-# kube-apiserver then finds its stage cached, where two builds side by side
-# (two BuildKit sessions) would each compile it.
-stack-images-v2: base-images compose-v2 $(if $(filter images,$(TOOLS_FROM)),$(KUBE_BIN)/.built)
+# With TOOLS_FROM=images the kubernetes target builds beside it: BuildKit
+# runs a step that two builds share once, even from two compose sessions.
+stack-images-v2: base-images compose-v2
 	docker compose build -q $$(docker compose config --services | grep -vx etcd)
 stack-images-v1: base-images
 	docker-compose build -q etcd
@@ -239,7 +238,7 @@ $(KIND):
 KIND_NODE_TAG ?= ringside/kind-node:$(KUBE_VERSION)
 KIND_NODE_IMAGE ?= $(KIND_NODE_TAG)
 KUBECTL ?= $(KUBE_BIN)/kubectl
-kind-node-image: base-images $(KUBE_BIN)/.built bin/etcd bin/coredns-$(COREDNS_VERSION)
+kind-node-image: base-images compose-v2 $(KUBE_BIN)/.built bin/etcd bin/coredns-$(COREDNS_VERSION)
 	KUBE_VERSION=$(KUBE_VERSION) KUBE_BIN=$(KUBE_BIN) ETCD=bin/etcd COREDNS=bin/coredns-$(COREDNS_VERSION) \
 		NODE_IMAGE=$(KIND_NODE_TAG) k8s/node/build.sh
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the kind node image with no registry (make kind-node-image):
 #   1. the images kubeadm runs, from binaries built on the host
-#      (images.Dockerfile), tagged with the names `kubeadm config images
-#      list` gives, and podnet, the pod network's agent;
+#      (images.Dockerfile, built by compose v2), tagged with the names
+#      `kubeadm config images list` gives, and podnet, the pod network's
+#      agent;
 #   2. the node (Dockerfile) with those images saved in /kind/images.
 # Inputs (make passes them): KUBE_VERSION, KUBE_BIN (kubelet, kubeadm,
 # kubectl, the control plane), ETCD, COREDNS, NODE_IMAGE (the tag).
@@ -44,12 +45,22 @@ while read -r ref; do
 done < <("$ctx/bin/kubeadm" config images list --kubernetes-version "$KUBE_VERSION")
 images+=("ringside/podnet:dev=podnet")
 
+# One compose v2 build (BuildKit) for all of them, side by side, each
+# building only the stages its target needs: a docker build per image (the
+# classic builder) sent the whole 650 MB folder eight times and built every
+# stage before its target (31 s against 7 s on an idle machine).
 refs=()
-for i in "${images[@]}"; do
-  ref=${i%%=*} target=${i#*=}
-  docker build -q --target "$target" -t "$ref" -f images.Dockerfile "$ctx/bin" >/dev/null
-  refs+=("$ref")
-done
+{
+  echo "services:"
+  for i in "${images[@]}"; do
+    ref=${i%%=*} target=${i#*=}
+    printf '  %s:\n    build: {context: "%s", dockerfile: "%s", target: %s}\n    image: "%s"\n' \
+      "$target" "$ctx/bin" "$PWD/images.Dockerfile" "$target" "$ref"
+    refs+=("$ref")
+  done
+} >"$ctx/images.yml"
+docker compose -p ringside-node-images -f "$ctx/images.yml" build -q
+rm "$ctx/images.yml" # not part of the node's context
 docker save "${refs[@]}" -o "$ctx/kind/images/images.tar"
 
 cp -r kind/manifests "$ctx/kind/"
