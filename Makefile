@@ -73,9 +73,10 @@ bin/kube-apiserver: $(KUBE_BIN)/.built
 # etcd from the Dockerfile's stages instead of compiling them on the host:
 # the stack's images compile kube-apiserver and etcd there anyway (the
 # kubernetes target adds the other six on kube-apiserver's build cache,
-# and docker-compose 1.29 builds the etcd image), and on a fresh machine a
-# second cold build of each was the largest part of make test's
-# prerequisites. The default, host, needs nothing but Go (make experiments).
+# and docker-compose 1.29 builds the etcd image): byte-identical binaries,
+# compiled once, where a fresh machine compiled them twice (.ci/run's tools
+# and images phase: 1070 s before, 839 s after, on one machine). The
+# default, host, needs nothing but Go (make experiments).
 TOOLS_FROM ?= host
 ifeq ($(TOOLS_FROM),images)
 $(KUBE_BIN)/.built: tools/kubernetes/go.mod | base-images compose-v2
