@@ -126,8 +126,8 @@ func (c *Candidate) lead(ctx context.Context, leases <-chan *coordinationv1.Leas
 	var termOver <-chan time.Time
 	// Once per term: a candidate that stepped down at its end is named
 	// by the same Lease still, if that renewal is ahead of its clock.
-	if renewed, left := c.term(c.cfg.Clock.Now()); left > 0 && !renewed.Equal(c.ledOn) {
-		c.ledOn = renewed
+	if on, left := c.term(c.cfg.Clock.Now()); left > 0 && !on.Equal(c.ledOn) {
+		c.ledOn = on
 		leadNow()
 		termOver = c.cfg.Clock.After(left)
 	}
@@ -230,8 +230,10 @@ func (c *Candidate) noteLease(l *coordinationv1.Lease) {
 	changed := holder != c.leader
 	// The controller names a holder by renewing the term in its name: as
 	// good as a renewal of this candidate's own (lead), for the sidecar.
-	if holder == c.cfg.Identity && l.Spec.RenewTime != nil && renewedBy(l, now).After(c.renewedAt) {
-		c.renewedAt = renewedBy(l, now)
+	if holder == c.cfg.Identity && l.Spec.RenewTime != nil {
+		if at := renewedBy(l, now); at.After(c.renewedAt) {
+			c.renewedAt = at
+		}
 	}
 	c.mu.Unlock()
 	if changed {

@@ -49,18 +49,15 @@ images+=("ringside/podnet:dev=podnet")
 # building only the stages its target needs: a docker build per image (the
 # classic builder) sent the whole 650 MB folder eight times and built every
 # stage before its target (31 s against 7 s on an idle machine).
-refs=()
-{
-  echo "services:"
-  for i in "${images[@]}"; do
-    ref=${i%%=*} target=${i#*=}
-    printf '  %s:\n    build: {context: "%s", dockerfile: "%s", target: %s}\n    image: "%s"\n' \
-      "$target" "$ctx/bin" "$PWD/images.Dockerfile" "$target" "$ref"
-    refs+=("$ref")
-  done
-} >"$ctx/images.yml"
-docker compose -p ringside-node-images -f "$ctx/images.yml" build -q
-rm "$ctx/images.yml" # not part of the node's context
+refs=() services=""
+for i in "${images[@]}"; do
+  ref=${i%%=*} target=${i#*=}
+  printf -v service '  %s:\n    build: {context: "%s", dockerfile: "%s", target: %s}\n    image: "%s"\n' \
+    "$target" "$ctx/bin" "$PWD/images.Dockerfile" "$target" "$ref"
+  services+=$service
+  refs+=("$ref")
+done
+printf 'services:\n%s' "$services" | docker compose -p ringside-node-images -f - build -q
 docker save "${refs[@]}" -o "$ctx/kind/images/images.tar"
 
 cp -r kind/manifests "$ctx/kind/"
