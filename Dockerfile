@@ -142,6 +142,11 @@ RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false \
       -ldflags "-s -w -X github.com/docker/compose/v2/internal.Version=${COMPOSE_VERSION}" \
       -o /out/docker-compose github.com/docker/compose/v2/cmd
 
+# compose v2 alone: make test's CLI plugin (tools/buildkit-build.sh builds
+# this target with BuildKit, whose cache the experiments image then finds).
+FROM scratch AS compose-v2
+COPY --from=compose-build /out/docker-compose /docker-compose
+
 # The experiment runner: ringside and the binaries its backends start
 # (electors as processes, ringnode and worker images built from them),
 # compose v2, and nginx and wrk for the balancer's baseline.

@@ -76,11 +76,13 @@ bin/kube-apiserver: $(KUBE_BIN)/.built
 # and docker-compose 1.29 builds the etcd image): byte-identical binaries,
 # compiled once, where a fresh machine compiled them twice (.ci/run's tools
 # and images phase: 1070 s before, 839 s after, on one machine). The
-# default, host, needs nothing but Go (make experiments).
+# kubernetes target needs no compose v2 (tools/buildkit-build.sh), so it
+# starts as soon as the base images exist. The default, host, needs
+# nothing but Go (make experiments).
 TOOLS_FROM ?= host
 ifeq ($(TOOLS_FROM),images)
-$(KUBE_BIN)/.built: tools/kubernetes/go.mod | base-images compose-v2
-	$(call compose-build,kubernetes,kubernetes,ringside/kubernetes:$(KUBE_VERSION))
+$(KUBE_BIN)/.built: tools/kubernetes/go.mod | base-images
+	tools/buildkit-build.sh kubernetes ringside/kubernetes:$(KUBE_VERSION) tools/kubernetes
 	$(call image-files,ringside/kubernetes:$(KUBE_VERSION),/kubernetes/.,$(KUBE_BIN))
 	touch $@
 
@@ -120,10 +122,21 @@ compose-v2: bin/docker-compose-$(COMPOSE_VERSION)
 	mkdir -p $(HOME)/.docker/cli-plugins
 	install -m 0755 $< $(HOME)/.docker/cli-plugins/docker-compose
 
+# With TOOLS_FROM=images it is the Dockerfile's compose-v2 stage, built by
+# the engine's BuildKit (tools/buildkit-build.sh: no compose v2 or buildx
+# needed), whose cache the stack's experiments image then finds: compose
+# v2 compiled once, where a fresh machine compiled it on the host and again
+# in the image.
+ifeq ($(TOOLS_FROM),images)
+bin/docker-compose-$(COMPOSE_VERSION): tools/compose/go.mod | base-images
+	tools/buildkit-build.sh compose-v2 ringside/compose-v2:$(COMPOSE_VERSION) tools/compose
+	$(call image-files,ringside/compose-v2:$(COMPOSE_VERSION),/docker-compose,$@)
+else
 bin/docker-compose-$(COMPOSE_VERSION):
 	cd tools/compose && CGO_ENABLED=0 $(GO) build -trimpath \
 		-ldflags "-s -w -X github.com/docker/compose/v2/internal.Version=$(COMPOSE_VERSION)" \
 		-o ../../$@ github.com/docker/compose/v2/cmd
+endif
 
 # The public base images the Dockerfile and compose files name
 # (golang:1.26-bookworm, debian:bookworm-slim, redis:7-bookworm), made
