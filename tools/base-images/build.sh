@@ -49,6 +49,13 @@ if ! have debian:bookworm-slim "debootstrap bookworm"; then
   trap - EXIT
 fi
 
+# redis is built beside golang, the one every Go build of the Dockerfile
+# waits for.
+redis=
+if ! have redis:7-bookworm "debian redis-server"; then
+  docker build -q -t redis:7-bookworm -f redis.Dockerfile . >/dev/null &
+  redis=$!
+fi
 if ! have golang:1.26-bookworm "$go_version"; then
   ctx=$(mktemp -d)
   trap 'rm -rf "$ctx"' EXIT
@@ -61,7 +68,8 @@ if ! have golang:1.26-bookworm "$go_version"; then
   trap - EXIT
 fi
 
-if ! have redis:7-bookworm "debian redis-server"; then
-  docker build -q -t redis:7-bookworm -f redis.Dockerfile . >/dev/null
+if [ -n "$redis" ] && ! wait "$redis"; then
+  echo "base-images: building redis:7-bookworm failed" >&2
+  exit 1
 fi
 docker image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' debian:bookworm-slim golang:1.26-bookworm redis:7-bookworm 2>/dev/null || true
