@@ -126,7 +126,8 @@ compose-v2: bin/docker-compose-$(COMPOSE_VERSION)
 # the engine's BuildKit (tools/buildkit-build.sh: no compose v2 or buildx
 # needed), whose cache the stack's experiments image then finds: compose
 # v2 compiled once, where a fresh machine compiled it on the host and again
-# in the image.
+# in the image (.ci/run's tools and images phase on one fresh machine:
+# 782 s before, 706 s after).
 ifeq ($(TOOLS_FROM),images)
 bin/docker-compose-$(COMPOSE_VERSION): tools/compose/go.mod | base-images
 	tools/buildkit-build.sh compose-v2 ringside/compose-v2:$(COMPOSE_VERSION) tools/compose
