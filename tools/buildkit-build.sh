@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Builds one target of the Dockerfile with the engine's own BuildKit, with
 # nothing but curl: the Engine API's POST /build?version=2 with the build
-# context as the request's tar body. The docker CLI wants the buildx
-# plugin for BuildKit and compose v2 is what make builds first, so before
-# either exists this is the only way to a BuildKit build — and BuildKit's
-# cache, unlike the classic builder's, is the one compose v2's builds use:
+# context as the request's tar body. The docker CLI runs BuildKit only
+# through the buildx plugin, and compose v2, the other way, is itself
+# built with this (make test), so before either exists this is the way to
+# a BuildKit build — and BuildKit's cache, unlike the classic builder's,
+# is the one compose v2's builds use:
 # a stage built here is found cached when `docker compose build` reaches
 # it (BuildKit keys a COPY by the content of what it copies, not by how
 # the context arrived).
