@@ -44,7 +44,7 @@ trap 'rm -f "$out"' EXIT
 if ! tar -c Dockerfile "$@" |
   curl -sS --fail-with-body --unix-socket "$sock" -X POST -H 'Content-Type: application/x-tar' -T - \
     "http://docker/build?version=2&target=$target&t=$image" >"$out"; then
-  echo "buildkit-build: $target: the build request failed $(head -c 2000 "$out")" >&2
+  echo "buildkit-build: $target: the build request failed: $(head -c 2000 "$out")" >&2
   exit 1
 fi
 if grep -q '"error"' "$out"; then
