@@ -272,9 +272,8 @@ func (l *LeaseTradeoff) Report(in *experiments.ReportInput) (string, error) {
 			lines.Of(alg).Point(steady.Mean/apps, re.P50/1000, math.NaN(), math.NaN())
 		}
 		span := "—"
-		if l, err := strconv.ParseFloat(lease, 64); err == nil && alg == "default" {
-			lo, hi := clientGoReelection(time.Duration(l * float64(time.Second)))
-			span = experiments.Num(experiments.Ms(lo), 0) + "–" + experiments.Num(experiments.Ms(hi), 0)
+		if l, err := strconv.ParseFloat(lease, 64); err == nil {
+			span = expectedReelection(alg, time.Duration(l*float64(time.Second)))
 		}
 		rows = append(rows, []string{alg, lease + " s", fmt.Sprintf("%d of %d", re.N, len(g.Rows)), p50, span,
 			experiments.Num(steady.Mean, 0), experiments.Num(steady.Mean/apps, 1), experiments.Num(writes.Mean/apps, 1), experiments.Num(per.Mean, 0), strconv.Itoa(overlaps)})
@@ -284,12 +283,28 @@ func (l *LeaseTradeoff) Report(in *experiments.ReportInput) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out := experiments.MarkdownTable([]string{"algorithm", "lease", "re-elected", "re-election p50 ms", "client-go's span ms", "steady requests / min",
+	out := experiments.MarkdownTable([]string{"algorithm", "lease", "re-elected", "re-election p50 ms", "expected ms", "steady requests / min",
 		"per application", "of which writes", "requests per election", "overlaps"}, rows)
 	out += "\n" + fig + "\n\n"
 	out += "Requests are the API server's own count (apiserver_request_total) on the objects elections touch — Leases, LeaseCandidates, the BLD record's ConfigMap, Endpoints, Pods and Nodes — over a steady window after every application elected, and from a SIGKILL of one leader until its successor led (every application's traffic over that span: compare it with the steady rate × the re-election time). " +
-		"Renew deadline and retry period are ¾ and ¼ of each lease. *client-go's span*: where client-go's election (the default) re-elects after a SIGKILL by its own algorithm — L − RP to L + 4.4·RP (see clientGoReelection). *never*: no successor within two leases and 10 s — BLD's rule N·c ≤ L refuses every survivor when each other node already leads an application. The default election renews every retry period and its followers read the lock as often; a cle-balanced follower only watches its Lease, and the controller writes once per election.\n"
+		"Renew deadline and retry period are ¾ and ¼ of each lease. *expected*: where the default re-elects after a SIGKILL by client-go's own algorithm — L − RP to L + 4.4·RP (see clientGoReelection); cle-balanced no sooner than L − RP (the Lease runs out L after the leader's last renewal, at most RP before the kill), plus the controller's reaction, which has no fixed bound. *never*: no successor within two leases and 10 s — BLD's rule N·c ≤ L refuses every survivor when each other node already leads an application. The default election renews every retry period and its followers read the lock as often; a cle-balanced follower only watches its Lease, and the controller writes once per election.\n"
 	return out, nil
+}
+
+// expectedReelection is the theory's re-election time after a SIGKILL
+// for alg at lease L, as the report shows it: client-go's span for the
+// default; for cle-balanced only its floor, L − RP (the leader renews
+// every retry period like client-go's, and the controller names a
+// successor once the Lease has run out); "—" where there is none.
+func expectedReelection(alg string, lease time.Duration) string {
+	lo, hi := clientGoReelection(lease)
+	switch alg {
+	case balance.Default:
+		return experiments.Num(experiments.Ms(lo), 0) + "–" + experiments.Num(experiments.Ms(hi), 0)
+	case balance.CLEBalanced:
+		return "≥ " + experiments.Num(experiments.Ms(lo), 0)
+	}
+	return "—"
 }
 
 // clientGoReelection is the span in which client-go's election re-elects
