@@ -91,6 +91,9 @@ type Candidate struct {
 	podsAt time.Time
 	// The coordinated Lease as last seen (cle-balanced).
 	lease *coordinationv1.Lease
+	// bld-optimistic's lock and its picture of the namespace.
+	nodeLock *nodeLeaseLock
+	view     *view
 }
 
 // NewCandidate validates cfg and builds the lock.
@@ -123,10 +126,15 @@ func NewCandidate(cfg CandidateConfig) (*Candidate, error) {
 	lc := resourcelock.ResourceLockConfig{Identity: cfg.Identity}
 	c := &Candidate{cfg: cfg, kick: make(chan struct{}, 1), hc: &http.Client{Timeout: 300 * time.Millisecond},
 		record: &Record{Client: cfg.Client.CoreV1(), Namespace: cfg.Namespace, Log: cfg.Log, Clock: cfg.Clock}}
-	switch cfg.Lock {
-	case LockLease, "":
+	switch {
+	case cfg.Algorithm == balance.BLDOptimistic && cfg.Lock != LockLease && cfg.Lock != "":
+		return nil, fmt.Errorf("lock %q: bld-optimistic keeps its leader record in the namespace's Leases, so it runs on the lease lock", cfg.Lock)
+	case cfg.Algorithm == balance.BLDOptimistic:
+		c.nodeLock = &nodeLeaseLock{meta: meta, client: cfg.Client.CoordinationV1(), identity: cfg.Identity}
+		c.lock = c.nodeLock
+	case cfg.Lock == LockLease || cfg.Lock == "":
 		c.lock = leaseLock{&resourcelock.LeaseLock{LeaseMeta: meta, Client: cfg.Client.CoordinationV1(), LockConfig: lc}}
-	case LockEndpoints:
+	case cfg.Lock == LockEndpoints:
 		c.lock = &EndpointsLock{EndpointsMeta: meta, Client: cfg.Client.CoreV1(), LockConfig: lc}
 	default:
 		return nil, fmt.Errorf("lock %q: want lease or endpoints", cfg.Lock)
@@ -179,7 +187,7 @@ func (c *Candidate) Run(ctx context.Context) error {
 			c.mu.Unlock()
 		})
 		c.cfg.OnEvent("started", c.cfg.Identity)
-		if balance.Balanced(c.cfg.Algorithm) {
+		if c.sharesRecord() {
 			c.confirmLoop(lctx)
 		}
 		if c.cfg.Algorithm == balance.Ranked {
@@ -189,7 +197,7 @@ func (c *Candidate) Run(ctx context.Context) error {
 		c.cfg.OnEvent("stopped", "")
 	}
 	stopped := func() {
-		if balance.Balanced(c.cfg.Algorithm) {
+		if c.sharesRecord() {
 			rctx, cancel := context.WithTimeout(context.Background(), c.cfg.RenewDeadline)
 			defer cancel()
 			c.record.Release(rctx, c.cfg.Election, c.cfg.Identity)
@@ -220,7 +228,11 @@ func (c *Candidate) Run(ctx context.Context) error {
 	}
 	switch {
 	case c.cfg.Algorithm == balance.BLDOptimistic:
-		cfg.Gate, cfg.Validate, cfg.Prefetch = c.precheck, c.reserve, c.readAhead
+		c.nodeLock.node = c.cfg.Node // known now (publish)
+		c.view = newView(c.cfg.Election, c.cfg.Identity, c.cfg.Node, c.cfg.Clock, c.Kick)
+		c.view.start(ctx, c.cfg.Client, c.cfg.Namespace)
+		cfg.Prefetch, cfg.Unclaimed = c.view.waitSynced, c.view.unclaimed
+		cfg.Gate, cfg.Validate = c.optimisticGate, c.validateInOrder
 		cfg.GateRetry = c.cfg.RetryPeriod / 40
 	case balance.Balanced(c.cfg.Algorithm):
 		cfg.Gate, cfg.AfterAttempt, cfg.Prefetch, cfg.Unclaimed = c.balanceGate, c.afterBalanced, c.readAhead, c.unclaimed

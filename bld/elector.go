@@ -43,15 +43,10 @@ type ElectorConfig struct {
 	// reservation still precedes the lease.
 	Unclaimed func() bool
 	// Validate, when set, is asked after this candidate took the lease
-	// from previous (or created it: previous "") and before it leads: the
-	// optimistic BLD takes the lease first and reserves its node in the
-	// record after, so the election's losers never touch the record and a
-	// winner pays no read of the lock on its first try. false (or an
-	// error) frees the lease at once and counts as a refusal. With
-	// Prefetch, a candidate's first try creates the lock without reading
-	// it, the prefetch beside the create; a lock that exists is read at
-	// once, as any try does. Gate, if set, is then a check that needs no
-	// round trip (on what Prefetch read), made before the write.
+	// from previous (or created it: previous "") and before it leads:
+	// bld-optimistic writes the lease first and checks its node against
+	// the elections committed before its write. false (or an error) frees
+	// the lease at once and counts as a refusal.
 	Validate func(ctx context.Context, previous string) (bool, error)
 	// GateRetry is the first wait after the gate refused a free lease
 	// (default RetryPeriod), doubling up to RetryPeriod while refusals go
@@ -255,11 +250,6 @@ func (e *Elector) try(ctx context.Context) bool {
 	e.tried = true
 	var prefetched chan struct{}
 	switch {
-	case first && e.cfg.Validate != nil && e.cfg.Prefetch != nil:
-		if won, exists := e.createAtOnce(ctx, rec, now); !exists {
-			return won
-		}
-		// The lock exists: read it as any try does.
 	case first && e.cfg.Unclaimed != nil && e.cfg.Prefetch != nil:
 		// A new election's candidates all find the lock absent: skipping
 		// that read takes a round trip off BLD's critical path, which has
@@ -331,25 +321,6 @@ func (e *Elector) try(ctx context.Context) bool {
 		return e.validate(ctx, holder, rec)
 	}
 	return true
-}
-
-// createAtOnce is an optimistic candidate's first try: create the lock
-// without reading it, with Prefetch beside. exists reports that the lock
-// was there already, and the try must read it.
-func (e *Elector) createAtOnce(ctx context.Context, rec resourcelock.LeaderElectionRecord, start time.Time) (won, exists bool) {
-	prefetched := make(chan struct{})
-	go func() { defer close(prefetched); e.cfg.Prefetch(ctx) }()
-	err := e.cfg.Lock.Create(ctx, rec)
-	<-prefetched
-	e.logAttempt(start, start, start, err)
-	switch {
-	case apierrors.IsAlreadyExists(err):
-		return false, true
-	case err != nil:
-		return false, false
-	}
-	e.setObserved(&rec, nil, start)
-	return e.validate(ctx, "", rec), false
 }
 
 // validate asks Validate whether this new holder may lead; when not, it

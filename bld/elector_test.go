@@ -188,10 +188,11 @@ func TestHandOverCostsOneWriteAndOneRead(t *testing.T) {
 	assert.False(t, c.renewNow)
 }
 
-// bld-optimistic's order: the first try creates the lock without reading
-// it (the prefetch beside), validation comes after the write, and a
-// holder that fails it frees the lease at once; a lock that exists is
-// read, and a follower is never validated.
+// bld-optimistic's order: a first try that finds the election unclaimed
+// (after the prefetch, its watch's first list) creates the lock without
+// reading it, validation comes after the write, and a holder that fails
+// it frees the lease at once; a lock that exists is read, and a follower
+// is never validated.
 func TestOptimisticValidatesAfterTheWrite(t *testing.T) {
 	ctx := context.Background()
 	fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
@@ -201,6 +202,7 @@ func TestOptimisticValidatesAfterTheWrite(t *testing.T) {
 	optimistic := func(id string, ok bool) *Elector {
 		e := newTestElector(s, id, fc, nil)
 		e.cfg.Prefetch = func(context.Context) { prefetches.Add(1) }
+		e.cfg.Unclaimed = func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.rec == nil }
 		e.cfg.Validate = func(_ context.Context, previous string) (bool, error) {
 			validated = append(validated, id+" after "+previous)
 			return ok, nil
@@ -218,7 +220,7 @@ func TestOptimisticValidatesAfterTheWrite(t *testing.T) {
 	b := optimistic("b", true)
 	require.True(t, b.try(ctx), "a freed lease is taken at once")
 	assert.Equal(t, "b", s.holder())
-	assert.Equal(t, int32(1), s.gets.Load(), "b's first create found the lock and read it")
+	assert.Equal(t, int32(1), s.gets.Load(), "the lock exists: b's first try reads it")
 	assert.Equal(t, 1, s.rec.LeaderTransitions)
 
 	c := optimistic("c", true)

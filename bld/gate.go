@@ -137,30 +137,11 @@ func (c *Candidate) balanceGate(ctx context.Context, observed *resourcelock.Lead
 
 // reserve reserves this node for the election in the record, under the
 // balance condition, in a compare-and-swap on the record as read ahead
-// (read again on a conflict). bld and its kin reserve before they write
-// the lease; bld-optimistic (its Validate) after, with the lease held, so
-// only an election's winner gets here and a burst of elections contends
-// on the record with one writer per application, not one per candidate.
+// (read again on a conflict), before the lease is written.
 func (c *Candidate) reserve(ctx context.Context, previous string) (bool, error) {
 	return c.record.Reserve(ctx, c.aheadSnapshot(true), c.cfg.Election, c.cfg.Identity, c.cfg.Node, previous, c.cfg.LeaseDuration, func(p balance.Placement) (bool, error) {
 		return c.qualifies(ctx, p)
 	})
-}
-
-// precheck is bld-optimistic's gate: the balance condition on the record
-// as read ahead, which costs no round trip. A node it refuses is not
-// worth taking the lease for; one it accepts is checked again, atomically,
-// by reserve once the lease is held.
-func (c *Candidate) precheck(ctx context.Context, _ *resourcelock.LeaderElectionRecord, _ time.Duration) (bool, error) {
-	ahead := c.aheadSnapshot(false)
-	if ahead == nil {
-		return true, nil
-	}
-	p, err := ahead.Placement()
-	if err != nil {
-		return true, nil // reserve reads it again
-	}
-	return c.qualifies(ctx, p)
 }
 
 // qualifies evaluates the balance condition on p. A node that holds no

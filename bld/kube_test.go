@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -236,6 +237,41 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
+// place puts app's leader on node as alg's candidates read placements:
+// an entry in the shared record, or, for bld-optimistic, a held Lease
+// naming its holder's node.
+func place(t *testing.T, alg, ns, app, node string) {
+	t.Helper()
+	ctx := context.Background()
+	if alg != balance.BLDOptimistic {
+		rec := &Record{Client: cs.CoreV1(), Namespace: ns}
+		ok, err := rec.Reserve(ctx, nil, app, app+"-0", node, "", 0, func(balance.Placement) (bool, error) { return true, nil })
+		require.NoError(t, err)
+		require.True(t, ok)
+		return
+	}
+	holder, secs := app+"-0", int32(600)
+	_, err := cs.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: app, Annotations: map[string]string{LeaderNodeAnnotation: node}},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, RenewTime: &metav1.MicroTime{Time: time.Now()}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+}
+
+// placedOn is the node alg's placements give app's leader.
+func placedOn(t *testing.T, alg, ns, app string) string {
+	t.Helper()
+	ctx := context.Background()
+	if alg != balance.BLDOptimistic {
+		p, err := (&Record{Client: cs.CoreV1(), Namespace: ns}).Placement(ctx)
+		require.NoError(t, err)
+		return p[app]
+	}
+	l, err := cs.CoordinationV1().Leases(ns).Get(ctx, app, metav1.GetOptions{})
+	require.NoError(t, err)
+	return l.Annotations[LeaderNodeAnnotation]
+}
+
 // TestFirstTryOfANewElection: a BLD candidate of an election nobody has
 // claimed in the record creates the lease without reading it first, and
 // dials the API server once (reads sent side by side on a cold client
@@ -304,20 +340,14 @@ func TestBLDPrefersTheEmptyNode(t *testing.T) {
 	for _, alg := range []string{balance.BLD, balance.BLDOptimistic} {
 		t.Run(alg, func(t *testing.T) {
 			ns, l := namespace(t), newLeaders()
-			rec := &Record{Client: cs.CoreV1(), Namespace: ns}
-			ctx := context.Background()
 			for app, node := range map[string]string{"a": "w1", "b": "w2"} {
-				ok, err := rec.Reserve(ctx, nil, app, app+"-0", node, "", 0, func(balance.Placement) (bool, error) { return true, nil })
-				require.NoError(t, err)
-				require.True(t, ok)
+				place(t, alg, ns, app, node)
 			}
 			for i, node := range []string{"w1", "w2", "w3"} {
 				campaign(t, l, alg, LockLease, ns, "c", fmt.Sprint("c-", i), node)
 			}
 			assert.Equal(t, "c-2", waitLeader(t, l, "c", 10*time.Second), "only w3 satisfies N·c ≤ L")
-			p, err := rec.Placement(ctx)
-			require.NoError(t, err)
-			assert.Equal(t, "w3", p["c"])
+			assert.Equal(t, "w3", placedOn(t, alg, ns, "c"))
 			l.mu.Lock()
 			assert.Zero(t, l.overlap, "never two leaders at once")
 			l.mu.Unlock()
@@ -340,10 +370,8 @@ func TestConstrainedPlacement(t *testing.T) {
 	// c's replicas sit on w1 and w2, both holding two leaders, w3 none.
 	setup := func(t *testing.T, alg string) *leaders {
 		ns, l := namespace(t), newLeaders()
-		rec := &Record{Client: cs.CoreV1(), Namespace: ns}
 		for app, node := range map[string]string{"a": "w1", "b": "w2", "x": "w1", "y": "w2"} {
-			_, err := rec.Reserve(context.Background(), nil, app, app+"-0", node, "", 0, func(balance.Placement) (bool, error) { return true, nil })
-			require.NoError(t, err)
+			place(t, alg, ns, app, node)
 		}
 		for i, node := range []string{"w1", "w2"} {
 			campaign(t, l, alg, LockLease, ns, "c", fmt.Sprint("c-", i), node)
@@ -499,4 +527,47 @@ func TestRecordHealsBadAndExpiredEntries(t *testing.T) {
 	var c Entry
 	require.NoError(t, json.Unmarshal([]byte(cm.Data["c"]), &c))
 	assert.True(t, c.Expires.After(time.Now()), "the leader's entry lasts while it renews: %+v", c)
+}
+
+// bld-optimistic's validation, with the gate out of the way (as when it
+// passed on a view the watch had not brought up to date): a holder
+// checks its node against the leaders committed before its write, and
+// only those.
+func TestOptimisticValidatesAgainstEarlierCommits(t *testing.T) {
+	ns := namespace(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	holder := func(app, id, node string) *Candidate {
+		c, err := NewCandidate(CandidateConfig{Algorithm: balance.BLDOptimistic, Election: app, Namespace: ns, Identity: id, Node: node, Client: cs,
+			LeaseDuration: 10 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 2 * time.Second})
+		require.NoError(t, err)
+		c.nodeLock.node = node
+		c.view = newView(app, id, node, clock.RealClock{}, func() {})
+		c.view.start(ctx, cs, ns)
+		c.view.waitSynced(ctx)
+		return c
+	}
+	write := func(c *Candidate) {
+		now := metav1.Now()
+		require.NoError(t, c.nodeLock.Create(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: c.cfg.Identity, LeaseDurationSeconds: 10, AcquireTime: now, RenewTime: now}))
+	}
+	late, ok := holder("c", "c-0", "w1"), holder("d", "d-0", "w3")
+	place(t, balance.BLDOptimistic, ns, "a", "w1")
+	place(t, balance.BLDOptimistic, ns, "b", "w2")
+	write(late)
+	valid, err := late.validateInOrder(ctx, "")
+	require.NoError(t, err)
+	assert.False(t, valid, "a on w1 was committed first: N·c = 3 > L = 2")
+	write(ok)
+	// After d's write: d's validation must not count them (with them, w3
+	// would hold 2 of L = 5, and N·c = 6 > 5).
+	place(t, balance.BLDOptimistic, ns, "e", "w3")
+	place(t, balance.BLDOptimistic, ns, "f", "w3")
+	require.Eventually(t, func() bool { return ok.view.placement()["f"] == "w3" }, 10*time.Second, 5*time.Millisecond, "d's watch delivers them")
+	valid, err = ok.validateInOrder(ctx, "")
+	require.NoError(t, err)
+	assert.True(t, valid, "w3 held none of the leaders committed before d's write")
+	lease, err := cs.CoordinationV1().Leases(ns).Get(ctx, "d", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "w3", lease.Annotations[LeaderNodeAnnotation], "the Lease names its holder's node")
 }

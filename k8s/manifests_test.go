@@ -93,6 +93,9 @@ func TestOverlaysRender(t *testing.T) {
 			grants := roleGrants(t, find(objs, "Role"))
 			assert.Equal(t, []string{"app"}, grants["coordination.k8s.io/leases/update"])
 			assert.Equal(t, []string{"ringside-leaders"}, grants["/configmaps/update"])
+			// Reading is namespace-wide: bld-optimistic watches every Lease.
+			assert.Contains(t, grants, "coordination.k8s.io/leases/watch")
+			assert.Empty(t, grants["coordination.k8s.io/leases/watch"], "every Lease, not one by name")
 			_, patch := grants["/pods/patch"]
 			assert.Equal(t, overlay == balance.Ranked, patch, "pods patch")
 			assert.Equal(t, overlay == balance.Ranked, policy(objs, "ringside-elector-own-pod"), "own-pod policy")

@@ -16,8 +16,10 @@ const (
 	BLDLiteral = "bld-literal"
 	BLDPlus    = "bld-plus"
 	// BLDOptimistic is BLD's rule with the acquisition turned round: take
-	// the lease first, then reserve the node in the record, releasing the
-	// lease at once when the node does not qualify (bld.ElectorConfig.Validate).
+	// the lease first, then check the node against the elections the API
+	// server committed before, in the order a watch delivers them,
+	// releasing the lease at once when the node does not qualify. Its
+	// record is the namespace's Leases, each naming its holder's node.
 	BLDOptimistic = "bld-optimistic"
 	Ranked        = "ranked"
 	// CLEBalanced campaigns through Kubernetes' coordinated leader
@@ -29,7 +31,8 @@ const (
 // Algorithms lists every algorithm name, for flag validation.
 var Algorithms = []string{Default, BLD, BLDLiteral, BLDPlus, BLDOptimistic, Ranked, CLEBalanced}
 
-// Balanced reports whether alg consults the leader-management record.
+// Balanced reports whether alg is of the BLD family: it places leaders
+// by a leader-management record.
 func Balanced(alg string) bool {
 	return alg == BLD || alg == BLDLiteral || alg == BLDPlus || alg == BLDOptimistic
 }

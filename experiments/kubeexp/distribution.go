@@ -56,7 +56,7 @@ func (e *elections) define(fs *flag.FlagSet, algs ...string) {
 }
 
 func (d *Distribution) Flags(fs *flag.FlagSet) {
-	d.elections.define(fs, balance.Default, balance.BLD, balance.BLDLiteral, balance.BLDPlus, balance.CLEBalanced)
+	d.elections.define(fs, balance.Default, balance.BLD, balance.BLDLiteral, balance.BLDPlus, balance.BLDOptimistic, balance.CLEBalanced)
 	d.k.define(fs, true)
 }
 
