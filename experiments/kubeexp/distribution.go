@@ -56,7 +56,7 @@ func (e *elections) define(fs *flag.FlagSet, algs ...string) {
 }
 
 func (d *Distribution) Flags(fs *flag.FlagSet) {
-	d.elections.define(fs, balance.Default, balance.BLD, balance.BLDLiteral, balance.BLDPlus, balance.BLDOptimistic, balance.CLEBalanced)
+	d.elections.define(fs, balance.Default, balance.BLD, balance.BLDLiteral, balance.BLDPlus, balance.CLEBalanced)
 	d.k.define(fs, true)
 }
 
@@ -206,7 +206,7 @@ func (d *Distribution) Report(in *experiments.ReportInput) (string, error) {
 		"std", "min", "max", "paper (Fig. 10 h/m/l; Table 1)", "max − min (worst rep)", "all elected", "overlaps"}, rows)
 	out += "\n" + fig + "\n\n"
 	var verdicts []string
-	for _, alg := range []string{balance.BLD, balance.BLDPlus, balance.CLEBalanced} {
+	for _, alg := range []string{balance.BLD, balance.BLDPlus, balance.BLDOptimistic, balance.CLEBalanced} {
 		if w, ok := worst[alg]; ok {
 			v := fmt.Sprintf("%s worst max − min = %d over the repetitions in which every application elected", alg, w)
 			if k := incomplete[alg]; k > 0 {

@@ -25,6 +25,19 @@ type spreadResult struct {
 	requests, writes float64
 }
 
+// imbalance is the leaders of the fullest node less the emptiest's, over
+// nodes.
+func (r spreadResult) imbalance(nodes []string) int {
+	if len(nodes) == 0 {
+		return 0
+	}
+	lo, hi := r.perNode[nodes[0]], r.perNode[nodes[0]]
+	for _, n := range nodes[1:] {
+		lo, hi = min(lo, r.perNode[n]), max(hi, r.perNode[n])
+	}
+	return hi - lo
+}
+
 // spread deploys n applications of replicas each over the workers, all
 // at once, and waits for their leaders; with count, it counts the API
 // requests they took (two scrapes of the API server's metrics).
