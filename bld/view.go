@@ -6,12 +6,15 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
@@ -83,28 +86,78 @@ func newView(election, identity, node string, clk clock.PassiveClock, kick func(
 }
 
 // start watches the namespace's Leases and candidate Pods until ctx ends.
+// A reflector feeds each straight into the view, in its own goroutine:
+// an informer's queue and handler hops added tens of milliseconds to the
+// first list on a loaded machine, and the first list is the election's
+// first read.
 func (v *view) start(ctx context.Context, client kubernetes.Interface, namespace string) {
-	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(namespace))
-	li := f.Coordination().V1().Leases().Informer()
-	li.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { v.lease(o, false) },
-		UpdateFunc: func(_, o any) { v.lease(o, false) },
-		DeleteFunc: func(o any) { v.lease(o, true) },
-	})
-	pf := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = ElectionLabel }))
-	pi := pf.Core().V1().Pods().Informer()
-	pi.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { v.pod(o, false) },
-		UpdateFunc: func(_, o any) { v.pod(o, false) },
-		DeleteFunc: func(o any) { v.pod(o, true) },
-	})
+	leases := client.CoordinationV1().Leases(namespace)
+	ls := &viewStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc), apply: v.lease}
+	lr := cache.NewReflectorWithOptions(&cache.ListWatch{
+		ListFunc:  func(o metav1.ListOptions) (runtime.Object, error) { return leases.List(ctx, o) },
+		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) { return leases.Watch(ctx, o) },
+	}, &coordinationv1.Lease{}, ls, cache.ReflectorOptions{Name: "bld-optimistic leases"})
+	pods := client.CoreV1().Pods(namespace)
+	onlyCandidates := func(o *metav1.ListOptions) { o.LabelSelector = ElectionLabel }
+	ps := &viewStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc), apply: v.pod}
+	pr := cache.NewReflectorWithOptions(&cache.ListWatch{
+		ListFunc:  func(o metav1.ListOptions) (runtime.Object, error) { onlyCandidates(&o); return pods.List(ctx, o) },
+		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) { onlyCandidates(&o); return pods.Watch(ctx, o) },
+	}, &v1.Pod{}, ps, cache.ReflectorOptions{Name: "bld-optimistic pods"})
 	v.mu.Lock()
-	v.synced = func() bool { return li.HasSynced() && pi.HasSynced() }
+	v.synced = func() bool { return ls.synced.Load() && ps.synced.Load() }
 	v.mu.Unlock()
-	f.Start(ctx.Done())
-	pf.Start(ctx.Done())
+	go lr.Run(ctx.Done())
+	go pr.Run(ctx.Done())
 }
+
+// viewStore is a reflector's store that hands every change to the view
+// as it comes, in the watch's order.
+type viewStore struct {
+	cache.Store
+	apply  func(obj any, deleted bool)
+	synced atomic.Bool // a first list has been applied
+}
+
+func (s *viewStore) Add(obj any) error {
+	s.apply(obj, false)
+	return s.Store.Add(obj)
+}
+
+func (s *viewStore) Update(obj any) error {
+	s.apply(obj, false)
+	return s.Store.Update(obj)
+}
+
+func (s *viewStore) Delete(obj any) error {
+	s.apply(obj, true)
+	return s.Store.Delete(obj)
+}
+
+// Replace applies a list: what it no longer holds is deleted.
+func (s *viewStore) Replace(objs []any, rv string) error {
+	keep := map[string]bool{}
+	for _, o := range objs {
+		if k, err := cache.MetaNamespaceKeyFunc(o); err == nil {
+			keep[k] = true
+		}
+	}
+	for _, old := range s.Store.List() {
+		if k, err := cache.MetaNamespaceKeyFunc(old); err == nil && !keep[k] {
+			s.apply(old, true)
+		}
+	}
+	for _, o := range objs {
+		s.apply(o, false)
+	}
+	err := s.Store.Replace(objs, rv)
+	s.synced.Store(true)
+	return err
+}
+
+// syncPoll is how often waitSynced looks. (client-go's WaitForCacheSync
+// looks every 100 ms, most of which it would add to every election.)
+const syncPoll = time.Millisecond
 
 // waitSynced blocks until both watches have delivered their first list:
 // the candidate's first read of the election, in place of the lock's.
@@ -112,7 +165,7 @@ func (v *view) waitSynced(ctx context.Context) {
 	v.mu.Lock()
 	synced := v.synced
 	v.mu.Unlock()
-	cache.WaitForCacheSync(ctx.Done(), synced)
+	_ = wait.PollUntilContextCancel(ctx, syncPoll, true, func(context.Context) (bool, error) { return synced(), nil })
 }
 
 func (v *view) lease(obj any, deleted bool) {
@@ -244,8 +297,10 @@ func (v *view) placementAt(ctx context.Context, rv string, timeout time.Duration
 }
 
 // turn reports whether this candidate may try for its election now: the
-// Lease is free and either the shared choice names this candidate, or it
-// has been free for grace (the chosen one may be gone, or see otherwise).
+// Lease is free and either the shared choice falls on this candidate's
+// node (any candidate there may take it: the first to get there, as in the
+// default election), or it has been free for grace (the chosen node's
+// candidates may be gone, or see otherwise).
 func (v *view) turn(grace time.Duration) bool {
 	now := v.clock.Now()
 	v.mu.Lock()
@@ -264,7 +319,7 @@ func (v *view) turn(grace time.Duration) bool {
 	if now.Sub(from) >= grace {
 		return true
 	}
-	return v.chosenLocked(now) == v.identity
+	return v.chosenLocked(now).Node == v.node
 }
 
 // chosenLocked is the candidate that strategy.Decide names for this
@@ -272,7 +327,7 @@ func (v *view) turn(grace time.Duration) bool {
 // same for every candidate that sees the same, so a burst of elections
 // spreads over the nodes without any write. This candidate counts as a
 // candidate even before its Pod shows.
-func (v *view) chosenLocked(now time.Time) string {
+func (v *view) chosenLocked(now time.Time) strategy.Candidate {
 	byElection := map[string][]strategy.Candidate{}
 	add := func(election, id, node string) {
 		if !slices.ContainsFunc(byElection[election], func(c strategy.Candidate) bool { return c.Identity == id }) {
@@ -302,8 +357,9 @@ func (v *view) chosenLocked(now time.Time) string {
 	}
 	for _, d := range strategy.Decide(now, es) {
 		if d.Election == v.election && d.Holder != "" {
-			return d.Holder
+			i := slices.IndexFunc(byElection[v.election], func(c strategy.Candidate) bool { return c.Identity == d.Holder })
+			return byElection[v.election][i]
 		}
 	}
-	return ""
+	return strategy.Candidate{}
 }
