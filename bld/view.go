@@ -66,7 +66,7 @@ type podView struct{ election, node string }
 // watches' order; the methods are safe for concurrent use.
 type view struct {
 	election, identity, node string
-	clock                    clock.PassiveClock
+	clock                    clock.Clock
 	kick                     func() // a waiting candidate should look again
 
 	mu       sync.Mutex
@@ -76,10 +76,11 @@ type view struct {
 	atOrder  []string
 	arrived  chan struct{} // closed, and replaced, whenever at grows
 	freeFrom time.Time     // since when this election's Lease has been seen free (zero: held)
+	kickAt   time.Time     // when a kick is due for the grace's end (zero: none)
 	synced   func() bool
 }
 
-func newView(election, identity, node string, clk clock.PassiveClock, kick func()) *view {
+func newView(election, identity, node string, clk clock.Clock, kick func()) *view {
 	return &view{election: election, identity: identity, node: node, clock: clk, kick: kick,
 		leases: map[string]leaseView{}, pods: map[string]podView{}, at: map[string]balance.Placement{},
 		arrived: make(chan struct{}), synced: func() bool { return false }}
@@ -319,7 +320,16 @@ func (v *view) turn(grace time.Duration) bool {
 	if now.Sub(from) >= grace {
 		return true
 	}
-	return v.chosenLocked(now).Node == v.node
+	if v.chosenLocked(now).Node == v.node {
+		return true
+	}
+	// Look again the moment the grace ends, not at the refusals' backoff,
+	// which may run to a retry period by then.
+	if end := from.Add(grace); !v.kickAt.Equal(end) {
+		v.kickAt = end
+		go func() { <-v.clock.After(end.Sub(now)); v.kick() }()
+	}
+	return false
 }
 
 // chosenLocked is the candidate that strategy.Decide names for this

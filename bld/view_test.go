@@ -3,6 +3,7 @@ package bld
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,18 +111,20 @@ func TestViewSpreadsABurstWithoutWrites(t *testing.T) {
 // its holder's node counts even when its Pod is not seen.
 func TestViewTurnAfterGrace(t *testing.T) {
 	fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	kicks := 0
-	v := newView("a", "a-1", "w2", fc, func() { kicks++ })
+	var kicks atomic.Int32
+	v := newView("a", "a-1", "w2", fc, func() { kicks.Add(1) })
 	v.pod(testPod("a-0", "a", "w1"), false)
 	v.pod(testPod("a-1", "a", "w2"), false)
 	assert.False(t, v.turn(100*time.Millisecond), "a-0 (w1) is chosen")
+	require.Eventually(t, fc.HasWaiters, 5*time.Second, time.Millisecond, "a kick is set for the grace's end")
 	fc.Step(100 * time.Millisecond)
+	require.Eventually(t, func() bool { return kicks.Load() == 1 }, 5*time.Second, time.Millisecond, "kicked when the grace ends")
 	assert.True(t, v.turn(100*time.Millisecond), "free for the grace: anyone may try")
 
 	v.lease(testLease("a", "a-0", "w1", "5", fc.Now()), false)
 	assert.False(t, v.turn(0), "held")
 	v.lease(testLease("a", "", "w1", "6", fc.Now()), false)
-	assert.Equal(t, 1, kicks, "freed: the waiting candidate looks again")
+	assert.Equal(t, int32(2), kicks.Load(), "freed: the waiting candidate looks again")
 	v.lease(testLease("a", "a-0", "w1", "7", fc.Now()), false)
 	fc.Step(11 * time.Second)
 	assert.True(t, v.turn(100*time.Millisecond), "its term ran out a second ago")

@@ -14,9 +14,10 @@ type spreadResult struct {
 	perNode  map[string]int // leaders per worker node
 	elected  int
 	overlaps int
-	// per application: ms from the first candidate's launch, and from
-	// the first candidate's campaign start, to the leader's start
-	launch, campaign map[string]time.Duration
+	// per application: ms from the first candidate's launch, from the
+	// first candidate's campaign start, and from the leader's own
+	// campaign start, to the leader's start
+	launch, campaign, own map[string]time.Duration
 	apps             []string // every application, elected or not
 	// The API server's requests on election objects from the deployment
 	// until every application led (its own count, apiserver_request_total;
@@ -68,7 +69,7 @@ func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas 
 	if err != nil {
 		return spreadResult{}, err
 	}
-	res := spreadResult{perNode: map[string]int{}, elected: len(leaders), launch: map[string]time.Duration{}, campaign: map[string]time.Duration{}, apps: names,
+	res := spreadResult{perNode: map[string]int{}, elected: len(leaders), launch: map[string]time.Duration{}, campaign: map[string]time.Duration{}, own: map[string]time.Duration{}, apps: names,
 		requests: math.NaN(), writes: math.NaN()}
 	if count {
 		after, err := requestCounts(ctx, c)
@@ -85,7 +86,7 @@ func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas 
 	events := c.Events(ns)
 	res.overlaps = kube.Overlaps(events)
 	for app, id := range leaders {
-		var launched, campaigned, started time.Time
+		var launched, campaigned, ownCampaign, started time.Time
 		for _, e := range events {
 			if e.Election != ns+"/"+app {
 				continue
@@ -93,13 +94,18 @@ func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas 
 			switch {
 			case e.Event == "launched" && (launched.IsZero() || e.TS.Before(launched)):
 				launched = e.TS
-			case e.Event == "campaign" && (campaigned.IsZero() || e.TS.Before(campaigned)):
-				campaigned = e.TS
+			case e.Event == "campaign":
+				if campaigned.IsZero() || e.TS.Before(campaigned) {
+					campaigned = e.TS
+				}
+				if e.ID == id && ownCampaign.IsZero() {
+					ownCampaign = e.TS
+				}
 			case e.Event == "started" && e.ID == id && started.IsZero():
 				started = e.TS
 			}
 		}
-		res.launch[app], res.campaign[app] = started.Sub(launched), started.Sub(campaigned)
+		res.launch[app], res.campaign[app], res.own[app] = started.Sub(launched), started.Sub(campaigned), started.Sub(ownCampaign)
 	}
 	return res, nil
 }
