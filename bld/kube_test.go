@@ -542,7 +542,7 @@ func TestOptimisticValidatesAgainstEarlierCommits(t *testing.T) {
 			LeaseDuration: 10 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 2 * time.Second})
 		require.NoError(t, err)
 		c.nodeLock.node = node
-		c.view = newView(app, id, node, clock.RealClock{}, func() {})
+		c.view = newView(app, id, clock.RealClock{}, func() {})
 		c.view.start(ctx, cs, ns)
 		c.view.waitSynced(ctx)
 		return c

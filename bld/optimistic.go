@@ -20,28 +20,10 @@ func (c *Candidate) sharesRecord() bool {
 	return balance.Balanced(c.cfg.Algorithm) && c.cfg.Algorithm != balance.BLDOptimistic
 }
 
-// viewAhead waits for the view's first lists, and meanwhile lists the
-// worker nodes that BLD's condition needs on a crowded node, so that the
-// gate costs no round trip.
-func (c *Candidate) viewAhead(ctx context.Context) {
-	nodes := make(chan struct{})
-	go func() {
-		defer close(nodes)
-		if _, err := c.workerNodes(ctx); err != nil {
-			c.cfg.Log.Debug("listing the worker nodes ahead", "err", err) // the gate lists them again, and reports
-		}
-	}()
-	c.view.waitSynced(ctx)
-	<-nodes
-}
-
-// optimisticGate lets this candidate write the Lease when it is its turn
-// (view.turn) and its node meets BLD's condition on the placement as
-// watched. Validation checks the condition again, exactly, after the write.
+// optimisticGate lets this candidate write the Lease when its node meets
+// BLD's condition on the Leases as watched, which costs no round trip.
+// Validation checks the condition again, exactly, after the write.
 func (c *Candidate) optimisticGate(ctx context.Context, _ *resourcelock.LeaderElectionRecord, _ time.Duration) (bool, error) {
-	if !c.view.turn(0) {
-		return false, nil
-	}
 	return c.qualifies(ctx, c.view.placement())
 }
 
