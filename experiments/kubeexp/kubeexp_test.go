@@ -72,11 +72,17 @@ func TestKubeExperimentsWriteCSVAndReport(t *testing.T) {
 		assert.Equal(t, "0", d.Str(i, "overlaps"), "two leaders at once")
 	}
 
-	l := runKube(t, &Latency{}, dir, 1, "--algorithms", "default,bld", "--apps", "3")
+	l := runKube(t, &Latency{}, dir, 1, "--algorithms", "default,bld,bld-optimistic", "--apps", "3")
 	r.Register(&Latency{})
-	require.Len(t, l.Rows, 2*3)
+	require.Len(t, l.Rows, 3*3)
 	for i := range l.Rows {
 		assert.Positive(t, l.Float(i, "latency_ms"))
+		own, campaign := l.Float(i, "leader_campaign_latency_ms"), l.Float(i, "campaign_latency_ms")
+		assert.Positive(t, own)
+		assert.LessOrEqual(t, own, campaign, "the leader campaigned no earlier than the first candidate")
+		if l.Str(i, "algorithm") != "default" {
+			assert.LessOrEqual(t, l.Float(i, "max_minus_min"), 1.0, "%s balanced", l.Str(i, "algorithm"))
+		}
 	}
 
 	re := runKube(t, &Reelection{}, dir, 1, "--algorithms", "ranked", "--kill", "SIGTERM", "--lease", "10s")
@@ -98,6 +104,7 @@ func TestKubeExperimentsWriteCSVAndReport(t *testing.T) {
 	}
 	assert.NotContains(t, string(md), "report failed")
 	assert.Contains(t, string(md), "Targets: bld worst max − min = ")
+	assert.Contains(t, string(md), "bld-optimistic / default mean latency from campaign start: ")
 }
 
 // With --kubeconfig the experiments use the cluster's own worker nodes,
