@@ -42,9 +42,9 @@ type latencyRow struct {
 	// From the leader's own campaign start: the election's API work
 	// alone, without the wait for a candidate the algorithm accepts to
 	// start (on kind, containers start seconds apart).
-	Own float64 `csv:"leader_campaign_latency_ms"`
-	Overlaps  int     `csv:"overlaps"`
-	Elected   bool    `csv:"elected"`
+	Own      float64 `csv:"leader_campaign_latency_ms"`
+	Overlaps int     `csv:"overlaps"`
+	Elected  bool    `csv:"elected"`
 	// Leaders on the fullest worker node less the emptiest's, once the
 	// repetition's elections settled.
 	Imbalance int `csv:"max_minus_min"`

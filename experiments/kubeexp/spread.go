@@ -18,7 +18,7 @@ type spreadResult struct {
 	// first candidate's campaign start, and from the leader's own
 	// campaign start, to the leader's start
 	launch, campaign, own map[string]time.Duration
-	apps             []string // every application, elected or not
+	apps                  []string // every application, elected or not
 	// The API server's requests on election objects from the deployment
 	// until every application led (its own count, apiserver_request_total;
 	// the Pods' creation left out), and the writes among them; NaN when
