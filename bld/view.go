@@ -73,10 +73,9 @@ func newView(election, identity string, clk clock.PassiveClock, kick func()) *vi
 }
 
 // start watches the namespace's Leases until ctx ends. A reflector feeds
-// them straight into the view, in its own goroutine:
-// an informer's queue and handler hops added tens of milliseconds to the
-// first list on a loaded machine, and the first list is the election's
-// first read.
+// them straight into the view, in its own goroutine: an informer's queue
+// and handler hops added tens of milliseconds to the first list on a
+// loaded machine, and the first list is the election's first read.
 func (v *view) start(ctx context.Context, client kubernetes.Interface, namespace string) {
 	leases := client.CoordinationV1().Leases(namespace)
 	ls := &viewStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc), apply: v.lease}
@@ -204,11 +203,15 @@ func leaseOf(l *coordinationv1.Lease) leaseView {
 }
 
 // placementLocked is where the other elections' leaders are at now: each
-// held Lease that names its holder's node.
+// held Lease that names its holder's node. A Lease held for longer than
+// MaxLease ahead, by its duration or a renewal in the future, was not
+// written by a candidate (NewCandidate refuses such leases): left out, as
+// the record leaves out such an entry, so that it cannot hold a node for
+// ever.
 func (v *view) placementLocked(now time.Time) balance.Placement {
 	p := balance.Placement{}
 	for name, l := range v.leases {
-		if name != v.election && l.node != "" && l.held(now) {
+		if name != v.election && l.node != "" && l.held(now) && l.duration <= MaxLease && !l.renew.After(now.Add(MaxLease)) {
 			p[name] = l.node
 		}
 	}

@@ -39,11 +39,15 @@ func TestViewPlacesWritesInTheWatchOrder(t *testing.T) {
 	v.lease(testLease("old", "old-0", "w3", "11", now.Add(-time.Minute)), false) // ran out long ago
 	v.lease(testLease("c", "c-0", "w1", "12", now), false)                       // ours
 	v.lease(testLease("b", "b-0", "w2", "13", now), false)
+	forever := testLease("x", "x-0", "w3", "13a", now)
+	*forever.Spec.LeaseDurationSeconds = 1 << 30 // 34 years: no candidate's
+	v.lease(forever, false)
+	v.lease(testLease("y", "y-0", "w3", "13b", now.Add(24*time.Hour)), false) // renewed tomorrow
 
 	p, err := v.placementAt(context.Background(), "12", time.Second)
 	require.NoError(t, err)
 	assert.Equal(t, balance.Placement{"a": "w1"}, p, "a went before our write; b after; old ran out")
-	assert.Equal(t, balance.Placement{"a": "w1", "b": "w2"}, v.placement(), "now: every held Lease but ours")
+	assert.Equal(t, balance.Placement{"a": "w1", "b": "w2"}, v.placement(), "now: every held Lease but ours, and but those held too far ahead")
 
 	// A write that arrives while validation waits.
 	got := make(chan balance.Placement, 1)

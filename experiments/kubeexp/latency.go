@@ -124,10 +124,10 @@ func (l *Latency) Report(in *experiments.ReportInput) (string, error) {
 		never := len(g.Rows) - s.N
 		neverElected += never
 		imbalance := "–"
-		if t.Has("max_minus_min") {
-			w := slices.Max(t.Floats(g.Rows, "max_minus_min"))
-			worstImbalance[alg] = max(worstImbalance[alg], int(w))
-			imbalance = strconv.Itoa(int(w))
+		if vals := t.Floats(g.Rows, "max_minus_min"); t.Has("max_minus_min") && len(vals) > 0 {
+			w := int(slices.Max(vals))
+			worstImbalance[alg] = max(worstImbalance[alg], w)
+			imbalance = strconv.Itoa(w)
 		}
 		cost := "–"
 		if t.Has("api_requests") {
@@ -172,13 +172,17 @@ func (l *Latency) Report(in *experiments.ReportInput) (string, error) {
 	}
 	if d, ok := overall[balance.Default]; ok {
 		if o, ok := overall[balance.BLDOptimistic]; ok {
-			w := worstImbalance[balance.BLDOptimistic]
+			spread := "max − min unknown"
+			w, known := worstImbalance[balance.BLDOptimistic]
+			if known {
+				spread = fmt.Sprintf("max − min ≤ %d leaders across the nodes in every repetition", w)
+			}
 			bldOwn := math.NaN()
 			if b, ok := overall[balance.BLD]; ok {
 				bldOwn = b[2] / d[2]
 			}
-			out += fmt.Sprintf("bld-optimistic / default mean latency from campaign start: %s, with max − min ≤ %d leaders across the nodes in every repetition (target ≤ 1.2 and ≤ 1 with every application elected: %s); %s from process start; %s from the leader's own campaign start (bld / default: %s).\n\n",
-				experiments.Num(o[1]/d[1], 2), w, experiments.Verdict(o[1] <= 1.2*d[1] && w <= 1 && neverElected == 0), experiments.Num(o[0]/d[0], 2),
+			out += fmt.Sprintf("bld-optimistic / default mean latency from campaign start: %s, with %s (target ≤ 1.2 and ≤ 1 with every application elected: %s); %s from process start; %s from the leader's own campaign start (bld / default: %s).\n\n",
+				experiments.Num(o[1]/d[1], 2), spread, experiments.Verdict(o[1] <= 1.2*d[1] && known && w <= 1 && neverElected == 0), experiments.Num(o[0]/d[0], 2),
 				experiments.Num(o[2]/d[2], 2), experiments.Num(bldOwn, 2))
 		}
 	}
