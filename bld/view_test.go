@@ -75,3 +75,35 @@ func TestViewPlacesWritesInTheWatchOrder(t *testing.T) {
 	assert.Equal(t, int32(1), kicks.Load(), "once per release")
 	assert.False(t, v.unclaimed(), "the Lease exists")
 }
+
+// A Lease is anyone's to write who may update it: whatever it holds, the
+// placement counts it exactly when it names a holder and a node and its
+// term runs now, within what a candidate can claim.
+func FuzzViewPlacement(f *testing.F) {
+	f.Add("a-0", "w1", int64(0), int32(10))
+	f.Add("", "w1", int64(0), int32(10))
+	f.Add("a-0", "", int64(-11e9), int32(10))
+	f.Add("a-0", "w2", int64(1e18), int32(-1))
+	f.Add("a-0", "w3", int64(0), int32(1<<30))
+	f.Fuzz(func(t *testing.T, holder, node string, renewOffset int64, secs int32) {
+		fc := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
+		now := fc.Now()
+		v := newView("mine", "me", fc, func() {})
+		l := testLease("theirs", holder, node, "1", now.Add(time.Duration(renewOffset)))
+		*l.Spec.LeaseDurationSeconds = secs
+		v.lease(l, false)
+		end := now.Add(time.Duration(renewOffset)).Add(time.Duration(secs) * time.Second)
+		want := holder != "" && node != "" && now.Before(end) &&
+			time.Duration(secs)*time.Second <= MaxLease && renewOffset <= int64(MaxLease)
+		got, ok := v.placement()["theirs"]
+		if ok != want || ok && got != node {
+			t.Fatalf("holder %q node %q renewed %v from now for %ds: placed %v (%q), want %v", holder, node, time.Duration(renewOffset), secs, ok, got, want)
+		}
+	})
+}
+
+func TestOptimisticRunsOnTheLeaseLockOnly(t *testing.T) {
+	_, err := NewCandidate(CandidateConfig{Algorithm: "bld-optimistic", Lock: LockEndpoints, Election: "app", Namespace: "ns", Identity: "p", Client: cs,
+		LeaseDuration: 10 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 2 * time.Second})
+	assert.ErrorContains(t, err, `lock "endpoints": bld-optimistic keeps its leader record in the namespace's Leases`)
+}
