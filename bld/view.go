@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -63,13 +61,13 @@ type view struct {
 	atOrder []string
 	arrived chan struct{} // closed, and replaced, whenever at grows
 	held    bool          // this election's Lease named a holder when last seen
-	synced  func() bool
+	synced  chan struct{} // closed once the watch's first list is applied
 }
 
 func newView(election, identity string, clk clock.PassiveClock, kick func()) *view {
 	return &view{election: election, identity: identity, clock: clk, kick: kick,
 		leases: map[string]leaseView{}, at: map[string]balance.Placement{},
-		arrived: make(chan struct{}), synced: func() bool { return false }}
+		arrived: make(chan struct{}), synced: make(chan struct{})}
 }
 
 // start watches the namespace's Leases until ctx ends. A reflector feeds
@@ -78,14 +76,11 @@ func newView(election, identity string, clk clock.PassiveClock, kick func()) *vi
 // loaded machine, and the first list is the election's first read.
 func (v *view) start(ctx context.Context, client kubernetes.Interface, namespace string) {
 	leases := client.CoordinationV1().Leases(namespace)
-	ls := &viewStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc), apply: v.lease}
+	ls := &viewStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc), v: v}
 	lr := cache.NewReflectorWithOptions(&cache.ListWatch{
 		ListFunc:  func(o metav1.ListOptions) (runtime.Object, error) { return leases.List(ctx, o) },
 		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) { return leases.Watch(ctx, o) },
 	}, &coordinationv1.Lease{}, ls, cache.ReflectorOptions{Name: "bld-optimistic leases"})
-	v.mu.Lock()
-	v.synced = ls.synced.Load
-	v.mu.Unlock()
 	go lr.Run(ctx.Done())
 }
 
@@ -93,22 +88,22 @@ func (v *view) start(ctx context.Context, client kubernetes.Interface, namespace
 // as it comes, in the watch's order.
 type viewStore struct {
 	cache.Store
-	apply  func(obj any, deleted bool)
-	synced atomic.Bool // a first list has been applied
+	v      *view
+	synced sync.Once
 }
 
 func (s *viewStore) Add(obj any) error {
-	s.apply(obj, false)
+	s.v.lease(obj, false)
 	return s.Store.Add(obj)
 }
 
 func (s *viewStore) Update(obj any) error {
-	s.apply(obj, false)
+	s.v.lease(obj, false)
 	return s.Store.Update(obj)
 }
 
 func (s *viewStore) Delete(obj any) error {
-	s.apply(obj, true)
+	s.v.lease(obj, true)
 	return s.Store.Delete(obj)
 }
 
@@ -122,28 +117,26 @@ func (s *viewStore) Replace(objs []any, rv string) error {
 	}
 	for _, old := range s.Store.List() {
 		if k, err := cache.MetaNamespaceKeyFunc(old); err == nil && !keep[k] {
-			s.apply(old, true)
+			s.v.lease(old, true)
 		}
 	}
 	for _, o := range objs {
-		s.apply(o, false)
+		s.v.lease(o, false)
 	}
 	err := s.Store.Replace(objs, rv)
-	s.synced.Store(true)
+	s.synced.Do(func() { close(s.v.synced) })
 	return err
 }
 
-// syncPoll is how often waitSynced looks. (client-go's WaitForCacheSync
-// looks every 100 ms, most of which it would add to every election.)
-const syncPoll = time.Millisecond
-
-// waitSynced blocks until the watch has delivered its first list:
-// the candidate's first read of the election, in place of the lock's.
+// waitSynced blocks until the watch has delivered its first list: the
+// candidate's first read of the election, in place of the lock's. (No
+// poll: client-go's WaitForCacheSync looks every 100 ms, most of which it
+// would add to every election.)
 func (v *view) waitSynced(ctx context.Context) {
-	v.mu.Lock()
-	synced := v.synced
-	v.mu.Unlock()
-	_ = wait.PollUntilContextCancel(ctx, syncPoll, true, func(context.Context) (bool, error) { return synced(), nil })
+	select {
+	case <-ctx.Done():
+	case <-v.synced:
+	}
 }
 
 func (v *view) lease(obj any, deleted bool) {

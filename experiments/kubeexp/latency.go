@@ -169,8 +169,6 @@ func (l *Latency) Report(in *experiments.ReportInput) (string, error) {
 			out += fmt.Sprintf("BLD / default mean latency: %s (from process start, the DESIGN's definition; target ≤ 1.3 with every application elected: %s); %s from campaign start. The paper's ratio is 2.8 (34 / 12 ms).\n\n",
 				experiments.Num(b[0]/d[0], 2), experiments.Verdict(b[0] <= 1.3*d[0] && neverElected == 0), experiments.Num(b[1]/d[1], 2))
 		}
-	}
-	if d, ok := overall[balance.Default]; ok {
 		if o, ok := overall[balance.BLDOptimistic]; ok {
 			spread := "max − min unknown"
 			w, known := worstImbalance[balance.BLDOptimistic]
