@@ -77,6 +77,10 @@ type Candidate struct {
 	recSeen   bool
 	renewedAt time.Time // this candidate's last write of a record naming it, by its clock
 	leading   bool      // between the electors' started and the end of its leadership
+	// announceMu orders the "started" and "stopped" events with the write
+	// that gives the lease up (endLeadership); announced is true between them.
+	announceMu sync.Mutex
+	announced  bool
 	ledOn     time.Time // coordinated: the Lease renewal it last led on before renewing (lead)
 	ranking   []Follower
 	// The record as read ahead for this try (see ElectorConfig.Prefetch).
@@ -139,7 +143,7 @@ func NewCandidate(cfg CandidateConfig) (*Candidate, error) {
 	default:
 		return nil, fmt.Errorf("lock %q: want lease or endpoints", cfg.Lock)
 	}
-	c.lock = termLock{c.lock, c.noteRecord}
+	c.lock = termLock{c.lock, c.noteRecord, c.endLeadership}
 	return c, nil
 }
 
@@ -174,7 +178,9 @@ func (c *Candidate) Run(ctx context.Context) error {
 	// Leadership ends when the leader context does: both electors cancel
 	// it before they release the lease, and call OnStoppedLeading only
 	// after, so a "stopped" sent from there could follow the successor's
-	// "started" and look like two leaders at once.
+	// "started" and look like two leaders at once. The goroutine that waits
+	// for the end races the release too (on a loaded machine it lost, in a
+	// drain of kube-rebalance), so the lock's release sends "stopped" first.
 	started := func(lctx context.Context) {
 		c.mu.Lock()
 		c.leader, c.leading = c.cfg.Identity, true
@@ -186,7 +192,14 @@ func (c *Candidate) Run(ctx context.Context) error {
 			c.leading = false
 			c.mu.Unlock()
 		})
-		c.cfg.OnEvent("started", c.cfg.Identity)
+		c.announceMu.Lock()
+		// A leadership that ended before this goroutine ran is not
+		// announced: its lease may be someone else's by now.
+		if lctx.Err() == nil {
+			c.announced = true
+			c.cfg.OnEvent("started", c.cfg.Identity)
+		}
+		c.announceMu.Unlock()
 		if c.sharesRecord() {
 			c.confirmLoop(lctx)
 		}
@@ -194,7 +207,7 @@ func (c *Candidate) Run(ctx context.Context) error {
 			c.rankLoop(lctx)
 		}
 		<-lctx.Done()
-		c.cfg.OnEvent("stopped", "")
+		c.endLeadership()
 	}
 	stopped := func() {
 		if c.sharesRecord() {

@@ -16,9 +16,13 @@ import (
 
 // termLock notes the holder and leaderTransitions of every record this
 // candidate reads or writes successfully, and whether it wrote it.
+//
+// Before a write that names another holder or none (a release, a
+// hand-over) it calls yield, which ends this candidate's leadership.
 type termLock struct {
 	annotatedLock
-	note func(holder string, transitions int, wrote bool)
+	note  func(holder string, transitions int, wrote bool)
+	yield func()
 }
 
 func (l termLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
@@ -38,6 +42,9 @@ func (l termLock) Create(ctx context.Context, rec resourcelock.LeaderElectionRec
 }
 
 func (l termLock) Update(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	if rec.HolderIdentity != l.Identity() {
+		l.yield()
+	}
 	err := l.annotatedLock.Update(ctx, rec)
 	if err == nil {
 		l.note(rec.HolderIdentity, rec.LeaderTransitions, true)
@@ -78,4 +85,16 @@ func (c *Candidate) LeaderTerm() (leader string, term int, ok bool) {
 		return "", 0, false
 	}
 	return c.recHolder, c.recTerm, c.recHolder != ""
+}
+
+// endLeadership sends "stopped" once per "started": when the leader
+// context ends, or before the write that gives the lease up, whichever
+// comes first.
+func (c *Candidate) endLeadership() {
+	c.announceMu.Lock()
+	defer c.announceMu.Unlock()
+	if c.announced {
+		c.announced = false
+		c.cfg.OnEvent("stopped", "")
+	}
 }

@@ -1,12 +1,15 @@
 package bld
 
 import (
+	"context"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/ringside/ringside/bld/balance"
@@ -57,4 +60,39 @@ func TestLeaderTermFollowsTheFreshestRecord(t *testing.T) {
 	l, _, ok = c.LeaderTerm()
 	assert.Empty(t, l)
 	assert.False(t, ok)
+}
+
+// orderLock notes, at each write, the events sent before it.
+type orderLock struct {
+	annotatedLock
+	events *[]string
+	seen   [][]string
+}
+
+func (l *orderLock) Identity() string { return "me" }
+func (l *orderLock) Update(context.Context, resourcelock.LeaderElectionRecord) error {
+	l.seen = append(l.seen, slices.Clone(*l.events))
+	return nil
+}
+
+// A leader's "stopped" comes before the write that gives its lease up, not
+// whenever the goroutine waiting for the end of its leadership runs: the
+// successor's "started" cannot precede it. Renewals end nothing, and the
+// leadership's own end sends no second "stopped".
+func TestStoppedPrecedesTheRelease(t *testing.T) {
+	var events []string
+	c, err := NewCandidate(CandidateConfig{Algorithm: balance.Default, Election: "app", Namespace: "ns", Identity: "me", Node: "w1",
+		Client: fake.NewSimpleClientset(), OnEvent: func(e, _ string) { events = append(events, e) }})
+	require.NoError(t, err)
+	l := &orderLock{events: &events}
+	lock := termLock{l, c.noteRecord, c.endLeadership}
+	c.announced = true // "started" was sent
+
+	ctx := context.Background()
+	require.NoError(t, lock.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me"}))
+	require.NoError(t, lock.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: ""}))
+	c.endLeadership() // the leader context's end, later
+	require.NoError(t, lock.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "next"}))
+	assert.Equal(t, [][]string{nil, {"stopped"}, {"stopped"}}, l.seen, "events sent before each write: a renewal, the release, a hand-over")
+	assert.Equal(t, []string{"stopped"}, events)
 }

@@ -113,6 +113,9 @@ func run(ctx context.Context, args []string) error {
 	var outMu sync.Mutex
 	enc := json.NewEncoder(os.Stdout)
 	cfg.OnEvent = func(event, leader string) {
+		// The moment, before the log line: the events' order across
+		// electors is the experiments' evidence of two leaders at once.
+		ts := time.Now().UnixNano()
 		switch event {
 		case "started":
 			isLeader.Set(1)
@@ -124,7 +127,7 @@ func run(ctx context.Context, args []string) error {
 		log.Info("leadership", "event", event, "leader", leader)
 		if events {
 			outMu.Lock()
-			enc.Encode(map[string]any{"ts_ns": time.Now().UnixNano(), "event": event, "id": cfg.Identity, "election": cfg.Election, "leader": leader})
+			enc.Encode(map[string]any{"ts_ns": ts, "event": event, "id": cfg.Identity, "election": cfg.Election, "leader": leader})
 			outMu.Unlock()
 		}
 	}
