@@ -81,8 +81,8 @@ type Candidate struct {
 	// that gives the lease up (endLeadership); announced is true between them.
 	announceMu sync.Mutex
 	announced  bool
-	ledOn     time.Time // coordinated: the Lease renewal it last led on before renewing (lead)
-	ranking   []Follower
+	ledOn      time.Time // coordinated: the Lease renewal it last led on before renewing (lead)
+	ranking    []Follower
 	// The record as read ahead for this try (see ElectorConfig.Prefetch).
 	ahead   *Snapshot
 	aheadAt time.Time
