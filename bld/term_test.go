@@ -82,7 +82,8 @@ func (l *orderLock) Update(context.Context, resourcelock.LeaderElectionRecord) e
 func TestStoppedPrecedesTheRelease(t *testing.T) {
 	var events []string
 	c, err := NewCandidate(CandidateConfig{Algorithm: balance.Default, Election: "app", Namespace: "ns", Identity: "me", Node: "w1",
-		Client: fake.NewSimpleClientset(), OnEvent: func(e, _ string) { events = append(events, e) }})
+		Client: fake.NewSimpleClientset(), LeaseDuration: 10 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 2 * time.Second,
+		OnEvent: func(e, _ string) { events = append(events, e) }})
 	require.NoError(t, err)
 	l := &orderLock{events: &events}
 	lock := termLock{l, c.noteRecord, c.endLeadership}
