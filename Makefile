@@ -5,7 +5,7 @@ RESULTS ?= results
 KUBE_VERSION ?= v1.32.13
 COMPOSE_VERSION ?= v2.40.3
 
-.PHONY: build test image-deps experiments lint bench kube-tools compose-v2 base-images stack-images stack-images-v2 stack-images-v1 ringnode-image compose-ring lb-images compose-lb compose-lb-down elector-image kind kind-node-image kind-up kind-deploy kind-experiments runner-image kind-down clean print-test-prereqs
+.PHONY: build test ringside-binaries image-deps experiments lint bench kube-tools compose-v2 base-images stack-images stack-images-v2 stack-images-v1 ringnode-image compose-ring lb-images compose-lb compose-lb-down elector-image kind kind-node-base kind-node-image kind-up kind-deploy kind-experiments runner-image kind-down clean print-test-prereqs
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/...
@@ -37,11 +37,15 @@ build:
 # packages their tests share. go vet runs last, with -race: it then reads
 # what the tests compiled, where a plain go vet beside them compiled every
 # package once more without the race detector.
-TEST_PREREQS = TOOLS_FROM=images kube-tools compose-v2 base-images stack-images kind kind-node-image elector-image
+TEST_PREREQS = TOOLS_FROM=images kube-tools compose-v2 base-images ringside-binaries stack-images kind kind-node-image elector-image
 LONG_TEST_PKGS = ./k8s ./compose ./experiments/kubeexp ./experiments/backend/ringnodes ./experiments/ringnet ./experiments/lbexp ./experiments/ringsim
+# The tests start ringside's commands as processes and put them in images
+# (internal/imagebuild.Static): they take them from ringside-binaries,
+# built from this checkout just before, instead of compiling every command
+# and its dependencies once more on the host without the race detector.
 test:
 	$(MAKE) -j3 --output-sync=target $(TEST_PREREQS)
-	$(GO) test -race -p 3 -timeout 30m $(LONG_TEST_PKGS) $$($(GO) list ./... | grep -vxF "$$($(GO) list $(LONG_TEST_PKGS))")
+	RINGSIDE_BINARIES=$(CURDIR)/$(BINARIES) $(GO) test -race -p 3 -timeout 30m $(LONG_TEST_PKGS) $$($(GO) list ./... | grep -vxF "$$($(GO) list $(LONG_TEST_PKGS))")
 	$(GO) vet -race ./...
 
 print-test-prereqs:
@@ -139,6 +143,19 @@ bin/docker-compose-$(COMPOSE_VERSION):
 		-o ../../$@ github.com/docker/compose/v2/cmd
 endif
 
+# ringside's commands as its images have them (the Dockerfile's binaries
+# stage), copied into bin/: make test's processes and images and the kind
+# node image's podnet. Built by compose v2 (BuildKit) on the cache of the
+# images' build stage, so the host compiles none of ringside's
+# dependencies without the race detector (on a fresh machine: client-go
+# and the rest, once more). The other images that need that stage come
+# after it: two BuildKit sessions may compile it side by side.
+BINARIES = bin/ringside-binaries
+ringside-binaries: base-images compose-v2
+	$(call compose-build,binaries,binaries,ringside/binaries:dev)
+	rm -rf $(BINARIES)
+	$(call image-files,ringside/binaries:dev,/ringside/.,$(BINARIES))
+
 # The public base images the Dockerfile and compose files name
 # (golang:1.26-bookworm, debian:bookworm-slim, redis:7-bookworm), made
 # locally: this machine has no registry. Kept by version; elsewhere they
@@ -161,7 +178,7 @@ stack-images: stack-images-v2 stack-images-v1
 # here competes for the CPU, and that one is on the way to the node image
 # and the tests. Built side by side, the stack's took it from 6.3 to 9.8
 # minutes on a fresh machine, and the prerequisites from 839 to 980 s.
-stack-images-v2: base-images compose-v2 $(if $(filter images,$(TOOLS_FROM)),$(KUBE_BIN)/.built)
+stack-images-v2: base-images compose-v2 ringside-binaries $(if $(filter images,$(TOOLS_FROM)),$(KUBE_BIN)/.built)
 	docker compose build -q $$(docker compose config --services | grep -vx etcd)
 stack-images-v1: base-images
 	docker-compose build -q etcd
@@ -210,12 +227,12 @@ KIND_CLUSTER ?= ringside
 # k8s/kind.yaml is the paper's cluster; k8s/kind-join.yaml adds a fourth worker (kube-rebalance --cases join).
 KIND_CONFIG ?= k8s/kind.yaml
 KIND_KUBECONFIG ?= .kube/kind.kubeconfig
-elector-image: base-images compose-v2
+elector-image: base-images compose-v2 ringside-binaries
 	$(call compose-build,elector,elector,ringside/elector:dev)
 
 # The in-cluster runner and ring Pods' image (Dockerfile target runner):
 # ringside cluster runs experiments in a Job from it.
-runner-image: base-images compose-v2
+runner-image: base-images compose-v2 ringside-binaries
 	$(call compose-build,runner,runner,ringside/runner:dev)
 
 # Every family's experiments on the kind cluster, into $(RESULTS)/kubernetes
@@ -255,9 +272,15 @@ $(KIND):
 KIND_NODE_TAG ?= ringside/kind-node:$(KUBE_VERSION)
 KIND_NODE_IMAGE ?= $(KIND_NODE_TAG)
 KUBECTL ?= $(KUBE_BIN)/kubectl
-kind-node-image: base-images compose-v2 $(KUBE_BIN)/.built bin/etcd bin/coredns-$(COREDNS_VERSION)
-	KUBE_VERSION=$(KUBE_VERSION) KUBE_BIN=$(KUBE_BIN) ETCD=bin/etcd COREDNS=bin/coredns-$(COREDNS_VERSION) \
+kind-node-image: base-images compose-v2 ringside-binaries kind-node-base $(KUBE_BIN)/.built bin/etcd bin/coredns-$(COREDNS_VERSION)
+	KUBE_VERSION=$(KUBE_VERSION) KUBE_BIN=$(KUBE_BIN) ETCD=bin/etcd COREDNS=bin/coredns-$(COREDNS_VERSION) PODNET=$(BINARIES)/podnet \
 		NODE_IMAGE=$(KIND_NODE_TAG) k8s/node/build.sh
+
+# The node image's Debian packages (k8s/node/Dockerfile's base stage),
+# installed while the Kubernetes components compile (it waits on the
+# network and the disk): the node image's build finds the step cached.
+kind-node-base: base-images
+	docker build -q --target base -t ringside/kind-node-base:dev - < k8s/node/Dockerfile >/dev/null
 
 KIND_RUN = if docker run --rm --privileged $${KIND_PROBE_IMAGE:-debian:bookworm-slim} true >/dev/null 2>&1; \
 	then $(KIND) $(1); else PATH="$(CURDIR)/k8s/kindshim:$$PATH" $(KIND) $(1); fi

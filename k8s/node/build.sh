@@ -6,15 +6,16 @@
 #      agent;
 #   2. the node (Dockerfile) with those images saved in /kind/images.
 # Inputs (make passes them): KUBE_VERSION, KUBE_BIN (kubelet, kubeadm,
-# kubectl, the control plane), ETCD, COREDNS, NODE_IMAGE (the tag).
+# kubectl, the control plane), ETCD, COREDNS, PODNET (ringside's, as its
+# images have it: make ringside-binaries), NODE_IMAGE (the tag).
 # The image carries the label ringside.kind-node=<hash of every input>;
 # one whose label matches is kept, so a second run costs seconds.
 set -euo pipefail
 cd "$(dirname "$0")"
-: "${KUBE_VERSION:?}" "${KUBE_BIN:?}" "${ETCD:?}" "${COREDNS:?}" "${NODE_IMAGE:?}"
+: "${KUBE_VERSION:?}" "${KUBE_BIN:?}" "${ETCD:?}" "${COREDNS:?}" "${PODNET:?}" "${NODE_IMAGE:?}"
 root=$(cd ../.. && pwd)
 abs() { case $1 in /*) echo "$1" ;; *) echo "$root/$1" ;; esac; }
-KUBE_BIN=$(abs "$KUBE_BIN") ETCD=$(abs "$ETCD") COREDNS=$(abs "$COREDNS")
+KUBE_BIN=$(abs "$KUBE_BIN") ETCD=$(abs "$ETCD") COREDNS=$(abs "$COREDNS") PODNET=$(abs "$PODNET")
 
 ctx=$(mktemp -d)
 trap 'rm -rf "$ctx"' EXIT
@@ -24,7 +25,7 @@ for b in kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubele
 done
 cp "$ETCD" "$ctx/bin/etcd"
 cp "$COREDNS" "$ctx/bin/coredns"
-(cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$ctx/bin/podnet" ./cmd/podnet)
+cp "$PODNET" "$ctx/bin/podnet"
 gcc -static -Os -o "$ctx/bin/pause" pause.c
 
 # The cache key: every binary and every file of the recipe.
