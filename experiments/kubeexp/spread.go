@@ -4,8 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ringside/ringside/bld/balance"
 	"github.com/ringside/ringside/experiments/backend/kube"
 )
 
@@ -18,7 +22,12 @@ type spreadResult struct {
 	// first candidate's campaign start, and from the leader's own
 	// campaign start, to the leader's start
 	launch, campaign, own map[string]time.Duration
-	apps                  []string // every application, elected or not
+	// cle-balanced: from the leader's own campaign start until the
+	// controller named it (its Lease's acquireTime, written by the
+	// controller): the rest, to the leader's start, is that write and its
+	// watch event.
+	named map[string]time.Duration
+	apps  []string // every application, elected or not
 	// The API server's requests on election objects from the deployment
 	// until every application led (its own count, apiserver_request_total;
 	// the Pods' creation left out), and the writes among them; NaN when
@@ -69,7 +78,7 @@ func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas 
 	if err != nil {
 		return spreadResult{}, err
 	}
-	res := spreadResult{perNode: map[string]int{}, elected: len(leaders), launch: map[string]time.Duration{}, campaign: map[string]time.Duration{}, own: map[string]time.Duration{}, apps: names,
+	res := spreadResult{perNode: map[string]int{}, elected: len(leaders), launch: map[string]time.Duration{}, campaign: map[string]time.Duration{}, own: map[string]time.Duration{}, named: map[string]time.Duration{}, apps: names,
 		requests: math.NaN(), writes: math.NaN()}
 	if count {
 		after, err := requestCounts(ctx, c)
@@ -82,6 +91,10 @@ func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas 
 	}
 	for _, id := range leaders {
 		res.perNode[podNode[id]]++
+	}
+	acquired, err := acquisitions(ctx, c, ns, alg)
+	if err != nil {
+		return spreadResult{}, err
 	}
 	events := c.Events(ns)
 	res.overlaps = kube.Overlaps(events)
@@ -106,8 +119,38 @@ func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas 
 			}
 		}
 		res.launch[app], res.campaign[app], res.own[app] = started.Sub(launched), started.Sub(campaigned), started.Sub(ownCampaign)
+		if t, ok := acquired[app]; ok && t.holder == strings.TrimPrefix(id, ns+"/") {
+			res.named[app] = t.at.Sub(ownCampaign)
+		}
 	}
 	return res, nil
+}
+
+// acquisition is a Lease's holder and when it was named holder.
+type acquisition struct {
+	holder string
+	at     time.Time
+}
+
+// acquisitions reads, for cle-balanced, when the controller named each
+// election's holder (the Lease's acquireTime, by the controller's clock:
+// it writes the holder with that time); nothing for the other algorithms,
+// whose candidates take the Lease themselves.
+func acquisitions(ctx context.Context, c *kube.Cluster, ns, alg string) (map[string]acquisition, error) {
+	out := map[string]acquisition{}
+	if alg != balance.CLEBalanced {
+		return out, nil
+	}
+	list, err := c.CS.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reading the Leases of %s: %w", ns, err)
+	}
+	for _, l := range list.Items {
+		if l.Spec.HolderIdentity != nil && l.Spec.AcquireTime != nil {
+			out[l.Name] = acquisition{holder: *l.Spec.HolderIdentity, at: l.Spec.AcquireTime.Time}
+		}
+	}
+	return out, nil
 }
 
 // constrained pins five applications to single nodes so that the leaders
