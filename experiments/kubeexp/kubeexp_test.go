@@ -76,6 +76,7 @@ func TestKubeExperimentsWriteCSVAndReport(t *testing.T) {
 	l := runKube(t, &Latency{}, dir, 1, "--algorithms", "default,bld,bld-optimistic,cle-balanced", "--apps", "3")
 	r.Register(&Latency{})
 	require.Len(t, l.Rows, 4*3)
+	namedSeen := 0
 	for i := range l.Rows {
 		assert.Positive(t, l.Float(i, "latency_ms"))
 		own, campaign := l.Float(i, "leader_campaign_latency_ms"), l.Float(i, "campaign_latency_ms")
@@ -85,10 +86,14 @@ func TestKubeExperimentsWriteCSVAndReport(t *testing.T) {
 			assert.LessOrEqual(t, l.Float(i, "max_minus_min"), 1.0, "%s balanced", l.Str(i, "algorithm"))
 		}
 		// The controller names the leader after its campaign starts and
-		// before it leads; the other algorithms have no controller.
+		// before it leads (unknown only if it was named again since); the
+		// other algorithms have no controller.
 		if named := l.Float(i, "leader_named_ms"); l.Str(i, "algorithm") == "cle-balanced" {
-			assert.Positive(t, named)
-			assert.Less(t, named, own)
+			if !math.IsNaN(named) {
+				namedSeen++
+				assert.Positive(t, named)
+				assert.Less(t, named, own)
+			}
 		} else {
 			assert.True(t, math.IsNaN(named), "%s: %v", l.Str(i, "algorithm"), named)
 		}
@@ -114,7 +119,9 @@ func TestKubeExperimentsWriteCSVAndReport(t *testing.T) {
 	assert.NotContains(t, string(md), "report failed")
 	assert.Contains(t, string(md), "Targets: bld worst max − min = ")
 	assert.Contains(t, string(md), "bld-optimistic / default mean latency from campaign start: ")
-	assert.Contains(t, string(md), "cle-balanced, from the leader's own campaign start (3 elections): the controller named it after ")
+	assert.Positive(t, namedSeen, "cle-balanced's naming read")
+	assert.Contains(t, string(md), "cle-balanced, from the leader's own campaign start (")
+	assert.Contains(t, string(md), " elections): the controller named it after ")
 }
 
 // With --kubeconfig the experiments use the cluster's own worker nodes,

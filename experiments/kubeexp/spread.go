@@ -119,7 +119,9 @@ func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas 
 			}
 		}
 		res.launch[app], res.campaign[app], res.own[app] = started.Sub(launched), started.Sub(campaigned), started.Sub(ownCampaign)
-		if t, ok := acquired[app]; ok && t.holder == strings.TrimPrefix(id, ns+"/") {
+		// The naming that made this start, not a later one (a renewal lost
+		// on a loaded machine, named again): then it is unknown.
+		if t, ok := acquired[app]; ok && t.holder == strings.TrimPrefix(id, ns+"/") && !t.at.After(started) {
 			res.named[app] = t.at.Sub(ownCampaign)
 		}
 	}
