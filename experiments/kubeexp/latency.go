@@ -210,15 +210,10 @@ func cleBreakdown(t *experiments.Table) string {
 		return ""
 	}
 	var named, after []float64
-	for _, g := range t.GroupBy("algorithm") {
-		if g.Key[0] != balance.CLEBalanced {
-			continue
-		}
-		for _, i := range g.Rows {
-			n, own := t.Float(i, "leader_named_ms"), t.Float(i, "leader_campaign_latency_ms")
-			if !math.IsNaN(n) && !math.IsNaN(own) {
-				named, after = append(named, n), append(after, own-n)
-			}
+	for i := range t.Rows {
+		n, own := t.Float(i, "leader_named_ms"), t.Float(i, "leader_campaign_latency_ms")
+		if t.Str(i, "algorithm") == balance.CLEBalanced && !math.IsNaN(n) && !math.IsNaN(own) {
+			named, after = append(named, n), append(after, own-n)
 		}
 	}
 	if len(named) == 0 {

@@ -49,9 +49,10 @@ func (r spreadResult) imbalance(nodes []string) int {
 }
 
 // spread deploys n applications of replicas each over the workers, all
-// at once, and waits for their leaders; with count, it counts the API
+// at once, and waits for their leaders; with measure (kube-election-latency),
+// it also reads cle-balanced's naming times and counts the API
 // requests they took (two scrapes of the API server's metrics).
-func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas int, t kube.Timing, settle time.Duration, count bool) (spreadResult, error) {
+func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas int, t kube.Timing, settle time.Duration, measure bool) (spreadResult, error) {
 	ns, err := c.Namespace(ctx, "spread")
 	if err != nil {
 		return spreadResult{}, err
@@ -65,7 +66,7 @@ func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas 
 		names = append(names, name)
 	}
 	var before counts
-	if count {
+	if measure {
 		if before, err = requestCounts(ctx, c); err != nil {
 			return spreadResult{}, err
 		}
@@ -80,7 +81,7 @@ func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas 
 	}
 	res := spreadResult{perNode: map[string]int{}, elected: len(leaders), launch: map[string]time.Duration{}, campaign: map[string]time.Duration{}, own: map[string]time.Duration{}, named: map[string]time.Duration{}, apps: names,
 		requests: math.NaN(), writes: math.NaN()}
-	if count {
+	if measure {
 		after, err := requestCounts(ctx, c)
 		if err != nil {
 			return spreadResult{}, err
@@ -92,9 +93,11 @@ func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas 
 	for _, id := range leaders {
 		res.perNode[podNode[id]]++
 	}
-	acquired, err := acquisitions(ctx, c, ns, alg)
-	if err != nil {
-		return spreadResult{}, err
+	acquired := map[string]acquisition{}
+	if measure {
+		if acquired, err = acquisitions(ctx, c, ns, alg); err != nil {
+			return spreadResult{}, err
+		}
 	}
 	events := c.Events(ns)
 	res.overlaps = kube.Overlaps(events)
