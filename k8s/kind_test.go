@@ -117,6 +117,17 @@ func TestKindClusterBalancesLeaders(t *testing.T) {
 		assert.Contains(t, slices.Collect(maps.Values(on)), w)
 	}
 
+	// The cluster DNS runs: the node image's CoreDNS (tools/coredns, built
+	// with the plugins of kubeadm's Corefile) is ready only once every
+	// directive parsed and its kubernetes plugin has synced with the API.
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		d, err := cs.AppsV1().Deployments("kube-system").Get(ctx, "coredns", metav1.GetOptions{})
+		if assert.NoError(c, err) {
+			assert.Positive(c, d.Status.ReadyReplicas, "coredns Pods ready")
+			assert.Equal(c, d.Status.Replicas, d.Status.ReadyReplicas, "coredns Pods ready")
+		}
+	}, 3*time.Minute, time.Second, "CoreDNS is ready")
+
 	// The sidecar answers who leads, as the 2016 leader-elector did
 	// (through the API server's proxy: pod addresses are the cluster's).
 	raw, err := cs.CoreV1().Pods("ringside").ProxyGet("http", holders["app-1"], "4040", "/", nil).DoRaw(ctx)
