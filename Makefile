@@ -14,6 +14,8 @@ COMPOSE_VERSION ?= v2.40.3
 COMPILE_GOGC ?= 400
 GOBUILD = GOGC=$(COMPILE_GOGC) CGO_ENABLED=0 $(GO) build -trimpath
 TOOLEXEC = -toolexec 'env GOGC=$(COMPILE_GOGC)'
+# ringside from this checkout, compiled that way and run at Go's default.
+RINGSIDE = $(GO) run $(TOOLEXEC) ./cmd/ringside
 
 .PHONY: build test ringside-binaries image-deps experiments lint bench kube-tools compose-v2 base-images stack-images stack-images-v2 stack-images-v1 ringnode-image compose-ring lb-images compose-lb compose-lb-down elector-image kind kind-node-base kind-node-image kind-up kind-deploy kind-experiments runner-image kind-down clean print-test-prereqs
 
@@ -65,8 +67,8 @@ print-test-prereqs:
 
 # Every experiment of the catalogue on its default backend and quick profile.
 experiments: kube-tools
-	$(GO) run ./cmd/ringside run all --out $(RESULTS)
-	$(GO) run ./cmd/ringside report $(RESULTS)
+	$(RINGSIDE) run all --out $(RESULTS)
+	$(RINGSIDE) report $(RESULTS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -261,11 +263,11 @@ KIND_IN_JOB = $(subst $(eval) ,$(comma),$(strip $(filter-out kube-%,$(KIND_LIST)
 kind-experiments: kind runner-image elector-image
 	$(call KIND_RUN,load docker-image ringside/runner:dev ringside/elector:dev $(REDIS_IMAGE) --name $(KIND_CLUSTER))
 	for e in $(filter kube-%,$(KIND_LIST)); do \
-		$(GO) run ./cmd/ringside run $$e --backend kubernetes --kubeconfig $(KIND_KUBECONFIG) --out $(RESULTS)/kubernetes || exit 1; \
+		$(RINGSIDE) run $$e --backend kubernetes --kubeconfig $(KIND_KUBECONFIG) --out $(RESULTS)/kubernetes || exit 1; \
 	done
-	test -z "$(KIND_IN_JOB)" || $(GO) run ./cmd/ringside cluster --kubeconfig $(KIND_KUBECONFIG) --out $(RESULTS)/kubernetes -- \
+	test -z "$(KIND_IN_JOB)" || $(RINGSIDE) cluster --kubeconfig $(KIND_KUBECONFIG) --out $(RESULTS)/kubernetes -- \
 		run all --experiments $(KIND_IN_JOB) --prefer kubernetes
-	$(GO) run ./cmd/ringside report $(RESULTS)/kubernetes
+	$(RINGSIDE) report $(RESULTS)/kubernetes
 
 # kind itself, from the Go module proxy (tools/kind), cached by version.
 # KIND_NODE_IMAGE picks the node image: ringside's (kind-node-image, built
