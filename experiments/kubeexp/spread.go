@@ -93,7 +93,7 @@ func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas 
 	for _, id := range leaders {
 		res.perNode[podNode[id]]++
 	}
-	acquired := map[string]acquisition{}
+	var acquired map[string]acquisition // read only under measure
 	if measure {
 		if acquired, err = acquisitions(ctx, c, ns, alg); err != nil {
 			return spreadResult{}, err
