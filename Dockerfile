@@ -9,11 +9,10 @@
 # locally. No BuildKit-only syntax: compose v1.29 builds with the engine's
 # classic builder (compose v2 with the BuildKit it embeds).
 #
-# Every Go stage compiles with GOGC=400: at the default the compiler spends
-# about a sixth of a build's CPU collecting garbage it is about to drop
-# when it exits (CoreDNS for the node image, three builds each way: 134
-# against 112 CPU-s). It is the compiler's setting only: every binary
-# built here runs with Go's default.
+# Every Go stage compiles with GOGC=400, the Makefile's COMPILE_GOGC (see
+# there: about a sixth less compile CPU). It is the compiler's setting
+# only: every final image is FROM scratch or Debian, so nothing built here
+# runs with it.
 ARG GO_IMAGE=golang:1.26-bookworm
 ARG BASE_IMAGE=debian:bookworm-slim
 

@@ -8,9 +8,10 @@ COMPOSE_VERSION ?= v2.40.3
 # The Go compiler, like any Go program, collects garbage at GOGC=100 — a
 # sixth of a build's CPU here, for memory it gives back when it exits
 # (CoreDNS for the node image, three builds each way: 134 CPU-s at the
-# default, 112 at 400). Every host build runs it at COMPILE_GOGC (the
-# Dockerfile's Go stages too); the tests' compiles get it through
-# -toolexec, so the tests and what they start run at Go's default.
+# default, 112 at 400). Every host build runs it at COMPILE_GOGC, and the
+# tests' compiles get it through -toolexec, so the tests and what they
+# start run at Go's default. The Dockerfile's Go stages set the same 400
+# themselves (ENV GOGC): `docker compose up` builds them without make.
 COMPILE_GOGC ?= 400
 GOBUILD = GOGC=$(COMPILE_GOGC) CGO_ENABLED=0 $(GO) build -trimpath
 TOOLEXEC = -toolexec 'env GOGC=$(COMPILE_GOGC)'
