@@ -4,8 +4,11 @@
 // at once — no election, no state. The origin (--rounds > 0) injects one
 // token, times its trips around the ring and prints each round trip in
 // nanoseconds on its own line, then closes the ring. With --gap each trip
-// waits that long after the last one came back: the ring at rest, as an
-// election meets it, rather than kept busy.
+// waits that long after the last one came back: the ring at rest rather
+// than kept busy. With --warm K each timed trip follows K untimed ones
+// sent right after the gap: K = 1 meets the ring as a ring election's
+// ELECTED round does, every process woken one trip earlier (by the
+// ELECTION) after the ring had rested.
 package main
 
 import (
@@ -30,11 +33,12 @@ func run(ctx context.Context, args []string) error {
 	next := fs.String("next", "", "the next process's address")
 	rounds := fs.Int("rounds", 0, "origin only: timed trips around the ring (after 10 warm-up trips)")
 	gap := fs.Duration("gap", 0, "origin only: the pause before each trip")
+	warm := fs.Int("warm", 0, "origin only: untimed trips between each pause and its timed trip")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if (*listen == "") == (*listenFD == 0) || *listenFD < 0 || *next == "" || *rounds < 0 || *gap < 0 {
-		return errors.New("want --listen ADDR or --listen-fd N ≥ 3, --next ADDR [--rounds N ≥ 0] [--gap D ≥ 0]")
+	if (*listen == "") == (*listenFD == 0) || *listenFD < 0 || *next == "" || *rounds < 0 || *gap < 0 || *warm < 0 {
+		return errors.New("want --listen ADDR or --listen-fd N ≥ 3, --next ADDR [--rounds N ≥ 0] [--gap D ≥ 0] [--warm K ≥ 0]")
 	}
 	ln, err := listener(*listen, *listenFD)
 	if err != nil {
@@ -57,7 +61,7 @@ func run(ctx context.Context, args []string) error {
 		_, err := io.Copy(out, in) // relay until the origin closes the ring
 		return err
 	}
-	return originate(in, out, *rounds, *gap)
+	return originate(in, out, os.Stdout, *rounds, *gap, *warm)
 }
 
 // listener listens on addr, or takes over the listening socket fd that
@@ -92,19 +96,34 @@ func dial(ctx context.Context, addr string) (net.Conn, error) {
 	}
 }
 
-func originate(in io.Reader, out io.Writer, rounds int, gap time.Duration) error {
+// originate sends the token round rounds+10 times and writes each timed
+// trip's nanoseconds to results, one a line (the first 10 warm the ring).
+func originate(in io.Reader, out, results io.Writer, rounds int, gap time.Duration, warm int) error {
 	var tok [8]byte
-	for i := range rounds + 10 {
-		time.Sleep(gap)
-		start := time.Now()
+	trip := func(i int) error {
 		if _, err := out.Write(tok[:]); err != nil {
 			return err
 		}
 		if _, err := io.ReadFull(in, tok[:]); err != nil {
 			return fmt.Errorf("round %d: %w", i, err)
 		}
+		return nil
+	}
+	for i := range rounds + 10 {
+		time.Sleep(gap)
+		for range warm {
+			if err := trip(i); err != nil {
+				return err
+			}
+		}
+		start := time.Now()
+		if err := trip(i); err != nil {
+			return err
+		}
 		if i >= 10 {
-			fmt.Fprintln(os.Stdout, time.Since(start).Nanoseconds())
+			if _, err := fmt.Fprintln(results, time.Since(start).Nanoseconds()); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -19,17 +19,18 @@ func TestBareSectionPerMessage(t *testing.T) {
 		"local,chang-roberts,5,600,2,610,10,0.4\n" +
 		"local,bully,5,600,0,620,20,0\n"))
 	require.NoError(t, err)
-	bare, err := experiments.ReadTable(strings.NewReader("backend,n,mode,hop_ms\nlocal,5,busy,0.05\nlocal,5,rest,0.08\nlocal,5,rest,0.08\n"))
+	bare, err := experiments.ReadTable(strings.NewReader("backend,n,mode,hop_ms\nlocal,5,busy,0.05\nlocal,5,rest,0.08\nlocal,5,rest,0.08\nlocal,5,woken,0.0625\n"))
 	require.NoError(t, err)
 	out := bareSection(runs, bare)
 	// chang-roberts: 2 ms / 10 = 200 µs, 4× the 50 µs busy hop; ELECTED
-	// round 0.4 ms / 4 hops = 100 µs, 2× busy, 1.25× the 80 µs hop at rest.
-	assert.Contains(t, out, "| chang-roberts | 5 | 50 | 80 | 100 | 2 | 1.25 | 200 | 4 | ≤ 2× busy: met |")
+	// round 0.4 ms / 4 hops = 100 µs, 2× busy, 1.25× the 80 µs hop at rest,
+	// 1.6× the 62.5 µs woken hop.
+	assert.Contains(t, out, "| chang-roberts | 5 | 50 | 80 | 62.5 | 100 | 2 | 1.25 | 1.6 | 200 | 4 | ≤ 2× busy: met |")
 	// bully: (620 − 600) ms / 20 = 1,000 µs, 20× the hop; no round.
-	assert.Contains(t, out, "| bully | 5 | 50 | 80 | — | — | — | 1000 | 20 | — |")
+	assert.Contains(t, out, "| bully | 5 | 50 | 80 | 62.5 | — | — | — | — | 1000 | 20 | — |")
 
 	// A CSV from before the rest mode: busy trips only.
 	old, err := experiments.ReadTable(strings.NewReader("backend,n,hop_ms\nlocal,5,0.05\n"))
 	require.NoError(t, err)
-	assert.Contains(t, bareSection(runs, old), "| chang-roberts | 5 | 50 | — | 100 | 2 | — | 200 | 4 |")
+	assert.Contains(t, bareSection(runs, old), "| chang-roberts | 5 | 50 | — | — | 100 | 2 | — | — | 200 | 4 |")
 }

@@ -132,14 +132,16 @@ func profileFailover(ctx context.Context, env *experiments.Env, r *cleanup) chan
 	return out
 }
 
-// The bare token ring is timed twice per size: busy, its token sent
+// The bare token ring is timed three ways per size: busy, its token sent
 // round again as soon as it is back (the figure the ≤ 2× target was set
-// against), and at rest, each trip restGap after the last, so every
-// process has fallen idle — as a ring between elections has. A message
-// that wakes an idle process waits for a core to leave its idle state and
-// for cold caches: on this machine the token's hop took twice as long at
-// rest. An election's ELECTED round is between the two: each server
-// handled the winner's ELECTION one round earlier.
+// against); at rest, each trip restGap after the last, so every process
+// has fallen idle — as a ring between elections has; and woken, each
+// timed trip the second after such a pause, every process woken one trip
+// earlier — as an election's ELECTED round meets the ring, each server
+// having handled the winner's ELECTION one round before. A message that
+// wakes an idle process waits for a core to leave its idle state and for
+// cold caches: on this machine the token's hop took twice as long at
+// rest.
 const (
 	bareRounds = 200
 	restRounds = 50
@@ -151,13 +153,13 @@ const (
 type bareRow struct {
 	Backend   string        `csv:"backend"`
 	N         int           `csv:"n"`
-	Mode      string        `csv:"mode"` // busy or rest
+	Mode      string        `csv:"mode"` // busy, rest or woken
 	Round     int           `csv:"round"`
 	RoundTrip time.Duration `csv:"round_trip_ms"`
 	Hop       time.Duration `csv:"hop_ms"`
 }
 
-// bare times a token ring of n processes on loopback, busy and at rest,
+// bare times a token ring of n processes on loopback, busy, at rest and woken,
 // before the ringnode ring of that size starts, so they do not share the
 // CPU.
 func (f *Failover) bare(ctx context.Context, env *experiments.Env, n int) error {
@@ -169,8 +171,9 @@ func (f *Failover) bare(ctx context.Context, env *experiments.Env, n int) error 
 		mode   string
 		rounds int
 		gap    time.Duration
-	}{{"busy", bareRounds, 0}, {"rest", restRounds, restGap}} {
-		rtts, err := ringnodes.BareRing(ctx, n, m.rounds, m.gap)
+		warm   int
+	}{{"busy", bareRounds, 0, 0}, {"rest", restRounds, restGap, 0}, {"woken", restRounds, restGap, 1}} {
+		rtts, err := ringnodes.BareRing(ctx, n, m.rounds, m.gap, m.warm)
 		if err != nil {
 			return err
 		}
@@ -223,8 +226,8 @@ func (f *Failover) Report(in *experiments.ReportInput) (string, error) {
 // message of the algorithm costs, detection skew between the servers
 // included, beside the bare hop.
 func bareSection(t, bare *experiments.Table) string {
-	// busy and rest p50 per size; a CSV from before the rest mode has
-	// busy trips only.
+	// p50 per size and mode; a CSV from before the rest and woken modes
+	// has busy trips only.
 	hop := map[[2]string]float64{}
 	for _, g := range bare.GroupBy("backend", "n") {
 		for _, rows := range bare.Split(g.Rows, "mode") {
@@ -238,22 +241,28 @@ func bareSection(t, bare *experiments.Table) string {
 	var rows [][]string
 	for _, g := range t.GroupBy("backend", "algorithm", "n") {
 		b, ok := hop[[2]string{g.Key[2], "busy"}]
-		rest, hasRest := hop[[2]string{g.Key[2], "rest"}]
 		n, _ := strconv.Atoi(g.Key[2])
 		alg, err := ring.Lookup(g.Key[1])
 		if !ok || n < 3 || err != nil {
 			continue
 		}
-		restCol, round, ratio, restRatio, verdict := "—", "—", "—", "—", "—"
-		if hasRest {
-			restCol = experiments.Num(rest*1000, 1)
+		// Per other mode: its hop and the ELECTED hop's ratio to it.
+		var other [4]string
+		for i, mode := range []string{"rest", "woken"} {
+			other[2*i], other[2*i+1] = "—", "—"
+			if h, ok := hop[[2]string{g.Key[2], mode}]; ok {
+				other[2*i] = experiments.Num(h*1000, 1)
+			}
 		}
+		round, ratio, verdict := "—", "—", "—"
 		if alg.Topology != ring.Complete {
 			r := experiments.Summarize(t.Floats(g.Rows, "elected_round_ms")).P50 / float64(n-1)
 			round, ratio = experiments.Num(r*1000, 1), experiments.Num(r/b, 2)
 			verdict = "≤ 2× busy: " + experiments.Verdict(r/b <= 2)
-			if hasRest {
-				restRatio = experiments.Num(r/rest, 2)
+			for i, mode := range []string{"rest", "woken"} {
+				if h, ok := hop[[2]string{g.Key[2], mode}]; ok {
+					other[2*i+1] = experiments.Num(r/h, 2)
+				}
 			}
 		}
 		msgs := max(experiments.Summarize(t.Floats(g.Rows, "election_msgs")).Mean, 1)
@@ -264,7 +273,7 @@ func bareSection(t, bare *experiments.Table) string {
 			// runs from the first suspicion until every server knows.
 			perMsg = experiments.Summarize(elections(t, g.Rows)).P50 / msgs
 		}
-		rows = append(rows, []string{g.Key[1], g.Key[2], experiments.Num(b*1000, 1), restCol, round, ratio, restRatio,
+		rows = append(rows, []string{g.Key[1], g.Key[2], experiments.Num(b*1000, 1), other[0], other[2], round, ratio, other[1], other[3],
 			experiments.Num(perMsg*1000, 1), experiments.Num(perMsg/b, 2), verdict})
 	}
 	if len(rows) == 0 {
@@ -272,13 +281,15 @@ func bareSection(t, bare *experiments.Table) string {
 	}
 	return "\n**The physical limit, measured in the same run**: a bare token ring of the same number of processes on loopback " +
 		"(`cmd/tokenring`, one 8-byte token forwarded, no election logic; ring-failover-bare.csv), timed *busy* (" + strconv.Itoa(bareRounds) +
-		" trips back to back, the token sent round again as soon as it is back) and *at rest* (" + strconv.Itoa(restRounds) + " trips, each " +
+		" trips back to back, the token sent round again as soon as it is back), *at rest* (" + strconv.Itoa(restRounds) + " trips, each " +
 		restGap.String() + " after the last, so every process has fallen idle, as in a ring between elections: waking an idle process costs a core's " +
-		"return from its idle state and cold caches). An election's ELECTED round lies between the two — each server handled the winner's ELECTION one round earlier. " +
+		"return from its idle state and cold caches) and *woken* (" + strconv.Itoa(restRounds) + " trips, each the second after such a pause: " +
+		"every process woken one trip earlier, as an election's ELECTED round meets the ring — each server handled the winner's ELECTION one round before). " +
 		"ringnode's time per hop, like for like, is its ELECTED round (one message once around the n−1 survivors) / (n−1); " +
 		"per election message is the election's propagation over its election messages (several travel at once, and the servers' detection instants spread) — " +
 		"for Bully, whose winner mostly announces before any ELECTION reaches it, the time from the first suspicion until every server knows, over its election messages:\n\n" +
-		experiments.MarkdownTable([]string{"algorithm", "n", "bare µs/hop busy (p50)", "bare µs/hop at rest (p50)", "ringnode ELECTED µs/hop", "ratio to busy", "ratio at rest",
+		experiments.MarkdownTable([]string{"algorithm", "n", "bare µs/hop busy (p50)", "bare µs/hop at rest (p50)", "bare µs/hop woken (p50)", "ringnode ELECTED µs/hop",
+			"ratio to busy", "ratio at rest", "ratio woken",
 			"propagation µs per election message", "ratio to busy", "target (ELECTED)"}, rows)
 }
 

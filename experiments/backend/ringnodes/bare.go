@@ -23,10 +23,12 @@ import (
 // local ringnode ring, processes get one P each when there are more of
 // them than cores. Each trip starts gap after the last came back: 0 keeps
 // the ring busy (hot); a pause lets every process fall idle between
-// trips, as a ring between elections is.
-func BareRing(ctx context.Context, n, rounds int, gap time.Duration) ([]time.Duration, error) {
-	if n < 2 || rounds < 1 {
-		return nil, fmt.Errorf("bare ring: n=%d rounds=%d, want n ≥ 2 and rounds ≥ 1", n, rounds)
+// trips, as a ring between elections is. warm untimed trips go round
+// between each pause and its timed trip: with one, the timed trip meets
+// the ring as an election's ELECTED round does.
+func BareRing(ctx context.Context, n, rounds int, gap time.Duration, warm int) ([]time.Duration, error) {
+	if n < 2 || rounds < 1 || warm < 0 {
+		return nil, fmt.Errorf("bare ring: n=%d rounds=%d warm=%d, want n ≥ 2, rounds ≥ 1 and warm ≥ 0", n, rounds, warm)
 	}
 	bin, err := findBinary(ctx, "tokenring", "RINGSIDE_TOKENRING")
 	if err != nil {
@@ -71,7 +73,7 @@ func BareRing(ctx context.Context, n, rounds int, gap time.Duration) ([]time.Dur
 		cmd := exec.Command(bin, args...)
 		cmd.ExtraFiles = []*os.File{files[i]}
 		if i == 0 {
-			cmd.Args = append(cmd.Args, "--rounds", strconv.Itoa(rounds), "--gap", gap.String())
+			cmd.Args = append(cmd.Args, "--rounds", strconv.Itoa(rounds), "--gap", gap.String(), "--warm", strconv.Itoa(warm))
 			cmd.Stdout, cmd.Stderr = &out, &errb
 		}
 		if oneProc {
