@@ -216,6 +216,9 @@ func (f *Failover) Report(in *experiments.ReportInput) (string, error) {
 	return out, nil
 }
 
+// otherModes are the bare ring's modes shown beside busy, in order.
+var otherModes = []string{"rest", "woken"}
+
 // bareSection sets ringnode's time per election hop beside the bare token
 // ring's, per algorithm. Like for like: the ELECTED round of a ring
 // algorithm is one message passed once around the n−1 survivors, as the
@@ -246,22 +249,21 @@ func bareSection(t, bare *experiments.Table) string {
 		if !ok || n < 3 || err != nil {
 			continue
 		}
-		// Per other mode: its hop and the ELECTED hop's ratio to it.
-		var other [4]string
-		for i, mode := range []string{"rest", "woken"} {
-			other[2*i], other[2*i+1] = "—", "—"
-			if h, ok := hop[[2]string{g.Key[2], mode}]; ok {
-				other[2*i] = experiments.Num(h*1000, 1)
-			}
-		}
 		round, ratio, verdict := "—", "—", "—"
+		elected := math.NaN() // per hop; Bully has no round
 		if alg.Topology != ring.Complete {
-			r := experiments.Summarize(t.Floats(g.Rows, "elected_round_ms")).P50 / float64(n-1)
-			round, ratio = experiments.Num(r*1000, 1), experiments.Num(r/b, 2)
-			verdict = "≤ 2× busy: " + experiments.Verdict(r/b <= 2)
-			for i, mode := range []string{"rest", "woken"} {
-				if h, ok := hop[[2]string{g.Key[2], mode}]; ok {
-					other[2*i+1] = experiments.Num(r/h, 2)
+			elected = experiments.Summarize(t.Floats(g.Rows, "elected_round_ms")).P50 / float64(n-1)
+			round, ratio = experiments.Num(elected*1000, 1), experiments.Num(elected/b, 2)
+			verdict = "≤ 2× busy: " + experiments.Verdict(elected/b <= 2)
+		}
+		// The other modes' hops, and the ELECTED hop's ratio to each.
+		hops, ratios := make([]string, len(otherModes)), make([]string, len(otherModes))
+		for i, mode := range otherModes {
+			hops[i], ratios[i] = "—", "—"
+			if h, ok := hop[[2]string{g.Key[2], mode}]; ok {
+				hops[i] = experiments.Num(h*1000, 1)
+				if !math.IsNaN(elected) {
+					ratios[i] = experiments.Num(elected/h, 2)
 				}
 			}
 		}
@@ -273,8 +275,8 @@ func bareSection(t, bare *experiments.Table) string {
 			// runs from the first suspicion until every server knows.
 			perMsg = experiments.Summarize(elections(t, g.Rows)).P50 / msgs
 		}
-		rows = append(rows, []string{g.Key[1], g.Key[2], experiments.Num(b*1000, 1), other[0], other[2], round, ratio, other[1], other[3],
-			experiments.Num(perMsg*1000, 1), experiments.Num(perMsg/b, 2), verdict})
+		row := append(append([]string{g.Key[1], g.Key[2], experiments.Num(b*1000, 1)}, hops...), round, ratio)
+		rows = append(rows, append(append(row, ratios...), experiments.Num(perMsg*1000, 1), experiments.Num(perMsg/b, 2), verdict))
 	}
 	if len(rows) == 0 {
 		return ""
