@@ -15,8 +15,14 @@ COMPOSE_VERSION ?= v2.40.3
 COMPILE_GOGC ?= 400
 GOBUILD = GOGC=$(COMPILE_GOGC) CGO_ENABLED=0 $(GO) build -trimpath
 TOOLEXEC = -toolexec 'env GOGC=$(COMPILE_GOGC)'
-# ringside from this checkout, compiled that way and run at Go's default.
-RINGSIDE = $(GO) run $(TOOLEXEC) ./cmd/ringside
+# ringside from this checkout, compiled that way (make build) and run at
+# Go's default, and every command it starts taken from there too
+# (RINGSIDE_BINARIES): one static build of ./cmd/..., as the images build
+# them. `go run` of ringside compiled client-go and the rest with cgo and
+# full paths, and the experiments compiled them all again, static and
+# -trimpath, for the commands they start: from an empty build cache 241 s
+# of wall time here against 127 s for make build (459 against 243 CPU-s).
+RINGSIDE = RINGSIDE_BINARIES=$(CURDIR)/bin bin/ringside
 
 .PHONY: build test ringside-binaries image-deps experiments lint bench kube-tools compose-v2 base-images stack-images stack-images-v2 stack-images-v1 ringnode-image compose-ring lb-images compose-lb compose-lb-down elector-image kind kind-node-base kind-node-image kind-up kind-deploy kind-experiments runner-image kind-down clean print-test-prereqs
 
@@ -68,7 +74,7 @@ print-test-prereqs:
 	@echo $(TEST_PREREQS)
 
 # Every experiment of the catalogue on its default backend and quick profile.
-experiments: kube-tools
+experiments: kube-tools build
 	$(RINGSIDE) run all --out $(RESULTS)
 	$(RINGSIDE) report $(RESULTS)
 
@@ -262,7 +268,7 @@ REDIS_IMAGE ?= redis:7-bookworm
 comma := ,
 KIND_LIST = $(subst $(comma), ,$(KIND_EXPERIMENTS))
 KIND_IN_JOB = $(subst $(eval) ,$(comma),$(strip $(filter-out kube-%,$(KIND_LIST))))
-kind-experiments: kind runner-image elector-image
+kind-experiments: kind runner-image elector-image build
 	$(call KIND_RUN,load docker-image ringside/runner:dev ringside/elector:dev $(REDIS_IMAGE) --name $(KIND_CLUSTER))
 	for e in $(filter kube-%,$(KIND_LIST)); do \
 		$(RINGSIDE) run $$e --backend kubernetes --kubeconfig $(KIND_KUBECONFIG) --out $(RESULTS)/kubernetes || exit 1; \
