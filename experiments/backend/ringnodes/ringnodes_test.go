@@ -158,14 +158,16 @@ func TestKillCoordinatorDuringContinuousWrites(t *testing.T) {
 }
 
 func TestConcurrentInitiatorsWithDeadSuccessors(t *testing.T) {
-	// No jitter: every server suspects the coordinator at the same
-	// heartbeat, so several start elections at once; a second server dies
-	// with the coordinator, so some initiators' successors are dead.
-	// Whether two detectors fire before the first ELECTION arrives is up
-	// to the scheduler (a loaded CI machine spreads them out: three rings
-	// in a row had one initiator each beside a fuzzer), so up to six
-	// rings are tried for a failover with concurrent initiators; every
-	// one of them must end with one coordinator.
+	// No jitter, and the survivors frozen over the kill for longer than
+	// the suspect timeout: they go on together with their detectors run
+	// out, so several start elections at once; a second server dies with
+	// the coordinator, so some initiators' successors are dead. Left to
+	// the heartbeats, whether two detectors fired before the first
+	// ELECTION arrived was up to the scheduler (a loaded CI machine spread
+	// them out: six rings in a row had one initiator each). Should the
+	// scheduler still run one survivor's ELECTION into the others before
+	// their timers fire, up to six rings are tried; every one of them must
+	// end with one coordinator.
 	ctx := context.Background()
 	most := 0
 	for attempt := 0; attempt < 6 && most < 2; attempt++ {
@@ -173,8 +175,16 @@ func TestConcurrentInitiatorsWithDeadSuccessors(t *testing.T) {
 		coord, err := WaitSettled(ctx, l.Addrs(), 10*time.Second)
 		require.NoError(t, err)
 		other := maxUID(without(l.Addrs(), coord)) // the would-be successor coordinator
+		survivors := without(l.Addrs(), coord, other)
+		paused := make(chan error, len(survivors))
+		for _, a := range survivors {
+			go func() { paused <- l.Pause(ctx, a, 1500*time.Millisecond) }()
+		}
 		require.NoError(t, l.Kill(ctx, coord))
 		require.NoError(t, l.Kill(ctx, other))
+		for range survivors {
+			require.NoError(t, <-paused)
+		}
 		live := l.Addrs()
 		oneCoordinator(t, live)
 		sts, _ := StatusAll(ctx, live)
@@ -184,6 +194,7 @@ func TestConcurrentInitiatorsWithDeadSuccessors(t *testing.T) {
 				initiators++
 			}
 		}
+		t.Logf("ring %d: %d servers started elections", attempt+1, initiators)
 		most = max(most, initiators)
 		l.Close()
 	}
