@@ -45,6 +45,11 @@ type Config struct {
 	// AckWait is how long a pinged candidate has to answer before it
 	// counts as gone.
 	AckWait time.Duration
+	// Gather is how long a new application's first election waits for
+	// candidates whose Pods are bound to emptier nodes to register (0:
+	// 2 s). Its candidates start one by one — on kind, seconds apart —
+	// and the first to register would otherwise be named wherever it is.
+	Gather time.Duration
 	// Resync bounds the time between two looks at the elections.
 	Resync time.Duration
 	Log    *slog.Logger
@@ -59,6 +64,7 @@ type Controller struct {
 	leases     cache.Indexer
 	own        written // the controller's writes the informer has not caught up with
 	candidates cache.Indexer
+	pods       cache.Indexer // candidate Pods (bld.ElectionLabel), by election
 	wake       chan struct{}
 	warned     map[string]bool // candidates already reported unusable
 }
@@ -70,6 +76,12 @@ func New(cfg Config) (*Controller, error) {
 	}
 	if cfg.AckWait <= 0 {
 		return nil, fmt.Errorf("cle: ack wait %s: want > 0", cfg.AckWait)
+	}
+	if cfg.Gather < 0 {
+		return nil, fmt.Errorf("cle: gather %s: want ≥ 0", cfg.Gather)
+	}
+	if cfg.Gather == 0 {
+		cfg.Gather = 2 * time.Second
 	}
 	if cfg.Resync <= 0 {
 		cfg.Resync = 5 * time.Second
@@ -91,6 +103,13 @@ func (c *Controller) Run(ctx context.Context) error {
 	f := informers.NewSharedInformerFactoryWithOptions(c.cfg.Client, 0, informers.WithNamespace(c.cfg.Namespace))
 	li := f.Coordination().V1().Leases().Informer()
 	ci := f.Coordination().V1alpha2().LeaseCandidates().Informer()
+	// Only the candidates' Pods, the ones labelled with their election.
+	pf := informers.NewSharedInformerFactoryWithOptions(c.cfg.Client, 0, informers.WithNamespace(c.cfg.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = bld.ElectionLabel }))
+	pi := pf.Core().V1().Pods().Informer()
+	if err := pi.AddIndexers(cache.Indexers{byElection: electionOf}); err != nil {
+		return err
+	}
 	poke := func(any) { c.poke() }
 	h := cache.ResourceEventHandlerFuncs{AddFunc: poke, UpdateFunc: func(_, n any) { poke(n) }, DeleteFunc: poke}
 	if _, err := li.AddEventHandler(h); err != nil {
@@ -99,10 +118,15 @@ func (c *Controller) Run(ctx context.Context) error {
 	if _, err := ci.AddEventHandler(h); err != nil {
 		return err
 	}
-	c.leases, c.candidates = li.GetIndexer(), ci.GetIndexer()
+	if _, err := pi.AddEventHandler(h); err != nil {
+		return err
+	}
+	c.leases, c.candidates, c.pods = li.GetIndexer(), ci.GetIndexer(), pi.GetIndexer()
 	f.Start(ctx.Done())
+	pf.Start(ctx.Done())
 	defer f.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), li.HasSynced, ci.HasSynced) {
+	defer pf.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), li.HasSynced, ci.HasSynced, pi.HasSynced) {
 		return ctx.Err()
 	}
 	c.cfg.Log.Info("controlling", "strategy", strategy.Name, "namespace", c.cfg.Namespace)
@@ -290,6 +314,10 @@ func (c *Controller) election(now time.Time, name string, el *election, soon fun
 		default:
 			e.Candidates = append(e.Candidates, strategy.Candidate{Identity: lc.Name, Node: node})
 		}
+	}
+	if free && el.lease.Spec.AcquireTime == nil {
+		e.Candidates = append(e.Candidates, c.expected(now, since, el)...)
+		soon(since.Add(c.cfg.Gather))
 	}
 	return e, ask
 }

@@ -10,7 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/api/coordination/v1alpha2"
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/ringside/ringside/bld"
@@ -88,5 +90,67 @@ func TestHostileRecordsAreLeftOut(t *testing.T) {
 		require.NoError(t, err)
 		require.NotContains(t, []string{"none", "long", "upper", "traversal", "c-other"}, *l.Spec.HolderIdentity, name)
 		require.Nil(t, l.Spec.PreferredHolder, name)
+	}
+}
+
+// A new application's Lease waits for a candidate whose Pod is bound to
+// an emptier node and that has not registered yet, and names it once it
+// does; with no such Pod (or once Gather has passed) the registered
+// candidate is named at once.
+func TestNewLeaseWaitsForTheCandidateOfAPodOnAnEmptierNode(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		gather time.Duration
+		pod    string // the late candidate's Pod node ("": no Pod)
+		want   string
+	}{
+		{"waits for the emptier node", time.Minute, "w2", "b-2"},
+		{"a Pod on a fuller node is not waited for", time.Minute, "w1", "b-1"},
+		{"no Pod", time.Minute, "", "b-1"},
+		{"gather passed", time.Nanosecond, "w2", "b-1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := time.Now()
+			node := func(n string) map[string]string { return map[string]string{bld.NodeAnnotation: n} }
+			objs := []runtime.Object{
+				lease("a", "a-1", now, 60), // a leader on w1 already
+				candidate("a-1", "a", node("w1"), now),
+				candidate("a-2", "a", node("w2"), now),
+				lease("b", bld.Unassigned, now.Add(-2*time.Second), 2), // new: free since now
+				candidate("b-1", "b", node("w1"), now),
+			}
+			if tc.pod != "" {
+				objs = append(objs, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "b-2", Namespace: "x", Labels: map[string]string{bld.ElectionLabel: "b"}},
+					Spec: v1.PodSpec{NodeName: tc.pod}})
+			}
+			cs := fake.NewClientset(objs...)
+			decided := make(chan strategy.Decision, 16)
+			ctl, err := New(Config{Client: cs, Namespace: "x", AckWait: 200 * time.Millisecond, Gather: tc.gather, Resync: 50 * time.Millisecond,
+				Log: slog.New(slog.DiscardHandler), OnDecision: func(_ string, d strategy.Decision) { decided <- d }})
+			require.NoError(t, err)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- ctl.Run(ctx) }()
+			defer func() { cancel(); require.NoError(t, <-done) }()
+			if tc.want == "b-2" {
+				// Several looks: b is not decided while b-2 is on its way.
+				for range 5 {
+					ctl.poke()
+					select {
+					case d := <-decided:
+						t.Fatalf("decided %+v before b-2 registered", d)
+					case <-time.After(100 * time.Millisecond):
+					}
+				}
+				_, err := cs.CoordinationV1alpha2().LeaseCandidates("x").Create(ctx, candidate("b-2", "b", node("w2"), time.Now()), metav1.CreateOptions{})
+				require.NoError(t, err)
+			}
+			select {
+			case d := <-decided:
+				require.Equal(t, strategy.Decision{Election: "b", Holder: tc.want}, d)
+			case <-time.After(30 * time.Second):
+				t.Fatal("no decision within 30 s")
+			}
+		})
 	}
 }
