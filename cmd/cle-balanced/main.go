@@ -43,7 +43,7 @@ func run(ctx context.Context, args []string) error {
 	var qps float64
 	fs.StringVar(&cfg.Namespace, "watch-namespace", "CLE_WATCH_NAMESPACE", "", "namespace whose elections it controls (default: all)")
 	fs.DurationVar(&cfg.AckWait, "ack-wait", "CLE_ACK_WAIT", time.Second, "how long a pinged candidate has to answer before it counts as gone")
-	fs.DurationVar(&cfg.Gather, "gather", "CLE_GATHER", 2*time.Second, "how long a new application's first election waits for the candidates of its Pods on emptier nodes to register")
+	fs.DurationVar(&cfg.Gather, "gather", "CLE_GATHER", 2*time.Second, "how long a new application's first election waits for the candidates of its Pods on emptier nodes to register (0: 2 s)")
 	fs.StringVar(&id, "id", "POD_NAME", "", "this replica's identity: its Pod name")
 	fs.StringVar(&lockNS, "namespace", "POD_NAMESPACE", "default", "namespace of the controller's own election")
 	fs.StringVar(&lockName, "election", "CLE_ELECTION", "ringside-cle-balanced", "the controller replicas' own Lease")
