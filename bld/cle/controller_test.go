@@ -154,3 +154,16 @@ func TestNewLeaseWaitsForTheCandidateOfAPodOnAnEmptierNode(t *testing.T) {
 		})
 	}
 }
+
+// A wait that is not a wait is refused with the setting named.
+func TestNewRefusesBadWaits(t *testing.T) {
+	cs := fake.NewClientset()
+	for _, cfg := range []Config{{Client: cs, AckWait: 0}, {Client: cs, AckWait: time.Second, Gather: -time.Second}} {
+		_, err := New(cfg)
+		require.Error(t, err)
+		require.Regexp(t, "ack wait|gather", err.Error())
+	}
+	ctl, err := New(Config{Client: cs, AckWait: time.Second})
+	require.NoError(t, err)
+	require.Equal(t, 2*time.Second, ctl.cfg.Gather, "the default gather")
+}
