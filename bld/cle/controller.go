@@ -118,7 +118,14 @@ func (c *Controller) Run(ctx context.Context) error {
 	if _, err := ci.AddEventHandler(h); err != nil {
 		return err
 	}
-	if _, err := pi.AddEventHandler(h); err != nil {
+	// A Pod matters when it appears, is bound, or goes: not at each of
+	// its status updates.
+	ph := cache.ResourceEventHandlerFuncs{AddFunc: poke, UpdateFunc: func(o, n any) {
+		if placementChanged(o, n) {
+			poke(n)
+		}
+	}, DeleteFunc: poke}
+	if _, err := pi.AddEventHandler(ph); err != nil {
 		return err
 	}
 	c.leases, c.candidates, c.pods = li.GetIndexer(), ci.GetIndexer(), pi.GetIndexer()
@@ -316,8 +323,10 @@ func (c *Controller) election(now time.Time, name string, el *election, soon fun
 		}
 	}
 	if free && el.lease.Spec.AcquireTime == nil {
-		e.Candidates = append(e.Candidates, c.expected(now, since, el)...)
-		soon(since.Add(c.cfg.Gather))
+		if exp := c.expected(now, since, el); len(exp) > 0 {
+			e.Candidates = append(e.Candidates, exp...)
+			soon(since.Add(c.cfg.Gather))
+		}
 	}
 	return e, ask
 }

@@ -158,12 +158,28 @@ func TestNewLeaseWaitsForTheCandidateOfAPodOnAnEmptierNode(t *testing.T) {
 // A wait that is not a wait is refused with the setting named.
 func TestNewRefusesBadWaits(t *testing.T) {
 	cs := fake.NewClientset()
-	for _, cfg := range []Config{{Client: cs, AckWait: 0}, {Client: cs, AckWait: time.Second, Gather: -time.Second}} {
+	for want, cfg := range map[string]Config{"ack wait": {Client: cs, AckWait: 0}, "gather": {Client: cs, AckWait: time.Second, Gather: -time.Second}} {
 		_, err := New(cfg)
-		require.Error(t, err)
-		require.Regexp(t, "ack wait|gather", err.Error())
+		require.ErrorContains(t, err, want)
 	}
 	ctl, err := New(Config{Client: cs, AckWait: time.Second})
 	require.NoError(t, err)
 	require.Equal(t, 2*time.Second, ctl.cfg.Gather, "the default gather")
+}
+
+// A candidate Pod's status updates do not wake the controller; its
+// binding, deletion and end do.
+func TestPlacementChanged(t *testing.T) {
+	pod := func(node string, deleting bool, phase v1.PodPhase) *v1.Pod {
+		p := &v1.Pod{Spec: v1.PodSpec{NodeName: node}, Status: v1.PodStatus{Phase: phase}}
+		if deleting {
+			p.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+		}
+		return p
+	}
+	base := pod("w1", false, v1.PodRunning)
+	require.False(t, placementChanged(base, pod("w1", false, v1.PodRunning)), "a status update")
+	require.True(t, placementChanged(pod("", false, v1.PodPending), base), "bound")
+	require.True(t, placementChanged(base, pod("w1", true, v1.PodRunning)), "deleting")
+	require.True(t, placementChanged(base, pod("w1", false, v1.PodFailed)), "ended")
 }

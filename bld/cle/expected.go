@@ -37,7 +37,7 @@ func electionOf(obj any) ([]string, error) {
 // and have not registered a candidate, as pending candidates, until
 // Gather after since (when its Lease went free).
 func (c *Controller) expected(now, since time.Time, el *election) []strategy.Candidate {
-	if !now.Before(since.Add(c.cfg.Gather)) || c.pods == nil {
+	if !now.Before(since.Add(c.cfg.Gather)) {
 		return nil
 	}
 	registered := map[string]bool{}
@@ -48,7 +48,7 @@ func (c *Controller) expected(now, since time.Time, el *election) []strategy.Can
 	var out []strategy.Candidate
 	for _, obj := range objs {
 		p, ok := obj.(*v1.Pod)
-		if !ok || registered[p.Name] || p.DeletionTimestamp != nil || p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
+		if !ok || registered[p.Name] || p.DeletionTimestamp != nil || ended(p) {
 			continue
 		}
 		// The node name is the API server's to check, but a Pod created
@@ -58,4 +58,19 @@ func (c *Controller) expected(now, since time.Time, el *election) []strategy.Can
 		}
 	}
 	return out
+}
+
+// placementChanged reports whether a Pod update changes what expected
+// reads of it: its node, its deletion, its end.
+func placementChanged(o, n any) bool {
+	a, ok1 := o.(*v1.Pod)
+	b, ok2 := n.(*v1.Pod)
+	if !ok1 || !ok2 {
+		return true
+	}
+	return a.Spec.NodeName != b.Spec.NodeName || (a.DeletionTimestamp == nil) != (b.DeletionTimestamp == nil) || ended(a) != ended(b)
+}
+
+func ended(p *v1.Pod) bool {
+	return p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed
 }
