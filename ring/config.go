@@ -62,6 +62,13 @@ type Stats struct {
 	// an election passed this node by (see challenge): the price of
 	// settling on the max live UID under loss. Without loss it stays 0.
 	Challenges int
+	// Announced counts announcements this node started: it won (or, for
+	// Dolev–Klawe–Rodeh, named the winner). Ended counts those that ended
+	// here: the ELECTED came back, or there was no other live member to
+	// send it to. Counted, not read off Status.Announcing, because an
+	// announcement can start and end within one call — an observer of
+	// Status alone would miss that election's end.
+	Announced, Ended int
 }
 
 // checkConfig validates what Node and Machine share, and fills defaults.

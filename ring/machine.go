@@ -128,6 +128,7 @@ func (m *Machine) announce(leader UID) {
 		return
 	}
 	m.st.Leader, m.st.Participant, m.st.Announcing = leader, false, true
+	m.stats.Announced++
 	m.core, m.local = nil, m.local[:0]
 	m.armElection(m.now)
 	if m.det != nil {
@@ -161,6 +162,7 @@ func (m *Machine) passElected(leader UID, hops uint32) {
 
 // finish ends this member's announcement.
 func (m *Machine) finish(now time.Duration) {
+	m.stats.Ended++
 	m.st.Announcing = false
 	m.electionTimer = 0
 	if m.st.Leader == m.self {

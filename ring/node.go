@@ -74,6 +74,7 @@ func (n *Node) forwardElection(now time.Duration, cand UID, hops uint32) {
 // win makes the node leader of the current round and announces it.
 func (n *Node) win(now time.Duration) {
 	n.st.Leader, n.st.Participant, n.st.Blocked = n.cfg.Self, false, false
+	n.stats.Announced++
 	succ := n.successor()
 	if succ == n.cfg.Self {
 		n.finish(now)
@@ -86,6 +87,7 @@ func (n *Node) win(now time.Duration) {
 
 // finish ends the election at the winner: ELECTED came back (or it is alone).
 func (n *Node) finish(now time.Duration) {
+	n.stats.Ended++
 	n.st.Announcing = false
 	n.electionTimer = 0
 	n.nextBeat = now

@@ -167,8 +167,7 @@ type Server struct {
 	node      ring.Elector
 	role      *coordinator.Coordinator // the coordinator (ECS) core
 	last      ring.Status
-	initiated int
-	restarts  int
+	seen      ring.Stats // the node's counters at the last observe
 	sentRound uint64
 
 	// Shared state, read by handlers.
@@ -483,22 +482,22 @@ func (s *Server) observe() {
 	st, prev, stats := s.node.Status(), s.last, s.node.Stats()
 	now := time.Now().UnixNano()
 	s.mu.Lock()
-	if stats.Initiated > s.initiated && stats.Restarts == s.restarts {
+	if stats.Initiated > s.seen.Initiated && stats.Restarts == s.seen.Restarts {
 		s.events.Suspected = now
 	}
-	s.initiated, s.restarts = stats.Initiated, stats.Restarts
 	if st.Leader != prev.Leader && !st.Leader.IsZero() {
 		s.events.LeaderKnown = now
 	}
-	if st.Announcing && !prev.Announcing {
+	if stats.Announced > s.seen.Announced {
 		s.events.Announced = now
 	}
-	// The announcement came back: the election ended here. Its announcer
-	// is the winner, but for Dolev–Klawe–Rodeh, whose announcer names
-	// another.
-	if prev.Announcing && !st.Announcing && !st.Leader.IsZero() {
+	// The announcement came back (or had no one to go to): the election
+	// ended here. Its announcer is the winner, but for Dolev–Klawe–Rodeh,
+	// whose announcer names another.
+	if stats.Ended > s.seen.Ended {
 		s.events.Won = now
 	}
+	s.seen = stats
 	s.status = st
 	s.mu.Unlock()
 	s.last = st
