@@ -28,9 +28,33 @@ func TestMoveGaps(t *testing.T) {
 		ev(3000, "killed", "a-3", "a"),
 		ev(3450, "started", "a-1", "a"),
 	}
-	gaps := moveGaps(events, at(500))
+	gaps, regained := moveGaps(events, at(500))
 	assert.Equal(t, []time.Duration{300 * time.Millisecond, 0, 450 * time.Millisecond}, gaps)
-	assert.Empty(t, moveGaps(events, at(4000)), "no leadership started after the join")
+	assert.Zero(t, regained)
+	gaps, _ = moveGaps(events, at(4000))
+	assert.Empty(t, gaps, "no leadership started after the join")
 	// An election whose leader ended before the join counts from the join.
-	assert.Equal(t, []time.Duration{200 * time.Millisecond}, moveGaps([]kube.Event{ev(0, "started", "c-0", "c"), ev(100, "stopped", "c-0", "c"), ev(700, "started", "c-1", "c")}, at(500)))
+	gaps, _ = moveGaps([]kube.Event{ev(0, "started", "c-0", "c"), ev(100, "stopped", "c-0", "c"), ev(700, "started", "c-1", "c")}, at(500))
+	assert.Equal(t, []time.Duration{200 * time.Millisecond}, gaps)
+}
+
+// A leader that lost its Lease (a renewal missed under load) and took it
+// again moved nothing: counted apart. Its election's next change of
+// leader, and a return to an earlier one, are moves.
+func TestMoveGapsLeaveOutALeaderRegainingItsLease(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	ev := func(ms int, event, id string) kube.Event {
+		return kube.Event{TS: t0.Add(time.Duration(ms) * time.Millisecond), Event: event, ID: id, Election: "a"}
+	}
+	gaps, regained := moveGaps([]kube.Event{
+		ev(0, "started", "a-0"),
+		ev(600, "stopped", "a-0"),
+		ev(900, "started", "a-0"), // regained
+		ev(1000, "stopped", "a-0"),
+		ev(1100, "started", "a-1"), // a move
+		ev(1200, "stopped", "a-1"),
+		ev(1500, "started", "a-0"), // back to the earlier leader: a move
+	}, t0.Add(500*time.Millisecond))
+	assert.Equal(t, []time.Duration{100 * time.Millisecond, 300 * time.Millisecond}, gaps)
+	assert.Equal(t, 1, regained)
 }
