@@ -84,7 +84,7 @@ func Failover(c FailoverConfig, seed uint64) (FailoverResult, error) {
 			HopBound: c.HopBound, SuspectTimeout: c.Suspect, HeartbeatInterval: c.Heartbeat, AckTimeout: c.AckTimeout,
 		},
 		Observe: func(at time.Duration, i int, st ring.Status) {
-			if _, seen := announced[i]; st.Announcing && !seen {
+			if _, seen := announced[i]; s.Node(i).Stats().Announced > 0 && !seen {
 				announced[i] = at
 			}
 			// Starting an election changes a node's status: the first

@@ -98,6 +98,7 @@ type Sim struct {
 	group  []int // partition group per node; nil when healed
 	parts  [][]int
 	last   []ring.Status
+	ended  []int // each node's Stats().Ended at its last observe
 
 	counts      Counts
 	completions []Completion
@@ -136,6 +137,7 @@ func New(cfg Config) (*Sim, error) {
 		tickOn: make([]bool, n),
 		tickG:  make([]uint32, n),
 		last:   make([]ring.Status, n),
+		ended:  make([]int, n),
 	}
 	if cfg.Algorithm.FIFO {
 		s.fifo = map[uint64]time.Duration{}
@@ -163,7 +165,7 @@ func (s *Sim) boot(i int, round uint64, leader ring.UID) error {
 	if err != nil {
 		return fmt.Errorf("sim: node %d: %w", i, err)
 	}
-	s.nodes[i], s.alive[i], s.last[i] = node, true, node.Status()
+	s.nodes[i], s.alive[i], s.last[i], s.ended[i] = node, true, node.Status(), 0
 	s.tickOn[i] = false
 	s.schedule(i)
 	return nil
@@ -358,18 +360,22 @@ func (s *Sim) schedule(i int) {
 }
 
 func (s *Sim) observe(i int) {
-	st := s.nodes[i].Status()
+	st, ended := s.nodes[i].Status(), s.nodes[i].Stats().Ended
 	prev := s.last[i]
-	if st == prev {
+	// An announcement ended with its leader standing: the election is
+	// complete (the announcer is the winner, but for Dolev–Klawe–Rodeh).
+	// Counted, not read off Status: an announcement with no other live
+	// member to go to starts and ends within one step.
+	completed := ended > s.ended[i] && !st.Leader.IsZero()
+	s.ended[i] = ended
+	if st == prev && !completed {
 		return
 	}
 	s.last[i] = st
 	if st.Leader != prev.Leader {
 		s.lastChange = s.now
 	}
-	// An announcement ended with its leader standing: the election is
-	// complete (the announcer is the winner, but for Dolev–Klawe–Rodeh).
-	if prev.Announcing && !st.Announcing && !st.Leader.IsZero() && st.Leader == prev.Leader {
+	if completed {
 		s.completions = append(s.completions, Completion{At: s.now, Node: i, Round: st.Round, Leader: st.Leader})
 	}
 	if s.cfg.Observe != nil {

@@ -261,3 +261,27 @@ func TestChaosSeedsThatOnceMissedTheMaxLive(t *testing.T) {
 		assert.True(t, res.Outcome.Agreed && res.Outcome.IsMaxLive, "seed %d: %+v", seed, res.Outcome)
 	}
 }
+
+// The last member standing learns its peers are gone one undeliverable
+// message at a time and wins the moment it has no one left: its
+// announcement starts and ends within one step, and still counts as a
+// completed election.
+func TestALoneSurvivorsElectionCompletes(t *testing.T) {
+	for _, alg := range ring.Algorithms() {
+		t.Run(alg.Name, func(t *testing.T) {
+			order, _ := Arrange(UIDs(3), OrderSorted, nil)
+			r, err := ring.NewRing(order)
+			require.NoError(t, err)
+			s, err := New(Config{Ring: r, Algorithm: alg, Delay: Constant(time.Millisecond), Node: ring.Config{HopBound: 2 * time.Millisecond}})
+			require.NoError(t, err)
+			s.Crash(1, 0)
+			s.Crash(2, 0)
+			s.Start(0, time.Millisecond)
+			s.Run(time.Minute)
+			done := s.Completions()
+			require.Len(t, done, 1)
+			assert.Equal(t, order[0], done[0].Leader)
+			assert.Equal(t, 0, done[0].Node)
+		})
+	}
+}
