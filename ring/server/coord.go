@@ -92,7 +92,8 @@ func (s *Server) publish(nm *membership.Metadata) {
 			s.log.Error("cannot start the ring state machine", "err", err)
 			return
 		}
-		s.node = node
+		// A fresh state machine counts from zero.
+		s.node, s.seen = node, ring.Stats{}
 	} else {
 		if err := s.node.SetRing(nm.Ring()); err != nil {
 			s.log.Error("ring metadata rejected by the state machine", "err", err)

@@ -30,6 +30,30 @@ func TestEveryElectionFailsOver(t *testing.T) {
 	}
 }
 
+// ring-failover times an election from its events: the survivors' first
+// ELECTION sent, and the announcement's start and end at the winner. The
+// last server standing has its dead coordinator marked down when it
+// suspects it, so it wins and ends its announcement within that one step,
+// with no message to send — and both are still events.
+func TestALoneSurvivorsElectionIsTimed(t *testing.T) {
+	for _, name := range ring.AlgorithmNames() {
+		t.Run(name, func(t *testing.T) {
+			withElection(t, name)
+			nodes := startRing(t, 2)
+			killed := time.Now().UnixNano()
+			nodes[0].stop()
+			survivor := nodes[1]
+			require.Eventually(t, func() bool {
+				return survivor.Snapshot().LeaderUID == ring.UIDOf(survivor.Addr()).String()
+			}, 30*time.Second, 10*time.Millisecond, "the survivor leads")
+			ev := survivor.Snapshot().Events
+			assert.Greater(t, ev.Suspected, killed, "it suspected the coordinator")
+			assert.GreaterOrEqual(t, ev.Announced, ev.Suspected, "its announcement started")
+			assert.GreaterOrEqual(t, ev.Won, ev.Announced, "and ended")
+		})
+	}
+}
+
 // A server running another election is refused at join with both names,
 // and gives up at once instead of retrying until its join timeout.
 func TestJoinRefusesAnotherElection(t *testing.T) {
