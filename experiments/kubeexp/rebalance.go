@@ -83,11 +83,8 @@ type rebalanceRow struct {
 	SpreadFinal  int           `csv:"spread_final"`  // over those nodes, at the end of the window
 	Balanced     time.Duration `csv:"balanced_ms"`   // join or return → spread ≤ 1; −1 ms if not within the window
 	Moves        int           `csv:"moves"`         // leader changes after the join or return
-	// Leaderships after the join or return that the election's previous
-	// leader started again (a renewal missed on a loaded machine): no
-	// leader changed, so no move.
-	Regained int `csv:"regained"`
-	MinMoves int `csv:"min_moves"` // the fewest moves that balance the counts at the join or return
+	MinMoves     int           `csv:"min_moves"`     // the fewest moves that balance the counts at the join or return
+	Regained     int           `csv:"regained"`      // leaderships its previous leader took again (a renewal missed under load): no move
 	// The time each move left its application without a leader — when a
 	// leader-based application takes no write — over the run's moves.
 	GapP50   time.Duration `csv:"move_gap_p50_ms"`
