@@ -298,9 +298,11 @@ func moveGaps(events []kube.Event, since time.Time) (out []time.Duration, regain
 		case "started":
 			again := last[e.Election] == e.ID
 			last[e.Election] = e.ID
-			if again && e.TS.After(since) {
+			switch {
+			case !e.TS.After(since):
+			case again:
 				regained++
-			} else if e.TS.After(since) {
+			default:
 				gap := time.Duration(0)
 				if leading[e.Election] == 0 {
 					from, ok := ended[e.Election]
