@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -255,4 +256,28 @@ func TestOutlivesAConnectionFlood(t *testing.T) {
 	fdtest.Check(t, nil, 1, "/healthz", func(a []string) []string {
 		return []string{"--kubeconfig", cp.Kubeconfig, "--http", a[0], "--id", "flood-0", "--log-level", "error"}
 	})
+}
+
+// A wait it cannot use is refused before anything starts, with the
+// setting named: malformed in the environment, or negative on the
+// command line.
+func TestBadGatherIsRefused(t *testing.T) {
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: not-a-secret}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`), 0o600))
+	args := []string{"--id", "cle-0", "--kubeconfig", kc, "--http", "127.0.0.1:0"}
+	t.Setenv("CLE_GATHER", "soon")
+	envErr := run(t.Context(), args)
+	require.ErrorContains(t, envErr, "CLE_GATHER")
+	require.NoError(t, os.Unsetenv("CLE_GATHER"))
+	flagErr := run(t.Context(), append(args, "--gather", "-1s"))
+	require.ErrorContains(t, flagErr, "gather -1s")
+	for _, err := range []error{envErr, flagErr} {
+		require.NotContains(t, err.Error(), "not-a-secret", "the kubeconfig's token stays out of errors")
+	}
 }
