@@ -275,7 +275,11 @@ current-context: x
 	envErr := run(t.Context(), args)
 	require.ErrorContains(t, envErr, "CLE_GATHER")
 	require.NoError(t, os.Unsetenv("CLE_GATHER"))
-	flagErr := run(t.Context(), append(args, "--gather", "-1s"))
+	// Were it accepted, the controller would run: bounded so the test
+	// fails rather than hangs.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	flagErr := run(ctx, append(args, "--gather", "-1s"))
 	require.ErrorContains(t, flagErr, "gather -1s")
 	for _, err := range []error{envErr, flagErr} {
 		require.NotContains(t, err.Error(), "not-a-secret", "the kubeconfig's token stays out of errors")
