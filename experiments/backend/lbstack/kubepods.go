@@ -128,7 +128,13 @@ func (k *KubeStack) Balancer(ctx context.Context, picker, feed, token string, ar
 		if err := deployments.Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil && !apierrors.IsNotFound(err) {
 			return
 		}
+		// Gone means the Deployment too: a foreground delete keeps it
+		// until its Pods are gone, and the next cell's Deployment of the
+		// same name was refused ("object is being deleted") in that gap.
 		_ = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			if _, err := deployments.Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return false, nil
+			}
 			pods, err := k.cs.CoreV1().Pods(k.ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
 			return err == nil && len(pods.Items) == 0, nil
 		})
