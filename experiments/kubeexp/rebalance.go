@@ -7,11 +7,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -282,128 +280,6 @@ func (r *Rebalance) fresh(ctx context.Context, c *kube.Cluster, backend, ns, nod
 	return out, nil
 }
 
-// moveGaps is, for every leadership that started after since by another
-// candidate than the election's previous leader (a move), how long its
-// election had no leader before it: from the end of the previous
-// leadership ("stopped" or "killed") to this "started" — 0 when they
-// overlapped. A move with no previous end in the events counts from
-// since. Leaderships after since that the previous leader started again
-// are counted apart (regained).
-func moveGaps(events []kube.Event, since time.Time) (out []time.Duration, regained int) {
-	ended := map[string]time.Time{} // election → its last leadership's end
-	leading := map[string]int{}     // election → leaderships under way
-	last := map[string]string{}     // election → the candidate that led it last
-	for _, e := range kube.SortByTime(events) {
-		switch e.Event {
-		case "started":
-			again := last[e.Election] == e.ID
-			last[e.Election] = e.ID
-			switch {
-			case !e.TS.After(since):
-			case again:
-				regained++
-			default:
-				gap := time.Duration(0)
-				if leading[e.Election] == 0 {
-					from, ok := ended[e.Election]
-					if !ok || from.Before(since) {
-						from = since
-					}
-					gap = max(0, e.TS.Sub(from))
-				}
-				out = append(out, gap)
-			}
-			leading[e.Election]++
-		case "stopped", "killed":
-			if leading[e.Election] > 0 {
-				leading[e.Election]--
-			}
-			ended[e.Election] = e.TS
-		}
-	}
-	return out, regained
-}
-
-// fullest is the node of nodes with the most leaders (the first such).
-func fullest(counts map[string]int, nodes []string) string {
-	best := nodes[0]
-	for _, n := range nodes {
-		if counts[n] > counts[best] {
-			best = n
-		}
-	}
-	return best
-}
-
-// drain cordons node and stops every candidate on it (SIGTERM: its
-// leaders let go), then waits until every application leads again on the
-// other nodes.
-func (r *Rebalance) drain(ctx context.Context, c *kube.Cluster, ns, node string, names []string, podNode map[string]string) error {
-	if err := cordon(ctx, c, node, true); err != nil {
-		return err
-	}
-	for id, n := range podNode {
-		if n != node {
-			continue
-		}
-		if _, err := c.Signal(ctx, ns, strings.TrimPrefix(id, ns+"/"), syscall.SIGTERM); err != nil {
-			return fmt.Errorf("drain %s: %w", node, err)
-		}
-	}
-	limit := 2*r.timing.Lease + 30*time.Second
-	deadline := time.Now().Add(limit)
-	for {
-		moved := 0
-		for _, a := range names {
-			if id, _ := c.Leader(ns, a); id != "" && podNode[id] != node {
-				moved++
-			}
-		}
-		if moved == len(names) {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("drain %s: %d of %d applications lead elsewhere after %s", node, moved, len(names), limit)
-		}
-		if err := sleep(ctx, 20*time.Millisecond); err != nil {
-			return err
-		}
-	}
-}
-
-// cordon marks node unschedulable (on) or schedulable again: BLD counts
-// only schedulable workers.
-func cordon(ctx context.Context, c *kube.Cluster, node string, on bool) error {
-	patch := fmt.Sprintf(`{"spec":{"unschedulable":%v}}`, on)
-	if _, err := c.CS.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("cordon %s (%v): %w", node, on, err)
-	}
-	return nil
-}
-
-// join brings node into the cluster: the process backend registers it
-// (it has no kubelet to) and removes it again when the run ends; on kind
-// the held-back worker is uncordoned, and cordoned again at the end.
-func (r *Rebalance) join(ctx context.Context, c *kube.Cluster, backend, node string) error {
-	if backend == kube.BackendPods {
-		return cordon(ctx, c, node, false)
-	}
-	_, err := c.CS.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("join %s: %w", node, err)
-	}
-	return nil
-}
-
-// leave undoes join for the next repetition.
-func (r *Rebalance) leave(c *kube.Cluster, backend, node string) {
-	if backend == kube.BackendPods {
-		cordon(context.Background(), c, node, true)
-		return
-	}
-	c.CS.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{})
-}
-
 // elect deploys n applications of replicas each over nodes and
 // waits until every one has a leader; it returns their names and where
 // each candidate runs ("ns/pod" → node).
@@ -434,40 +310,6 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-// spreadOf is max − min of counts over nodes.
-func spreadOf(counts map[string]int, nodes []string) int {
-	hi, lo := 0, -1
-	for _, n := range nodes {
-		hi = max(hi, counts[n])
-		if lo < 0 || counts[n] < lo {
-			lo = counts[n]
-		}
-	}
-	return hi - max(lo, 0)
-}
-
-// minMoves is the fewest leader moves that spread the counts over nodes
-// within one, where any leader may move to any node: the fullest nodes
-// keep ⌈L/N⌉, the rest ⌊L/N⌋, and every leader above that moves once.
-func minMoves(counts map[string]int, nodes []string) int {
-	c := make([]int, 0, len(nodes))
-	total := 0
-	for _, n := range nodes {
-		c = append(c, counts[n])
-		total += counts[n]
-	}
-	slices.SortFunc(c, func(a, b int) int { return b - a })
-	moves := 0
-	for i, v := range c {
-		target := total / len(c)
-		if i < total%len(c) {
-			target++
-		}
-		moves += max(0, v-target)
-	}
-	return moves
 }
 
 func (r *Rebalance) Report(in *experiments.ReportInput) (string, error) {
