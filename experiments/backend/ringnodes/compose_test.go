@@ -23,27 +23,17 @@ func TestComposePartitionAndPause(t *testing.T) {
 	require.NoError(t, err)
 	other := without(addrs, coord)[0]
 
-	// The partition lasts until the coordinator has removed the server
-	// (30 s at most), then heals: a fixed one, two or three seconds long,
-	// could end on a loaded machine before the removal (a 700 ms
-	// suspicion, then a round) was seen. The address is checked first.
-	partCtx, heal := context.WithCancel(ctx)
-	defer heal()
-	done := make(chan error, 1)
-	go func() { done <- c.Partition(partCtx, other, 30*time.Second) }()
-	seen := Poll(ctx, 10*time.Second, func() (bool, error) {
-		return !slices.Contains(c.Addrs(), other), nil
-	})
-	if seen == nil {
-		seen = Poll(ctx, 30*time.Second, func() (bool, error) {
+	// The address is checked first, then the removal (a 700 ms
+	// suspicion, then a round).
+	seen := whileFaulted(t, func(ctx context.Context, d time.Duration) error { return c.Partition(ctx, other, d) }, func() error {
+		if err := Poll(ctx, 10*time.Second, func() (bool, error) { return !slices.Contains(c.Addrs(), other), nil }); err != nil {
+			return err
+		}
+		return Poll(ctx, 30*time.Second, func() (bool, error) {
 			st, err := GetStatus(ctx, coord)
 			return err == nil && len(st.Servers) == 2, nil
 		})
-	}
-	heal()
-	if err := <-done; !errors.Is(err, context.Canceled) { // cancelled: healed when told
-		require.NoError(t, err, "the partition")
-	}
+	})
 	require.NoError(t, seen, "unreachable while partitioned, then removed by the coordinator")
 	require.NoError(t, WaitMembers(ctx, addrs, 3), "whole again, same addresses")
 
@@ -84,31 +74,21 @@ func TestComposeSplit(t *testing.T) {
 	require.NoError(t, err)
 	minority, majority := st.Servers[:2], st.Servers[2:]
 
-	// The split lasts until that is seen (30 s at most), then heals: the
-	// majority has to suspect a coordinator on the other side, elect one
-	// and remove the two, and a fixed four-second split once ended on a
-	// loaded machine before all of it had happened.
-	splitCtx, heal := context.WithCancel(ctx)
-	defer heal()
-	done := make(chan error, 1)
-	go func() { done <- c.Split(splitCtx, minority, 30*time.Second) }()
-	seen := Poll(ctx, 30*time.Second, func() (bool, error) {
-		for _, a := range minority {
-			if st, err := GetStatus(ctx, a); err != nil || st.Leased {
-				return false, nil
+	seen := whileFaulted(t, func(ctx context.Context, d time.Duration) error { return c.Split(ctx, minority, d) }, func() error {
+		return Poll(ctx, 30*time.Second, func() (bool, error) {
+			for _, a := range minority {
+				if st, err := GetStatus(ctx, a); err != nil || st.Leased {
+					return false, nil
+				}
 			}
-		}
-		for _, a := range majority {
-			if st, err := GetStatus(ctx, a); err != nil || !st.Leased || len(st.Servers) != 3 {
-				return false, nil
+			for _, a := range majority {
+				if st, err := GetStatus(ctx, a); err != nil || !st.Leased || len(st.Servers) != 3 {
+					return false, nil
+				}
 			}
-		}
-		return true, nil
+			return true, nil
+		})
 	})
-	heal()
-	if err := <-done; !errors.Is(err, context.Canceled) { // cancelled: healed when told
-		require.NoError(t, err, "the split")
-	}
 	require.NoError(t, seen, "the two lose their lease, the three remove them and keep theirs")
 	require.NoError(t, WaitMembers(ctx, addrs, 5), "whole again, every server leased")
 
@@ -130,4 +110,23 @@ func startCompose(t *testing.T, n int, opts ComposeOptions) *Compose {
 		c.Close()
 	})
 	return c
+}
+
+// whileFaulted keeps a fault (a partition or a split, which heals when
+// its context ends) on while check runs, for 30 s at most, heals it, and
+// returns what check found. A fixed-length fault could end on a loaded
+// machine before what the test waits for — the ring noticing, electing,
+// removing — had happened. A fault that failed fails the test.
+func whileFaulted(t *testing.T, fault func(context.Context, time.Duration) error, check func() error) error {
+	t.Helper()
+	ctx, heal := context.WithCancel(context.Background())
+	defer heal()
+	done := make(chan error, 1)
+	go func() { done <- fault(ctx, 30*time.Second) }()
+	seen := check()
+	heal()
+	if err := <-done; !errors.Is(err, context.Canceled) { // cancelled: healed when told
+		require.NoError(t, err, "the fault")
+	}
+	return seen
 }
