@@ -113,9 +113,8 @@ func experimentsStack(t *testing.T, version string) {
 	// and make test's stack-images): the two builders share no cache, so
 	// v2 building it too compiled etcd a second time in the middle of the
 	// tests (.ci/run on a fresh machine: the compose tests 560 s, 328 s
-	// without it). up runs on the
-	// image 1.29 built under the compose file's name, or builds it when
-	// there is none.
+	// without it). up runs on the image 1.29 built under the compose
+	// file's name, or builds it when there is none.
 	services, err := s.command("config", "--services").Output() // stdout: warnings go to stderr
 	require.NoError(t, err, "config: %s", services)
 	build := []string{"build"}
