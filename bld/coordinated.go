@@ -3,10 +3,10 @@ package bld
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	"k8s.io/api/coordination/v1alpha2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -45,6 +45,16 @@ const binaryVersion = "1.0.0"
 // NodeAnnotation on a LeaseCandidate names the candidate's node, for the
 // strategy controller to count leaders per node.
 const NodeAnnotation = "ringside.io/node"
+
+// On a candidate Pod (ElectionLabel) of the ringside.io/balanced
+// strategy: the strategy, and the lease duration its candidates run
+// (--lease-duration). With both, the strategy controller names the
+// election's first holder from the Pods, creating its Lease, before any
+// candidate has started.
+const (
+	StrategyAnnotation      = "ringside.io/strategy"
+	LeaseDurationAnnotation = "ringside.io/lease-duration"
+)
 
 // runCoordinated campaigns until ctx ends: register, then lead each time
 // the Lease names this candidate.
@@ -175,7 +185,11 @@ func (c *Candidate) term(now time.Time) (renewed time.Time, left time.Duration) 
 	if c.lease == nil || c.lease.Spec.RenewTime == nil {
 		return time.Time{}, 0
 	}
-	return c.lease.Spec.RenewTime.Time, renewedBy(c.lease, now).Add(c.cfg.RenewDeadline).Sub(now)
+	// Never past the Lease's own duration either: the controller, which
+	// wrote the term, may name another holder once that has run out (a
+	// holder named from its Pod gets the duration its Pod announced).
+	bound := min(c.cfg.RenewDeadline, leaseDuration(c.lease, c.cfg.LeaseDuration))
+	return c.lease.Spec.RenewTime.Time, renewedBy(c.lease, now).Add(bound).Sub(now)
 }
 
 // renewedBy is l's renewal, but never later than now: a renewal time
@@ -216,6 +230,12 @@ func leaseDuration(l *coordinationv1.Lease, def time.Duration) time.Duration {
 // noteLease keeps the Lease as last seen and tells the sidecar who holds
 // it.
 func (c *Candidate) noteLease(l *coordinationv1.Lease) {
+	c.mu.Lock()
+	stale := c.lease != nil && older(l, c.lease)
+	c.mu.Unlock()
+	if stale { // the watch's first list may be older than a read beside it
+		return
+	}
 	holder, transitions := "", 0
 	if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != Unassigned {
 		holder = *l.Spec.HolderIdentity
@@ -239,6 +259,15 @@ func (c *Candidate) noteLease(l *coordinationv1.Lease) {
 	if changed {
 		c.setLeader(holder)
 	}
+}
+
+// older reports whether a is an older version of the Lease than b, by
+// their resourceVersions where both are integers (the API server's are;
+// where they are not, neither counts as older).
+func older(a, b *coordinationv1.Lease) bool {
+	x, err1 := strconv.ParseUint(a.ResourceVersion, 10, 64)
+	y, err2 := strconv.ParseUint(b.ResourceVersion, 10, 64)
+	return err1 == nil && err2 == nil && x < y
 }
 
 // watchLease sends the election's Lease on every change, the latest only.
@@ -277,93 +306,41 @@ func (c *Candidate) watchOne(name string) informers.SharedInformerFactory {
 		}))
 }
 
-// answerPings renews this candidate's LeaseCandidate whenever the
-// controller pings it (a pingTime after its renewTime) — what client-go's
-// leaderelection.NewCandidate does, but for one thing: client-go v0.32
-// lists LeaseCandidates at cluster scope, which the namespaced Role a
-// candidate gets cannot grant, so on a real cluster its cache never
-// synced and no ping was ever answered (a SIGKILLed leader's election
-// then waited for candidates registered after its Lease ran out).
-func (c *Candidate) answerPings(ctx context.Context) {
-	pinged := make(chan struct{}, 1)
-	note := func(obj any) {
-		lc, ok := obj.(*v1alpha2.LeaseCandidate)
-		if ok && lc.Spec.PingTime != nil && (lc.Spec.RenewTime == nil || lc.Spec.PingTime.After(lc.Spec.RenewTime.Time)) {
-			select {
-			case pinged <- struct{}{}:
-			default:
-			}
-		}
-	}
-	f := c.watchOne(c.cfg.Identity)
-	inf := f.Coordination().V1alpha2().LeaseCandidates().Informer()
-	inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: note, UpdateFunc: func(_, n any) { note(n) }})
-	f.Start(ctx.Done())
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-pinged:
-		}
-		// A failed answer is tried again while the ping stands: a conflict
-		// is a newer ping, which the watch delivers anyway.
-		for attempt := 0; ; attempt++ {
-			err := c.renewCandidate(ctx)
-			if err == nil || ctx.Err() != nil || apierrors.IsConflict(err) {
-				break
-			}
-			if attempt == 4 {
-				c.cfg.Log.Warn("answering the strategy controller's ping", "err", err)
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-c.cfg.Clock.After(100 * time.Millisecond):
-			}
-		}
-	}
-}
-
-// renewCandidate sets the candidate's renewTime to now.
-func (c *Candidate) renewCandidate(ctx context.Context) error {
-	lcs := c.cfg.Client.CoordinationV1alpha2().LeaseCandidates(c.cfg.Namespace)
-	lc, err := lcs.Get(ctx, c.cfg.Identity, metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	now := metav1.NewMicroTime(c.cfg.Clock.Now())
-	lc.Spec.RenewTime = &now
-	_, err = lcs.Update(ctx, lc, metav1.UpdateOptions{})
-	return err
-}
-
 // ensureCoordinatedLease creates the election's Lease for the strategy,
 // held by Unassigned and already run out, unless it exists; an existing
-// one gets the strategy if it has none.
+// one gets the strategy if it has none. It reads first: the controller
+// creates the Lease of an election whose Pods announce the strategy
+// before the candidates start, naming one of them, which then leads on
+// this read.
 func (c *Candidate) ensureCoordinatedLease(ctx context.Context) error {
 	leases := c.cfg.Client.CoordinationV1().Leases(c.cfg.Namespace)
-	now := c.cfg.Clock.Now()
-	secs := int32(max(1, c.cfg.LeaseDuration/time.Second))
-	holder, st := Unassigned, coordinationv1.CoordinatedLeaseStrategy(strategy.Name)
-	_, err := leases.Create(ctx, &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: c.cfg.Election, Namespace: c.cfg.Namespace},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, Strategy: &st, LeaseDurationSeconds: &secs,
-			RenewTime: &metav1.MicroTime{Time: now.Add(-time.Duration(secs) * time.Second)}},
-	}, metav1.CreateOptions{})
-	if !apierrors.IsAlreadyExists(err) {
-		if err != nil {
-			return fmt.Errorf("candidate %s: creating the coordinated Lease: %w", c.cfg.Identity, err)
-		}
-		return nil
-	}
+	st := coordinationv1.CoordinatedLeaseStrategy(strategy.Name)
 	l, err := leases.Get(ctx, c.cfg.Election, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		now := c.cfg.Clock.Now()
+		secs := int32(max(1, c.cfg.LeaseDuration/time.Second))
+		holder := Unassigned
+		_, err = leases.Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: c.cfg.Election, Namespace: c.cfg.Namespace},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, Strategy: &st, LeaseDurationSeconds: &secs,
+				RenewTime: &metav1.MicroTime{Time: now.Add(-time.Duration(secs) * time.Second)}},
+		}, metav1.CreateOptions{})
+		if !apierrors.IsAlreadyExists(err) {
+			if err != nil {
+				return fmt.Errorf("candidate %s: creating the coordinated Lease: %w", c.cfg.Identity, err)
+			}
+			return nil
+		}
+		l, err = leases.Get(ctx, c.cfg.Election, metav1.GetOptions{})
+	}
 	if err != nil {
 		return fmt.Errorf("candidate %s: reading the Lease: %w", c.cfg.Identity, err)
 	}
 	if l.Spec.Strategy != nil && *l.Spec.Strategy == st {
+		c.noteLease(l) // named already: it leads without waiting for its watch
 		return nil
 	}
+	holder := Unassigned
 	l.Spec.Strategy = &st
 	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
 		l.Spec.HolderIdentity = &holder // never holderless (v1.32, above)
@@ -372,41 +349,6 @@ func (c *Candidate) ensureCoordinatedLease(ctx context.Context) error {
 		return fmt.Errorf("candidate %s: giving the Lease its strategy: %w", c.cfg.Identity, err)
 	}
 	return nil
-}
-
-// register creates this candidate's LeaseCandidate with its node, before
-// client-go's candidate renews it (which keeps the annotation).
-func (c *Candidate) register(ctx context.Context) error {
-	lcs := c.cfg.Client.CoordinationV1alpha2().LeaseCandidates(c.cfg.Namespace)
-	now := metav1.NewMicroTime(c.cfg.Clock.Now())
-	obj := &v1alpha2.LeaseCandidate{
-		ObjectMeta: metav1.ObjectMeta{Name: c.cfg.Identity, Namespace: c.cfg.Namespace, Annotations: map[string]string{NodeAnnotation: c.cfg.Node}},
-		Spec:       v1alpha2.LeaseCandidateSpec{LeaseName: c.cfg.Election, Strategy: strategy.Name, BinaryVersion: binaryVersion, RenewTime: &now},
-	}
-	_, err := lcs.Create(ctx, obj, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) { // a restarted candidate: take its object over
-		var old *v1alpha2.LeaseCandidate
-		if old, err = lcs.Get(ctx, c.cfg.Identity, metav1.GetOptions{}); err == nil {
-			old.Annotations, old.Spec = obj.Annotations, obj.Spec
-			_, err = lcs.Update(ctx, old, metav1.UpdateOptions{})
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("candidate %s: registering its LeaseCandidate: %w", c.cfg.Identity, err)
-	}
-	return nil
-}
-
-// leave unregisters the candidate, then lets a Lease it still holds run
-// out — in that order, so the controller does not name it again.
-func (c *Candidate) leave() {
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.RenewDeadline)
-	defer cancel()
-	err := c.cfg.Client.CoordinationV1alpha2().LeaseCandidates(c.cfg.Namespace).Delete(ctx, c.cfg.Identity, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		c.cfg.Log.Warn("unregistering the candidate", "err", err)
-	}
-	c.expire()
 }
 
 // expire ends this candidate's hold on the Lease, if it still has it, by

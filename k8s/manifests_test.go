@@ -34,6 +34,7 @@ import (
 	"github.com/ringside/ringside/bld"
 	"github.com/ringside/ringside/bld/balance"
 	"github.com/ringside/ringside/bld/cle"
+	"github.com/ringside/ringside/bld/strategy"
 	"github.com/ringside/ringside/experiments/backend/kube/controlplane"
 )
 
@@ -79,6 +80,14 @@ func TestOverlaysRender(t *testing.T) {
 			env, _, _ := unstructured.NestedSlice(containers[0].(map[string]any), "env")
 			alg := strings.TrimSuffix(overlay, "-endpoints")
 			assert.Equal(t, map[string]any{"name": "ELECTOR_ALGORITHM", "value": alg}, env[0])
+			// cle-balanced's Pods announce the strategy and the elector's
+			// default lease, for the controller to name a first holder.
+			annotations, _, _ := unstructured.NestedStringMap(dep.Object, "spec", "template", "metadata", "annotations")
+			if overlay == balance.CLEBalanced {
+				assert.Equal(t, map[string]string{bld.StrategyAnnotation: strategy.Name, bld.LeaseDurationAnnotation: "10s"}, annotations)
+			} else {
+				assert.NotContains(t, annotations, bld.StrategyAnnotation)
+			}
 			for _, o := range objs {
 				switch o.GetKind() {
 				case "Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":

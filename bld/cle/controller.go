@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/api/coordination/v1alpha2"
+	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -162,6 +163,9 @@ func (c *Controller) poke() {
 type election struct {
 	lease      *coordinationv1.Lease
 	candidates []*v1alpha2.LeaseCandidate
+	// An absent election's: its Lease is a template to create, and its
+	// candidates are these Pods.
+	pods []*v1.Pod
 }
 
 // reconcile looks at every election once: pings, then decisions. It
@@ -185,6 +189,10 @@ func (c *Controller) reconcile(ctx context.Context) time.Time {
 	es := map[string][]strategy.Election{}
 	for _, ns := range namespaces {
 		for name, el := range byNS[ns] {
+			if el.pods != nil {
+				es[ns] = append(es[ns], c.absentElection(now, name, el, soon))
+				continue
+			}
 			e, ask := c.election(now, name, el, soon)
 			es[ns] = append(es[ns], e)
 			pings = append(pings, ask...)
@@ -194,16 +202,18 @@ func (c *Controller) reconcile(ctx context.Context) time.Time {
 	var writes []write
 	for _, ns := range namespaces {
 		for _, d := range strategy.Decide(now, es[ns]) {
-			writes = append(writes, write{lease: byNS[ns][d.Election].lease, d: d})
+			el := byNS[ns][d.Election]
+			writes = append(writes, write{lease: el.lease, d: d, create: el.pods != nil})
 		}
 	}
 	c.writeAll(ctx, now, writes)
 	for _, w := range writes {
 		if w.err != nil {
 			// A conflict is a newer state than the cache's (a renewal,
-			// the controller's own last write): look again soon.
+			// the controller's own last write), as is a Lease created
+			// since (by a candidate): look again soon.
 			lvl := slog.LevelWarn
-			if apierrors.IsConflict(w.err) {
+			if apierrors.IsConflict(w.err) || apierrors.IsAlreadyExists(w.err) {
 				lvl = slog.LevelDebug
 			}
 			c.cfg.Log.Log(ctx, lvl, "writing a decision", "namespace", w.lease.Namespace, "lease", w.d.Election, "err", w.err)
@@ -243,7 +253,6 @@ func (c *Controller) elections() map[string]map[string]*election {
 		}
 		el.candidates = append(el.candidates, lc)
 	}
-	c.own.keep(seen)
 	for ns, els := range out {
 		for name, el := range els {
 			if el.lease == nil { // its candidates create it (bld.Candidate)
@@ -254,6 +263,8 @@ func (c *Controller) elections() map[string]map[string]*election {
 			delete(out, ns)
 		}
 	}
+	c.absent(out, seen)
+	c.own.keep(seen)
 	return out
 }
 
@@ -322,6 +333,9 @@ func (c *Controller) election(now time.Time, name string, el *election, soon fun
 			e.Candidates = append(e.Candidates, strategy.Candidate{Identity: lc.Name, Node: node})
 		}
 	}
+	if !free {
+		e.Candidates = append(e.Candidates, c.unregisteredHolder(e.Holder, el)...)
+	}
 	if free && el.lease.Spec.AcquireTime == nil {
 		if exp := c.expected(now, since, el); len(exp) > 0 {
 			e.Candidates = append(e.Candidates, exp...)
@@ -365,9 +379,10 @@ func (c *Controller) ping(ctx context.Context, lcs []*v1alpha2.LeaseCandidate, n
 
 // write is one decision to apply to a Lease as read, and how it went.
 type write struct {
-	lease *coordinationv1.Lease
-	d     strategy.Decision
-	err   error
+	lease  *coordinationv1.Lease
+	d      strategy.Decision
+	create bool // an absent election's Lease, named from its Pods
+	err    error
 }
 
 // writeAll applies the decisions side by side: each is to another Lease,
@@ -380,7 +395,7 @@ func (c *Controller) writeAll(ctx context.Context, now time.Time, ws []write) {
 	for i := range ws {
 		g.Go(func() error {
 			var l *coordinationv1.Lease
-			if l, ws[i].err = c.write(ctx, now, ws[i].lease, ws[i].d); ws[i].err == nil {
+			if l, ws[i].err = c.write(ctx, now, ws[i]); ws[i].err == nil {
 				c.own.note(l)
 			}
 			return nil
@@ -390,8 +405,10 @@ func (c *Controller) writeAll(ctx context.Context, now time.Time, ws []write) {
 }
 
 // write applies a decision to the Lease as read, refused by the API
-// server if the Lease changed since.
-func (c *Controller) write(ctx context.Context, now time.Time, l *coordinationv1.Lease, d strategy.Decision) (*coordinationv1.Lease, error) {
+// server if the Lease changed since (or, for an absent election, was
+// created since).
+func (c *Controller) write(ctx context.Context, now time.Time, w write) (*coordinationv1.Lease, error) {
+	l, d := w.lease, w.d
 	cp := l.DeepCopy()
 	t := metav1.NewMicroTime(now)
 	if d.Holder != "" {
@@ -411,6 +428,9 @@ func (c *Controller) write(ctx context.Context, now time.Time, l *coordinationv1
 			cp.Annotations = map[string]string{}
 		}
 		cp.Annotations[MovedAtAnnotation] = now.UTC().Format(time.RFC3339Nano)
+	}
+	if w.create {
+		return c.cfg.Client.CoordinationV1().Leases(l.Namespace).Create(ctx, cp, metav1.CreateOptions{})
 	}
 	return c.cfg.Client.CoordinationV1().Leases(l.Namespace).Update(ctx, cp, metav1.UpdateOptions{})
 }

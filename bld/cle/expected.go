@@ -1,9 +1,14 @@
 package cle
 
 import (
+	"fmt"
+	"slices"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/api/coordination/v1alpha2"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/ringside/ringside/bld"
@@ -48,12 +53,10 @@ func (c *Controller) expected(now, since time.Time, el *election) []strategy.Can
 	var out []strategy.Candidate
 	for _, obj := range objs {
 		p, ok := obj.(*v1.Pod)
-		if !ok || registered[p.Name] || p.DeletionTimestamp != nil || ended(p) {
+		if !ok || registered[p.Name] {
 			continue
 		}
-		// The node name is the API server's to check, but a Pod created
-		// under a relaxed validation must not reach the counts.
-		if node := p.Spec.NodeName; node != "" && len(validation.IsDNS1123Subdomain(node)) == 0 {
+		if node, ok := boundNode(p); ok && node != "" {
 			out = append(out, strategy.Candidate{Identity: p.Name, Node: node, Pending: true})
 		}
 	}
@@ -73,4 +76,133 @@ func placementChanged(o, n any) bool {
 
 func ended(p *v1.Pod) bool {
 	return p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed
+}
+
+// A new application whose Pods carry the strategy (bld.StrategyAnnotation)
+// and its candidates' lease duration (bld.LeaseDurationAnnotation) is
+// decided before any of its candidates starts: its Pods are bound to
+// nodes first, so the controller names the holder from them and creates
+// the Lease in its name, and the candidate it names finds itself leading
+// on its first read. The elections whose candidates register first go
+// as before (their candidates create the Lease).
+
+// absent adds to out, per namespace and election, what the strategy's
+// Pods tell beyond the LeaseCandidates: an election with no Lease yet
+// (absent: its Pods as candidates, a template of its Lease to create),
+// and one whose Lease exists but whose candidates have not registered
+// yet (so that its holder counts at its Pod's node).
+func (c *Controller) absent(out map[string]map[string]*election, seen map[string]bool) {
+	for _, obj := range c.pods.List() {
+		p, ok := obj.(*v1.Pod)
+		if !ok || p.Annotations[bld.StrategyAnnotation] != strategy.Name {
+			continue
+		}
+		name, dur, err := podElection(p)
+		if err != nil {
+			if key := "pod " + p.Namespace + "/" + p.Name; !c.warned[key] {
+				c.warned[key] = true
+				c.cfg.Log.Warn("no first holder is named from this Pod", "pod", p.Namespace+"/"+p.Name, "err", err)
+			}
+			continue
+		}
+		node, ok := boundNode(p)
+		if !ok || node == "" {
+			continue
+		}
+		key := p.Namespace + "/" + name
+		if out[p.Namespace][name] != nil && out[p.Namespace][name].pods == nil {
+			continue // its candidates have registered
+		}
+		if out[p.Namespace] == nil {
+			out[p.Namespace] = map[string]*election{}
+		}
+		if l, ok := c.lease(key); ok {
+			seen[key] = true
+			if l.Spec.Strategy != nil && *l.Spec.Strategy == strategy.Name {
+				out[p.Namespace][name] = &election{lease: l}
+			}
+			continue
+		}
+		el := out[p.Namespace][name]
+		if el == nil {
+			secs := int32((dur + time.Second - 1) / time.Second)
+			st := coordinationv1.CoordinatedLeaseStrategy(strategy.Name)
+			el = &election{lease: &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.Namespace},
+				Spec: coordinationv1.LeaseSpec{Strategy: &st, LeaseDurationSeconds: &secs}}}
+			out[p.Namespace][name] = el
+		}
+		el.pods = append(el.pods, p)
+	}
+}
+
+// lease is the Lease key as the controller knows it: the informer's copy
+// or the controller's own newer write.
+func (c *Controller) lease(key string) (*coordinationv1.Lease, bool) {
+	if obj, exists, _ := c.leases.GetByKey(key); exists {
+		if l, ok := obj.(*coordinationv1.Lease); ok {
+			return c.own.over(l), true
+		}
+	}
+	return c.own.get(key)
+}
+
+// podElection reads a strategy Pod's election and lease duration.
+func podElection(p *v1.Pod) (string, time.Duration, error) {
+	name := p.Labels[bld.ElectionLabel]
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return "", 0, fmt.Errorf("label %s: %s", bld.ElectionLabel, errs[0])
+	}
+	raw := p.Annotations[bld.LeaseDurationAnnotation]
+	d, err := time.ParseDuration(raw)
+	if err != nil || d < time.Second || d > bld.MaxLease {
+		return "", 0, fmt.Errorf("annotation %s: %q is not a duration from 1s to %s", bld.LeaseDurationAnnotation, raw, bld.MaxLease)
+	}
+	return name, d, nil
+}
+
+// boundNode is the node a live Pod is bound to ("" not yet); false for a
+// Pod that is going or gone, or whose node name is unusable.
+func boundNode(p *v1.Pod) (string, bool) {
+	if p.DeletionTimestamp != nil || ended(p) {
+		return "", false
+	}
+	// The node name is the API server's to check, but a Pod created under
+	// a relaxed validation must not reach the counts.
+	node := p.Spec.NodeName
+	return node, node == "" || len(validation.IsDNS1123Subdomain(node)) == 0
+}
+
+// absentElection is an election with no Lease yet, its Pods as its
+// candidates; it waits up to an ack wait from its first Pod for a Pod on
+// the emptiest node.
+func (c *Controller) absentElection(now time.Time, name string, el *election, soon func(time.Time)) strategy.Election {
+	e := strategy.Election{Name: name, Absent: true, LeaseDuration: leaseDuration(el.lease)}
+	first := now
+	for _, p := range el.pods {
+		e.Candidates = append(e.Candidates, strategy.Candidate{Identity: p.Name, Node: p.Spec.NodeName, Pending: true})
+		if t := p.CreationTimestamp.Time; t.Before(first) {
+			first = t
+		}
+	}
+	e.Gather = first.Add(c.cfg.AckWait)
+	soon(e.Gather)
+	return e
+}
+
+// unregisteredHolder is the holder of a held Lease as a candidate of its
+// Pod's node when it has not registered (a holder named from the Pods):
+// it counts there like any leader.
+func (c *Controller) unregisteredHolder(holder string, el *election) []strategy.Candidate {
+	if holder == "" || slices.ContainsFunc(el.candidates, func(lc *v1alpha2.LeaseCandidate) bool { return lc.Name == holder }) {
+		return nil
+	}
+	obj, exists, _ := c.pods.GetByKey(el.lease.Namespace + "/" + holder)
+	p, ok := obj.(*v1.Pod)
+	if !exists || !ok || p.Labels[bld.ElectionLabel] != el.lease.Name {
+		return nil
+	}
+	if node, ok := boundNode(p); ok && node != "" {
+		return []strategy.Candidate{{Identity: holder, Node: node, Pending: true}}
+	}
+	return nil
 }

@@ -61,3 +61,11 @@ func (w *written) keep(seen map[string]bool) {
 		}
 	}
 }
+
+// get returns the controller's own write of the Lease key, if it keeps one.
+func (w *written) get(key string) (*coordinationv1.Lease, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	l, ok := w.m[key]
+	return l, ok
+}

@@ -66,6 +66,7 @@ func TestALookAfterAWriteSeesIt(t *testing.T) {
 	require.NoError(t, err)
 	ctl.leases = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	ctl.candidates = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	ctl.pods = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{byElection: electionOf})
 	require.NoError(t, ctl.leases.Add(free))
 	require.NoError(t, ctl.candidates.Add(candidate("c1", "a", map[string]string{bld.NodeAnnotation: "w1"}, now)))
 	ctl.reconcile(context.Background())

@@ -38,6 +38,12 @@ type Election struct {
 	Candidates []Candidate
 	// LastMove is when this strategy last set Preferred.
 	LastMove time.Time
+	// Absent: the election has no Lease yet. Its candidates are its
+	// Pods, none of them registered (all Pending), and naming one
+	// creates the Lease with it as holder — before any candidate starts,
+	// as a Pod is bound to its node before its containers start, so the
+	// first candidate to look finds its election decided.
+	Absent bool
 	// Gather: until then a free Lease waits for a candidate on a node
 	// with the fewest leaders (of any node hosting a candidate), rather
 	// than settle for a fuller one — candidates of a new application
@@ -74,7 +80,8 @@ func (e Election) candidate(id string) (Candidate, bool) {
 // Decide returns the writes that keep every election led and the leaders
 // spread evenly, in a fixed order for fixed input:
 //
-//   - a free Lease with a live candidate gets the candidate a move chose
+//   - a free Lease with a live candidate (an absent one: with a Pod) gets
+//     the candidate a move chose
 //     (preferredHolder) once it answers, or else the one on the node with
 //     the fewest leaders among the nodes hosting one (ties: node, then
 //     identity, by name) — so no election starves. While a pending
@@ -164,6 +171,11 @@ func (e Election) choose(now time.Time, count map[string]int) (Candidate, bool) 
 		} else {
 			live = append(live, c)
 		}
+	}
+	if e.Absent {
+		// Nobody can answer a ping before the Lease exists (v1.32 refuses
+		// a LeaseCandidate without it): the Pods are all there is.
+		live, pending = e.Candidates, nil
 	}
 	if len(live) == 0 {
 		return Candidate{}, false

@@ -267,3 +267,35 @@ func TestAFreeLeaseGathersCandidates(t *testing.T) {
 	e.Candidates = append(e.Candidates, Candidate{Identity: "a@n2", Node: "n2"})
 	assert.Equal(t, []Decision{{Election: "a", Holder: "a@n2"}}, Decide(now, []Election{busy, other, e}), "one came: no need to wait")
 }
+
+func pods(app string, nodes ...string) []Candidate {
+	out := cands(app, nodes...)
+	for i := range out {
+		out[i].Pending = true
+	}
+	return out
+}
+
+// An election with no Lease yet is named from its Pods, none of which has
+// registered: balanced with the others as a free Lease would be, counting
+// a named holder whose Pod has not registered at its node, and waiting
+// until Gather for a Pod on the emptiest node.
+func TestAnAbsentElectionIsNamedFromItsPods(t *testing.T) {
+	es := []Election{
+		held("a", "a@n1", pods("a", "n1", "n2", "n3")), // named, not registered yet
+		{Name: "b", Absent: true, Candidates: pods("b", "n1", "n2", "n3")},
+		{Name: "c", Absent: true, Candidates: pods("c", "n3", "n1")},
+	}
+	assert.Equal(t, []Decision{{Election: "b", Holder: "b@n2"}, {Election: "c", Holder: "c@n3"}}, Decide(now, es))
+
+	// Only a Pod on a fuller node so far: it waits for one on the
+	// emptiest until Gather, then takes the best it has.
+	es = []Election{held("a", "a@n1", pods("a", "n1", "n2")), {Name: "b", Absent: true, Candidates: pods("b", "n1"), Gather: now.Add(time.Second)}}
+	require.Empty(t, Decide(now, es))
+	assert.Equal(t, []Decision{{Election: "b", Holder: "b@n1"}}, Decide(now.Add(time.Second), es))
+
+	// Without Absent, Pods alone (Pending) name nobody: the rule for a
+	// Lease whose candidates have registered is unchanged.
+	es[1].Absent = false
+	assert.Empty(t, Decide(now.Add(time.Second), es))
+}

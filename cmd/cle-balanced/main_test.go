@@ -14,11 +14,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ringside/ringside/bld"
 	"github.com/ringside/ringside/bld/balance"
+	"github.com/ringside/ringside/bld/strategy"
 	"github.com/ringside/ringside/experiments/backend/kube/controlplane"
 	"github.com/ringside/ringside/internal/fdtest"
 	"github.com/ringside/ringside/internal/imagebuild"
@@ -135,6 +137,18 @@ func dump(t *testing.T, cs kubernetes.Interface, ns string) {
 	}
 }
 
+// startController runs a replica of the controller binary on ns.
+func startController(t *testing.T, bin, kubeconfig, ns, id string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--id", id, "--namespace", ns, "--watch-namespace", ns,
+		"--lease-duration", "2s", "--renew-deadline", "1500ms", "--retry-period", "500ms", "--ack-wait", "500ms",
+		"--http", "127.0.0.1:0", "--log-level", "warn")
+	cmd.Stderr = os.Stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}
+
 // The controller binary against a real API server, two replicas: every
 // application elected and spread evenly; the replica that controls is
 // killed and the other names the successor of a leader that left; a
@@ -158,13 +172,7 @@ func TestCoordinatedElectionEndToEnd(t *testing.T) {
 
 	replicas := map[string]*exec.Cmd{}
 	for _, id := range []string{"ctl-0", "ctl-1"} {
-		cmd := exec.Command(bin, "--kubeconfig", cp.Kubeconfig, "--id", id, "--namespace", ns, "--watch-namespace", ns,
-			"--lease-duration", "2s", "--renew-deadline", "1500ms", "--retry-period", "500ms", "--ack-wait", "500ms",
-			"--http", "127.0.0.1:0", "--log-level", "warn")
-		cmd.Stderr = os.Stderr
-		require.NoError(t, cmd.Start())
-		replicas[id] = cmd
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		replicas[id] = startController(t, bin, cp.Kubeconfig, ns, id)
 	}
 
 	l := &leaders{leading: map[string]map[string]bool{}}
@@ -245,6 +253,91 @@ func TestCoordinatedElectionEndToEnd(t *testing.T) {
 	require.Equal(t, 1, moved, "2:1:1:0 is balanced by one move")
 	_, overlap := l.snapshot()
 	require.Zero(t, overlap, "two leaders of one application at once")
+}
+
+// Applications whose Pods announce the strategy get their first holders
+// from the controller before any candidate starts: each Lease is created
+// naming a Pod, spread one per node, and the named candidates lead on
+// their first read once they start; a Pod whose lease-duration
+// annotation is bad is named nothing from its Pod (its candidates, had
+// they started, would create the Lease as before).
+func TestFirstHoldersAreNamedFromThePods(t *testing.T) {
+	ctx := context.Background()
+	cp, err := controlplane.Start(ctx, t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(cp.Stop)
+	rc, err := cp.RestConfig()
+	require.NoError(t, err)
+	rc.QPS, rc.Burst = 500, 1000
+	cs, err := kubernetes.NewForConfig(rc)
+	require.NoError(t, err)
+	const ns = "cle-pods"
+	_, err = cs.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	bin, err := imagebuild.Static(ctx, "github.com/ringside/ringside/cmd/cle-balanced")
+	require.NoError(t, err)
+	startController(t, bin, cp.Kubeconfig, ns, "ctl-0")
+
+	nodes, apps := []string{"w1", "w2", "w3"}, []string{"a0", "a1", "a2"}
+	pod := func(app, node, lease string) {
+		t.Helper()
+		_, err := cs.CoreV1().Pods(ns).Create(ctx, &v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: app + "-" + node, Labels: map[string]string{bld.ElectionLabel: app},
+				Annotations: map[string]string{bld.StrategyAnnotation: strategy.Name, bld.LeaseDurationAnnotation: lease}},
+			Spec: v1.PodSpec{NodeName: node, Containers: []v1.Container{{Name: "elector", Image: "ringside/elector"}}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	for _, app := range apps {
+		for _, n := range nodes {
+			pod(app, n, "2s")
+		}
+	}
+	for _, n := range nodes {
+		pod("bad", n, "forever")
+	}
+	named := map[string]string{}
+	deadline := time.Now().Add(time.Minute)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for len(named) < len(apps) {
+		for _, app := range apps {
+			if l, err := cs.CoordinationV1().Leases(ns).Get(ctx, app, metav1.GetOptions{}); err == nil && l.Spec.HolderIdentity != nil {
+				require.Equal(t, strategy.Name, string(*l.Spec.Strategy))
+				require.EqualValues(t, 2, *l.Spec.LeaseDurationSeconds, "the Pods' lease duration")
+				named[app] = *l.Spec.HolderIdentity
+			}
+		}
+		if time.Now().After(deadline) {
+			dump(t, cs, ns)
+			t.Fatalf("the controller named %v, not every application, within a minute", named)
+		}
+		<-tick.C
+	}
+	require.Equal(t, map[string]int{"w1": 1, "w2": 1, "w3": 1}, perNode(named, nodes...), "named %v", named)
+	_, err = cs.CoordinationV1().Leases(ns).Get(ctx, "bad", metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "no Lease from Pods with a bad lease duration: %v", err)
+
+	// The candidates start now; the named ones lead, and stay leading.
+	l := &leaders{leading: map[string]map[string]bool{}}
+	for _, app := range apps {
+		for _, n := range nodes {
+			candidate(t, cs, ns, app, n, l)
+		}
+	}
+	for {
+		lead, overlap := l.snapshot()
+		require.Zero(t, overlap, "two leaders of one application at once")
+		if len(lead) == len(apps) {
+			require.Equal(t, named, lead, "the leaders are the ones named from the Pods")
+			break
+		}
+		if time.Now().After(deadline.Add(time.Minute)) {
+			dump(t, cs, ns)
+			t.Fatalf("leaders %v, named %v", lead, named)
+		}
+		<-tick.C
+	}
 }
 
 // Flooded with more connections than it may open files, the controller

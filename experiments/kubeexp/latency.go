@@ -220,7 +220,8 @@ func cleBreakdown(t *experiments.Table) string {
 		return ""
 	}
 	n, a := experiments.Summarize(named), experiments.Summarize(after)
-	return fmt.Sprintf("cle-balanced, from the leader's own campaign start (%d elections): the controller named it after %s ms (mean; p50 %s), "+
+	return fmt.Sprintf("cle-balanced, from the leader's own campaign start (%d elections): the controller named it after %s ms (mean; p50 %s; "+
+		"negative: before the candidate started, named from its Pod), "+
 		"and it led %s ms (mean; p50 %s) after that — its Lease's acquireTime, written by the controller, splits the two.\n\n",
 		n.N, experiments.Num(n.Mean, 2), experiments.Num(n.P50, 2), experiments.Num(a.Mean, 2), experiments.Num(a.P50, 2))
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -105,14 +106,7 @@ func (t *ThroughputPlacement) Run(ctx context.Context, env *experiments.Env) err
 	hc := newHTTPClient()
 	return experiments.RunGrid(ctx, env, experiments.Grid{Cells: len(t.placements.Vals), Interleave: true}, func(ctx context.Context, tk experiments.Task) ([]placementRow, error) {
 		pl := t.placements.Vals[tk.Cell]
-		rows, err := t.once(ctx, env, c, hc, cpu, pl, tk, d)
-		// A forced leader can lose its lease to a replica on another node
-		// on a loaded machine before the placement is read: forced again,
-		// in a fresh namespace, rather than measured as another placement.
-		for try := 1; errors.Is(err, errNotAsForced) && try < forceTries; try++ {
-			env.Log.Warn("a forced placement did not hold; forcing it again", "placement", pl, "err", err)
-			rows, err = t.once(ctx, env, c, hc, cpu, pl, tk, d)
-		}
+		rows, err := untilAsForced(env.Log, pl, func() ([]placementRow, error) { return t.once(ctx, env, c, hc, cpu, pl, tk, d) })
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", pl, err)
 		}
@@ -125,6 +119,19 @@ func (t *ThroughputPlacement) Run(ctx context.Context, env *experiments.Env) err
 var errNotAsForced = errors.New("the leaders do not stand as forced")
 
 const forceTries = 3
+
+// untilAsForced runs once again while its placement did not hold, up to
+// forceTries in all. A forced leader can lose its lease to a replica on
+// another node on a loaded machine before the placement is read: forced
+// again, in a fresh namespace, rather than measured as another placement.
+func untilAsForced[T any](log *slog.Logger, placement string, once func() (T, error)) (T, error) {
+	out, err := once()
+	for try := 1; errors.Is(err, errNotAsForced) && try < forceTries; try++ {
+		log.Warn("a forced placement did not hold; forcing it again", "placement", placement, "err", err)
+		out, err = once()
+	}
+	return out, err
+}
 
 // clientCounts is op's load points in profile. The quick profile reads
 // at 16 clients only: reads go to every replica, whoever leads, so the

@@ -256,6 +256,8 @@ type App struct {
 	// First numbers the first replica's Pod (Name-First): more
 	// candidates of a running application (a node joining) get new names.
 	First int
+	// Annotations go on every Pod of the application.
+	Annotations map[string]string
 }
 
 // Pods creates the application's Pods bound to nodes round-robin, starting
@@ -267,7 +269,7 @@ func (c *Cluster) Pods(ctx context.Context, ns string, app App, offset int) ([][
 		name := fmt.Sprintf("%s-%d", app.Name, app.First+i)
 		node := app.Nodes[(offset+i)%len(app.Nodes)]
 		_, err := c.CS.CoreV1().Pods(ns).Create(ctx, &v1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{bld.ElectionLabel: app.Name}},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{bld.ElectionLabel: app.Name}, Annotations: app.Annotations},
 			Spec:       v1.PodSpec{NodeName: node, Containers: []v1.Container{{Name: "app", Image: "ringside/app"}, {Name: "elector", Image: "ringside/elector"}}},
 		}, metav1.CreateOptions{})
 		if err != nil {

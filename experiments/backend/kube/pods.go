@@ -29,6 +29,7 @@ import (
 
 	"github.com/ringside/ringside/bld"
 	"github.com/ringside/ringside/bld/balance"
+	"github.com/ringside/ringside/bld/strategy"
 	"github.com/ringside/ringside/k8s"
 )
 
@@ -202,6 +203,12 @@ func (r *podRunner) shape(o *unstructured.Unstructured, app App, alg string, t T
 	for i := range spec.TopologySpreadConstraints {
 		spec.TopologySpreadConstraints[i].WhenUnsatisfiable = v1.DoNotSchedule
 	}
+	for k, v := range strategyAnnotations(alg, t) {
+		if d.Spec.Template.Annotations == nil {
+			d.Spec.Template.Annotations = map[string]string{}
+		}
+		d.Spec.Template.Annotations[k] = v
+	}
 	c := &spec.Containers[0]
 	setEnv(c, "ELECTOR_ALGORITHM", alg)
 	setEnv(c, "ELECTOR_EVENTS", "true")
@@ -215,6 +222,17 @@ func (r *podRunner) shape(o *unstructured.Unstructured, app App, alg string, t T
 	}
 	o.Object = u
 	return &d, nil
+}
+
+// strategyAnnotations are what a cle-balanced application's Pods
+// announce to the strategy controller, so that it names the first holder
+// before the candidates start (bld.StrategyAnnotation); none for the
+// other algorithms.
+func strategyAnnotations(alg string, t Timing) map[string]string {
+	if alg != balance.CLEBalanced {
+		return nil
+	}
+	return map[string]string{bld.StrategyAnnotation: strategy.Name, bld.LeaseDurationAnnotation: t.Lease.String()}
 }
 
 func setEnv(c *v1.Container, name, value string) {

@@ -60,6 +60,7 @@ func (p *Processes) deploy(ctx context.Context, ns string, apps []App, offset in
 	}
 	podNode := map[string]string{}
 	for _, app := range apps {
+		app.Annotations = strategyAnnotations(alg, t)
 		pods, err := p.c.Pods(ctx, ns, app, offset)
 		if err != nil {
 			return nil, err
