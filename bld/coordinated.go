@@ -68,29 +68,49 @@ func (c *Candidate) runCoordinated(ctx context.Context, started func(context.Con
 	if err := c.ensureCoordinatedLease(ctx); err != nil {
 		return err
 	}
-	if err := c.register(ctx); err != nil {
-		return err
+	// A candidate the controller named from its Pod leads at once and
+	// registers beside its leadership (the controller counts it at its
+	// Pod meanwhile); the others register before they wait. A failed
+	// registration ends the campaign either way.
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
+	registered := make(chan struct{})
+	var regErr error // read once registered is closed
+	go func() {
+		defer close(registered)
+		if regErr = c.register(ctx); regErr != nil {
+			fail(regErr)
+		}
+	}()
+	if !c.named() {
+		<-registered
 	}
 	// The candidate answers pings until it leaves (below): its own
 	// context, so that it outlives ctx by the unregistering.
 	lcCtx, stopCandidate := context.WithCancel(context.Background())
 	defer stopCandidate()
 	go c.answerPings(lcCtx)
+	ended := func() error {
+		<-registered // leave unregisters what register made
+		c.leave()
+		if regErr != nil && context.Cause(ctx) == regErr {
+			return regErr // the campaign ended for it, not for ctx
+		}
+		return nil
+	}
 	for {
 		// Wait until named.
 		for !c.named() {
 			select {
 			case <-ctx.Done():
-				c.leave()
-				return nil
+				return ended()
 			case l := <-leases:
 				c.noteLease(l)
 			}
 		}
 		c.lead(ctx, leases, started)
 		if ctx.Err() != nil {
-			c.leave()
-			return nil
+			return ended()
 		}
 	}
 }

@@ -3,6 +3,7 @@ package bld
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/ringside/ringside/bld/balance"
+	"github.com/ringside/ringside/bld/strategy"
 )
 
 // A candidate the controller names leads on the term the controller
@@ -132,4 +134,50 @@ func namedCandidateLeads(t *testing.T, ahead time.Duration) {
 	require.Equal(t, "started", next("started after a renewal"))
 	l, _, _ = c.LeaderTerm()
 	assert.Equal(t, "me", l)
+}
+
+// A candidate named from its Pod (the controller created its Lease
+// naming it) leads on its first read, before its LeaseCandidate exists;
+// a registration the API server refuses ends the campaign with an error
+// naming it, whether the candidate was leading or waiting.
+func TestANamedCandidateLeadsBeforeItRegisters(t *testing.T) {
+	for _, named := range []bool{true, false} {
+		t.Run(fmt.Sprintf("named %v", named), func(t *testing.T) {
+			holder, now := "someone-else", time.Now()
+			if named {
+				holder = "me"
+			}
+			secs, st := int32(10), coordinationv1.CoordinatedLeaseStrategy(strategy.Name)
+			cs := fake.NewSimpleClientset(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "ns"},
+				Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, Strategy: &st, LeaseDurationSeconds: &secs, RenewTime: &metav1.MicroTime{Time: now}}})
+			release := make(chan struct{})
+			cs.PrependReactor("create", "leasecandidates", func(k8stesting.Action) (bool, runtime.Object, error) {
+				<-release
+				return true, nil, errors.New("etcdserver: no space")
+			})
+			events := make(chan string, 8)
+			c, err := NewCandidate(CandidateConfig{Algorithm: balance.CLEBalanced, Election: "app", Namespace: "ns", Identity: "me", Node: "w1",
+				Client: cs, LeaseDuration: 10 * time.Second, RenewDeadline: 5 * time.Second, RetryPeriod: time.Second,
+				OnEvent: func(ev, _ string) { events <- ev }})
+			require.NoError(t, err)
+			done := make(chan error, 1)
+			go func() { done <- c.Run(context.Background()) }()
+			for leading := !named; !leading; {
+				select {
+				case ev := <-events:
+					leading = ev == "started" // while its registration is still under way
+				case <-time.After(10 * time.Second):
+					t.Fatal("named, it did not lead before its registration came back")
+				}
+			}
+			close(release)
+			select {
+			case err := <-done:
+				require.ErrorContains(t, err, "registering its LeaseCandidate")
+				require.ErrorContains(t, err, "no space")
+			case <-time.After(10 * time.Second):
+				t.Fatal("the campaign went on after its registration failed")
+			}
+		})
+	}
 }
