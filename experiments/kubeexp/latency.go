@@ -190,6 +190,12 @@ func (l *Latency) Report(in *experiments.ReportInput) (string, error) {
 				experiments.Num(o[2]/d[2], 2), experiments.Num(bldOwn, 2))
 		}
 	}
+	if d, ok := overall[balance.Default]; ok {
+		if c, ok := overall[balance.CLEBalanced]; ok {
+			out += fmt.Sprintf("cle-balanced / default mean latency from campaign start: %s (target ≤ 1.2: %s); %s from the leader's own campaign start.\n\n",
+				experiments.Num(c[1]/d[1], 2), experiments.Verdict(c[1] <= 1.2*d[1] && neverElected == 0), experiments.Num(c[2]/d[2], 2))
+		}
+	}
 	out += cleBreakdown(t)
 	if neverElected > 0 {
 		out += fmt.Sprintf("**%d application elections never produced a leader within --settle**; their rows have no latency and the means above leave them out.\n\n", neverElected)
