@@ -137,6 +137,27 @@ func dump(t *testing.T, cs kubernetes.Interface, ns string) {
 	}
 }
 
+// apiServer starts a real API server with namespace ns, and returns a
+// client of it (sixteen candidates share it), its kubeconfig and the
+// controller binary.
+func apiServer(t *testing.T, ns string) (kubernetes.Interface, string, string) {
+	t.Helper()
+	ctx := context.Background()
+	cp, err := controlplane.Start(ctx, t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(cp.Stop)
+	rc, err := cp.RestConfig()
+	require.NoError(t, err)
+	rc.QPS, rc.Burst = 500, 1000
+	cs, err := kubernetes.NewForConfig(rc)
+	require.NoError(t, err)
+	_, err = cs.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	bin, err := imagebuild.Static(ctx, "github.com/ringside/ringside/cmd/cle-balanced")
+	require.NoError(t, err)
+	return cs, cp.Kubeconfig, bin
+}
+
 // startController runs a replica of the controller binary on ns.
 func startController(t *testing.T, bin, kubeconfig, ns, id string) *exec.Cmd {
 	t.Helper()
@@ -156,23 +177,12 @@ func startController(t *testing.T, bin, kubeconfig, ns, id string) *exec.Cmd {
 // leaders of one application at once.
 func TestCoordinatedElectionEndToEnd(t *testing.T) {
 	ctx := context.Background()
-	cp, err := controlplane.Start(ctx, t.TempDir())
-	require.NoError(t, err)
-	t.Cleanup(cp.Stop)
-	rc, err := cp.RestConfig()
-	require.NoError(t, err)
-	rc.QPS, rc.Burst = 500, 1000 // sixteen candidates share it
-	cs, err := kubernetes.NewForConfig(rc)
-	require.NoError(t, err)
 	const ns = "cle"
-	_, err = cs.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	bin, err := imagebuild.Static(ctx, "github.com/ringside/ringside/cmd/cle-balanced")
-	require.NoError(t, err)
+	cs, kubeconfig, bin := apiServer(t, ns)
 
 	replicas := map[string]*exec.Cmd{}
 	for _, id := range []string{"ctl-0", "ctl-1"} {
-		replicas[id] = startController(t, bin, cp.Kubeconfig, ns, id)
+		replicas[id] = startController(t, bin, kubeconfig, ns, id)
 	}
 
 	l := &leaders{leading: map[string]map[string]bool{}}
@@ -263,20 +273,9 @@ func TestCoordinatedElectionEndToEnd(t *testing.T) {
 // they started, would create the Lease as before).
 func TestFirstHoldersAreNamedFromThePods(t *testing.T) {
 	ctx := context.Background()
-	cp, err := controlplane.Start(ctx, t.TempDir())
-	require.NoError(t, err)
-	t.Cleanup(cp.Stop)
-	rc, err := cp.RestConfig()
-	require.NoError(t, err)
-	rc.QPS, rc.Burst = 500, 1000
-	cs, err := kubernetes.NewForConfig(rc)
-	require.NoError(t, err)
 	const ns = "cle-pods"
-	_, err = cs.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	bin, err := imagebuild.Static(ctx, "github.com/ringside/ringside/cmd/cle-balanced")
-	require.NoError(t, err)
-	startController(t, bin, cp.Kubeconfig, ns, "ctl-0")
+	cs, kubeconfig, bin := apiServer(t, ns)
+	startController(t, bin, kubeconfig, ns, "ctl-0")
 
 	nodes, apps := []string{"w1", "w2", "w3"}, []string{"a0", "a1", "a2"}
 	pod := func(app, node, lease string) {
@@ -315,7 +314,7 @@ func TestFirstHoldersAreNamedFromThePods(t *testing.T) {
 		<-tick.C
 	}
 	require.Equal(t, map[string]int{"w1": 1, "w2": 1, "w3": 1}, perNode(named, nodes...), "named %v", named)
-	_, err = cs.CoordinationV1().Leases(ns).Get(ctx, "bad", metav1.GetOptions{})
+	_, err := cs.CoordinationV1().Leases(ns).Get(ctx, "bad", metav1.GetOptions{})
 	require.True(t, apierrors.IsNotFound(err), "no Lease from Pods with a bad lease duration: %v", err)
 
 	// The candidates start now; the named ones lead, and stay leading.
