@@ -251,7 +251,7 @@ func leaseDuration(l *coordinationv1.Lease, def time.Duration) time.Duration {
 // it.
 func (c *Candidate) noteLease(l *coordinationv1.Lease) {
 	c.mu.Lock()
-	stale := c.lease != nil && older(l, c.lease)
+	stale := c.lease != nil && OlderVersion(l, c.lease)
 	c.mu.Unlock()
 	if stale { // the watch's first list may be older than a read beside it
 		return
@@ -281,10 +281,10 @@ func (c *Candidate) noteLease(l *coordinationv1.Lease) {
 	}
 }
 
-// older reports whether a is an older version of the Lease than b, by
-// their resourceVersions where both are integers (the API server's are;
-// where they are not, neither counts as older).
-func older(a, b *coordinationv1.Lease) bool {
+// OlderVersion reports whether a is an older version of the Lease than
+// b, by their resourceVersions where both are integers (the API server's
+// are; where they are not, neither counts as older).
+func OlderVersion(a, b *coordinationv1.Lease) bool {
 	x, err1 := strconv.ParseUint(a.ResourceVersion, 10, 64)
 	y, err2 := strconv.ParseUint(b.ResourceVersion, 10, 64)
 	return err1 == nil && err2 == nil && x < y

@@ -242,12 +242,9 @@ func (c *Controller) elections() map[string]map[string]*election {
 		if el == nil {
 			el = &election{}
 			key := lc.Namespace + "/" + lc.Spec.LeaseName
-			obj, exists, _ := c.leases.GetByKey(key)
-			if l, ok := obj.(*coordinationv1.Lease); exists && ok {
-				if l = c.own.over(l); l.Spec.Strategy != nil && *l.Spec.Strategy == strategy.Name {
-					el.lease = l
-					seen[key] = true
-				}
+			if l, ok := c.lease(key); ok && l.Spec.Strategy != nil && *l.Spec.Strategy == strategy.Name {
+				el.lease = l
+				seen[key] = true
 			}
 			out[lc.Namespace][lc.Spec.LeaseName] = el
 		}
@@ -266,6 +263,17 @@ func (c *Controller) elections() map[string]map[string]*election {
 	c.absent(out, seen)
 	c.own.keep(seen)
 	return out
+}
+
+// lease is the Lease key as the controller knows it: the informer's copy
+// or the controller's own newer write.
+func (c *Controller) lease(key string) (*coordinationv1.Lease, bool) {
+	if obj, exists, _ := c.leases.GetByKey(key); exists {
+		if l, ok := obj.(*coordinationv1.Lease); ok {
+			return c.own.over(l), true
+		}
+	}
+	return c.own.get(key)
 }
 
 // election reads one Lease and its candidates for the strategy, and

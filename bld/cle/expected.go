@@ -135,17 +135,6 @@ func (c *Controller) absent(out map[string]map[string]*election, seen map[string
 	}
 }
 
-// lease is the Lease key as the controller knows it: the informer's copy
-// or the controller's own newer write.
-func (c *Controller) lease(key string) (*coordinationv1.Lease, bool) {
-	if obj, exists, _ := c.leases.GetByKey(key); exists {
-		if l, ok := obj.(*coordinationv1.Lease); ok {
-			return c.own.over(l), true
-		}
-	}
-	return c.own.get(key)
-}
-
 // podElection reads a strategy Pod's election and lease duration.
 func podElection(p *v1.Pod) (string, time.Duration, error) {
 	name := p.Labels[bld.ElectionLabel]
@@ -155,6 +144,9 @@ func podElection(p *v1.Pod) (string, time.Duration, error) {
 	raw := p.Annotations[bld.LeaseDurationAnnotation]
 	d, err := time.ParseDuration(raw)
 	if err != nil || d < time.Second || d > bld.MaxLease {
+		if len(raw) > 64 { // anyone's who creates Pods, and logged
+			raw = raw[:64] + "…"
+		}
 		return "", 0, fmt.Errorf("annotation %s: %q is not a duration from 1s to %s", bld.LeaseDurationAnnotation, raw, bld.MaxLease)
 	}
 	return name, d, nil

@@ -14,7 +14,7 @@ import (
 // A Pod's election label and lease-duration annotation are anyone's who
 // may create Pods: what podElection accepts is a Lease name the API
 // server takes and a duration within the bounds a candidate accepts, and
-// it says which one it refused otherwise.
+// it says which one it refused otherwise, in an error of bounded length.
 func FuzzPodElection(f *testing.F) {
 	for _, s := range [][2]string{{"app", "10s"}, {"a.b", "1s"}, {"app", "10m"}, {"app", "10m1s"}, {"App", "10s"}, {"app", "999ms"},
 		{"app", "-5s"}, {"app", ""}, {"", "10s"}, {"app", "1e3s"}, {"../x", "2s"}, {"app", "9223372036854775807ns"}} {
@@ -25,6 +25,9 @@ func FuzzPodElection(f *testing.F) {
 			Annotations: map[string]string{bld.LeaseDurationAnnotation: lease}}}
 		name, d, err := podElection(p)
 		if err != nil {
+			if len(err.Error()) > 400 { // it is logged; the value is anyone's
+				t.Fatalf("a %d-byte error for a %d-byte value", len(err.Error()), len(lease))
+			}
 			if name != "" || d != 0 {
 				t.Fatalf("refused (%v) but returned %q, %s", err, name, d)
 			}

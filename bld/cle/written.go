@@ -1,10 +1,11 @@
 package cle
 
 import (
-	"strconv"
 	"sync"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+
+	"github.com/ringside/ringside/bld"
 )
 
 // written keeps the controller's own successful writes over the
@@ -41,9 +42,7 @@ func (w *written) over(informer *coordinationv1.Lease) *coordinationv1.Lease {
 	if !ok {
 		return informer
 	}
-	mine, err1 := strconv.ParseUint(own.ResourceVersion, 10, 64)
-	theirs, err2 := strconv.ParseUint(informer.ResourceVersion, 10, 64)
-	if err1 == nil && err2 == nil && mine > theirs {
+	if bld.OlderVersion(informer, own) {
 		return own
 	}
 	delete(w.m, key)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -203,11 +204,11 @@ func (r *podRunner) shape(o *unstructured.Unstructured, app App, alg string, t T
 	for i := range spec.TopologySpreadConstraints {
 		spec.TopologySpreadConstraints[i].WhenUnsatisfiable = v1.DoNotSchedule
 	}
-	for k, v := range strategyAnnotations(alg, t) {
+	if a := strategyAnnotations(alg, t); a != nil {
 		if d.Spec.Template.Annotations == nil {
 			d.Spec.Template.Annotations = map[string]string{}
 		}
-		d.Spec.Template.Annotations[k] = v
+		maps.Copy(d.Spec.Template.Annotations, a)
 	}
 	c := &spec.Containers[0]
 	setEnv(c, "ELECTOR_ALGORITHM", alg)
