@@ -1,6 +1,7 @@
 package cle
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ func FuzzPodElection(f *testing.F) {
 		{"app", "-5s"}, {"app", ""}, {"", "10s"}, {"app", "1e3s"}, {"../x", "2s"}, {"app", "9223372036854775807ns"}} {
 		f.Add(s[0], s[1])
 	}
+	f.Add("app", strings.Repeat("9", 1000)+"s")
 	f.Fuzz(func(t *testing.T, election, lease string) {
 		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{bld.ElectionLabel: election},
 			Annotations: map[string]string{bld.LeaseDurationAnnotation: lease}}}
