@@ -181,3 +181,23 @@ func TestANamedCandidateLeadsBeforeItRegisters(t *testing.T) {
 		})
 	}
 }
+
+// A term the controller wrote is led on until its renewal plus the
+// smaller of the renew deadline and the Lease's own duration (a holder
+// named from its Pod gets the Pod's duration, after which the controller
+// may name another); a duration that is no duration leads on nothing.
+func TestATermNeverOutlastsItsLease(t *testing.T) {
+	fc := clocktesting.NewFakeClock(time.Now())
+	c, err := NewCandidate(CandidateConfig{Algorithm: balance.CLEBalanced, Election: "app", Namespace: "ns", Identity: "me", Node: "w1",
+		Client: fake.NewSimpleClientset(), LeaseDuration: 10 * time.Second, RenewDeadline: 5 * time.Second, RetryPeriod: time.Second, Clock: fc})
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		secs int32
+		want time.Duration
+	}{{2, 2 * time.Second}, {10, 5 * time.Second}, {1 << 30, 5 * time.Second}, {0, 0}, {-7, -7 * time.Second}} {
+		me, renew, secs := "me", metav1.NewMicroTime(fc.Now()), tc.secs
+		c.noteLease(&coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{HolderIdentity: &me, RenewTime: &renew, LeaseDurationSeconds: &secs}})
+		_, left := c.term(fc.Now())
+		assert.Equal(t, tc.want, left, "a %d-s Lease", tc.secs)
+	}
+}
