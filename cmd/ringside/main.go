@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/ringside/ringside/experiments"
 	"github.com/ringside/ringside/experiments/catalog"
 	"github.com/ringside/ringside/internal/envflag"
@@ -25,6 +27,10 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// A deprecated API answers every request with the same warning
+	// (LeaseCandidate's v1alpha2: 327 klog lines in one catalogue run);
+	// each is said once, as kubectl does.
+	rest.SetDefaultWarningHandler(rest.NewWarningWriter(os.Stderr, rest.WarningWriterOptions{Deduplicate: true}))
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "ringside:", err)
