@@ -52,7 +52,7 @@ type CandidateConfig struct {
 	ProbeAddr    string
 	RankInterval time.Duration
 
-	OnEvent func(event, leader string) // campaign, started, stopped, leader
+	OnEvent func(event, leader string) // campaign, started, stopped, leader, refused
 	Log     *slog.Logger
 	// Clock is every decision's time — retries, renewals, the record's
 	// ages, caches, ranking rounds and RTTs (nil: the real one). The
@@ -238,6 +238,7 @@ func (c *Candidate) Run(ctx context.Context) error {
 	cfg := ElectorConfig{
 		Lock: c.lock, LeaseDuration: c.cfg.LeaseDuration, RenewDeadline: c.cfg.RenewDeadline, RetryPeriod: c.cfg.RetryPeriod,
 		OnStartedLeading: started, OnStoppedLeading: stopped, OnNewLeader: c.setLeader, Kick: c.kick, Log: c.cfg.Log, Clock: c.cfg.Clock,
+		OnRefused: func() { c.cfg.OnEvent("refused", "") },
 	}
 	switch {
 	case c.cfg.Algorithm == balance.BLDOptimistic:

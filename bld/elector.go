@@ -48,6 +48,12 @@ type ElectorConfig struct {
 	// the elections committed before its write. false (or an error) frees
 	// the lease at once and counts as a refusal.
 	Validate func(ctx context.Context, previous string) (bool, error)
+	// OnRefused, when set, learns of every refusal by the rule: the gate
+	// said no to a free lease, or validation freed a taken one. A
+	// candidate refused again a retry period after its first refusal,
+	// with nothing else changing, is starved: kube-distribution's
+	// constrained placement ends its wait on that evidence.
+	OnRefused func()
 	// GateRetry is the first wait after the gate refused a free lease
 	// (default RetryPeriod), doubling up to RetryPeriod while refusals go
 	// on: the balance can change as soon as another application's
@@ -337,6 +343,7 @@ func (e *Elector) validate(ctx context.Context, previous string, rec resourceloc
 	switch {
 	case err == nil:
 		err = errInvalid
+		e.onRefused()
 	case !errors.Is(err, ErrReserved):
 		e.cfg.Log.Warn("validating the acquisition failed", "err", err)
 	}
@@ -390,7 +397,16 @@ func (e *Elector) gate(ctx context.Context, old *resourcelock.LeaderElectionReco
 		e.cfg.Log.Warn("acquisition gate failed", "err", err)
 	}
 	e.refused = !ok || err != nil
+	if !ok && err == nil {
+		e.onRefused()
+	}
 	return ok && err == nil
+}
+
+func (e *Elector) onRefused() {
+	if e.cfg.OnRefused != nil {
+		e.cfg.OnRefused()
+	}
 }
 
 // mayBeFree reports whether, as far as this candidate knows, the lease

@@ -199,8 +199,10 @@ func TestOptimisticValidatesAfterTheWrite(t *testing.T) {
 	s := &memStore{}
 	var prefetches atomic.Int32
 	var validated []string
+	refusals := map[string]int{}
 	optimistic := func(id string, ok bool) *Elector {
 		e := newTestElector(s, id, fc, nil)
+		e.cfg.OnRefused = func() { refusals[id]++ }
 		e.cfg.Prefetch = func(context.Context) { prefetches.Add(1) }
 		e.cfg.Unclaimed = func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.rec == nil }
 		e.cfg.Validate = func(_ context.Context, previous string) (bool, error) {
@@ -215,6 +217,7 @@ func TestOptimisticValidatesAfterTheWrite(t *testing.T) {
 	assert.Equal(t, int32(1), prefetches.Load())
 	assert.Equal(t, "", s.holder(), "freed at once")
 	assert.False(t, a.IsLeader())
+	assert.Equal(t, map[string]int{"a": 1}, refusals, "a refusal by the rule, reported")
 	assert.Equal(t, 50*time.Millisecond, func() time.Duration { a.cfg.GateRetry = 50 * time.Millisecond; return a.nextWait() }(), "a refusal: the gate's backoff")
 
 	b := optimistic("b", true)
@@ -234,6 +237,7 @@ func TestOptimisticValidatesAfterTheWrite(t *testing.T) {
 	assert.Equal(t, 2*time.Second, c.nextWait(), "b has held it a retry period: a follower's wait")
 	assert.Equal(t, []string{"a after ", "b after "}, validated, "only holders are validated, with the holder they followed")
 	assert.Len(t, validated, 2, "renewals are not validated")
+	assert.Equal(t, map[string]int{"a": 1}, refusals, "a lease held by another is no refusal")
 }
 
 // A leader whose renewals fail steps down once the renew deadline has

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"slices"
@@ -71,12 +70,12 @@ func pod(t *testing.T, ns, name, election, node string) {
 }
 
 // leaders collects who is leading, per election, from the candidates' events.
-// It also counts each candidate's refused acquisition attempts, and gives
+// It also counts each candidate's refusals, and gives
 // the candidates their clock (nil: the real one).
 type leaders struct {
 	mu      sync.Mutex
 	leading map[string]map[string]bool // election → ids leading now
-	refused map[string]int             // id → attempts that did not acquire
+	refused map[string]int             // id → refusals by the rule
 	overlap int
 	clock   clock.WithTicker
 }
@@ -85,32 +84,8 @@ func newLeaders() *leaders {
 	return &leaders{leading: map[string]map[string]bool{}, refused: map[string]int{}}
 }
 
-// attempts is a log handler that counts a candidate's refused attempts
-// from its elector's "acquisition attempt" records.
-type attempts struct {
-	l  *leaders
-	id string
-}
-
-func (attempts) Enabled(context.Context, slog.Level) bool { return true }
-func (a attempts) WithAttrs([]slog.Attr) slog.Handler     { return a }
-func (a attempts) WithGroup(string) slog.Handler          { return a }
-func (a attempts) Handle(_ context.Context, r slog.Record) error {
-	if r.Message != "acquisition attempt" {
-		return nil
-	}
-	r.Attrs(func(at slog.Attr) bool {
-		if at.Key == "won" && !at.Value.Bool() {
-			a.l.mu.Lock()
-			a.l.refused[a.id]++
-			a.l.mu.Unlock()
-		}
-		return true
-	})
-	return nil
-}
-
-// refusedAtLeast reports whether every one of ids has had n attempts refused.
+// refusedAtLeast reports whether every one of ids has been refused by
+// the rule n times (its "refused" events).
 func (l *leaders) refusedAtLeast(n int, ids ...string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -137,6 +112,8 @@ func (l *leaders) hook(election, id string) func(string, string) {
 			l.leading[election][id] = true
 		case "stopped":
 			delete(l.leading[election], id)
+		case "refused":
+			l.refused[id]++
 		}
 	}
 }
@@ -179,7 +156,7 @@ func campaignWith(t *testing.T, client kubernetes.Interface, l *leaders, alg, lo
 		Algorithm: alg, Lock: lock, Election: election, Namespace: ns, Identity: id, Node: node, Client: client,
 		ProbeAddr:     ln.Addr().String(),
 		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond,
-		OnEvent: l.hook(election, id), Log: slog.New(attempts{l, id}), Clock: l.clock,
+		OnEvent: l.hook(election, id), Clock: l.clock,
 	})
 	require.NoError(t, err)
 	srv := &http.Server{Handler: c.Handler()}

@@ -220,7 +220,7 @@ func (d *Distribution) Report(in *experiments.ReportInput) (string, error) {
 	}
 	out += "**Constrained placement** — five applications pinned to single nodes (leaders 2:2:1, worker-3 least loaded), then one whose replicas sit on worker-1 and worker-2 only:\n\n"
 	out += experiments.MarkdownTable([]string{"algorithm", "reps", "every application elected", "leaders per node (h/m/l)", "overlaps"}, crows)
-	out += "\nBLD's rule N·c ≤ L refuses both of that application's nodes (6 > 5), so it never gets a leader; BLD-plus lets the least-loaded node among its candidates' take it. " +
+	out += "\nBLD's rule N·c ≤ L refuses both of that application's nodes (6 > 5), so it never gets a leader: the wait for it ends once each of its candidates was refused by the rule twice, a retry period apart (the other leaders stand still, so nothing would change), or at half of --settle; BLD-plus lets the least-loaded node among its candidates' take it. " +
 		"cle-balanced's controller names that application's leader too, on the less loaded of its two nodes; 3:2:1 is then the best any placement can do, since the pinned leaders cannot move. " +
 		"The paper's Table 1 (100 runs, 3 workers, 5 replicas) and Figure 10 report the default election's skew; *overlaps* counts moments two electors of one election both led (must be 0).\n"
 	return out, nil

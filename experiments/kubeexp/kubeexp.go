@@ -58,6 +58,12 @@ func (k *kubeFlags) parallelism(backend string) int {
 // it returns the leaders found, or an error when an elector of ns
 // crashed, which would leave its application short of a candidate.
 func waitLeaders(ctx context.Context, c *kube.Cluster, ns string, apps []string, limit time.Duration) (map[string]string, error) {
+	return waitLeadersUnless(ctx, c, ns, apps, limit, nil)
+}
+
+// waitLeadersUnless is waitLeaders that also stops once done (if not nil)
+// says waiting longer would show nothing more.
+func waitLeadersUnless(ctx context.Context, c *kube.Cluster, ns string, apps []string, limit time.Duration, done func() bool) (map[string]string, error) {
 	deadline := time.Now().Add(limit)
 	for {
 		if err := c.Crashed(ns); err != nil {
@@ -69,11 +75,39 @@ func waitLeaders(ctx context.Context, c *kube.Cluster, ns string, apps []string,
 				out[a] = id
 			}
 		}
-		if len(out) == len(apps) || time.Now().After(deadline) || ctx.Err() != nil {
+		if len(out) == len(apps) || time.Now().After(deadline) || ctx.Err() != nil || done != nil && done() {
 			return out, nil
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// starved reports whether every one of candidates (event IDs) has been
+// refused by its algorithm's rule twice, a retry period or more apart:
+// asked again after a full retry period, with the other applications'
+// leaders standing still, the rule said no again, and it would go on
+// saying no. An algorithm that never refuses is never starved.
+func starved(events []kube.Event, candidates []string, retry time.Duration) bool {
+	first, again := map[string]time.Time{}, map[string]bool{}
+	for _, e := range events { // in the order they were recorded
+		if e.Event != "refused" {
+			continue
+		}
+		if f, ok := first[e.ID]; !ok || e.TS.Before(f) {
+			first[e.ID] = e.TS
+		}
+	}
+	for _, e := range events {
+		if f, ok := first[e.ID]; ok && e.Event == "refused" && e.TS.Sub(f) >= retry {
+			again[e.ID] = true
+		}
+	}
+	for _, id := range candidates {
+		if !again[id] {
+			return false
+		}
+	}
+	return len(candidates) > 0
 }
 
 // eventCounts says what the electors of a namespace reported, for an
@@ -84,7 +118,7 @@ func eventCounts(events []kube.Event) string {
 		n[e.Event]++
 	}
 	var out []string
-	for _, k := range []string{"launched", "campaign", "leader", "started", "stopped", "killed"} {
+	for _, k := range []string{"launched", "campaign", "leader", "started", "stopped", "killed", "refused"} {
 		out = append(out, fmt.Sprintf("%d %s", n[k], k))
 	}
 	return strings.Join(out, ", ")

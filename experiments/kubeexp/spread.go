@@ -197,14 +197,20 @@ func constrained(ctx context.Context, c *kube.Cluster, alg, lock string, replica
 	if err != nil {
 		return res, err
 	}
+	var xs []string // its candidates
 	for k, v := range pn {
 		podNode[k] = v
+		xs = append(xs, k)
 	}
 	names := []string{x.Name}
 	for i := range pin {
 		names = append(names, fmt.Sprintf("pinned-%d", i))
 	}
-	leaders, err := waitLeaders(ctx, c, ns, names, settle)
+	// The pinned leaders stand still, so an algorithm whose rule refused
+	// every candidate of x, and refused each again a retry period later,
+	// has starved x: waiting out settle (BLD's 10 s, four times in the
+	// quick catalogue) would show nothing more.
+	leaders, err := waitLeadersUnless(ctx, c, ns, names, settle, func() bool { return starved(c.Events(ns), xs, t.Retry) })
 	if err != nil {
 		return res, err
 	}
