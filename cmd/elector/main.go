@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -124,7 +125,13 @@ func run(ctx context.Context, args []string) error {
 		case "leader":
 			changes.Inc()
 		}
-		log.Info("leadership", "event", event, "leader", leader)
+		level := slog.LevelInfo
+		if event == "refused" {
+			// BLD's rule may refuse a starved candidate every retry
+			// period for as long as it runs.
+			level = slog.LevelDebug
+		}
+		log.Log(context.Background(), level, "leadership", "event", event, "leader", leader)
 		if events {
 			outMu.Lock()
 			enc.Encode(map[string]any{"ts_ns": ts, "event": event, "id": cfg.Identity, "election": cfg.Election, "leader": leader})
