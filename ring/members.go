@@ -29,8 +29,12 @@ func (r *Ring) Len() int { return len(r.order) }
 // Order returns the members in message order (do not modify).
 func (r *Ring) Order() []UID { return r.order }
 
-// Index returns the position of u, or -1.
+// Index returns the position of u, or -1 (always, in a nil ring: the
+// zero Metadata's, which has no members).
 func (r *Ring) Index(u UID) int {
+	if r == nil {
+		return -1
+	}
 	if i, ok := r.index[u]; ok {
 		return i
 	}

@@ -1,6 +1,7 @@
 package membership
 
 import (
+	"slices"
 	"strconv"
 	"testing"
 
@@ -67,6 +68,7 @@ func TestChanges(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, s[2], n.Coordinator)
 	assert.False(t, n.Has(s[0]))
+	assert.False(t, (&Metadata{}).Has(s[0]), "the zero metadata has no members (and does not panic)")
 	assert.True(t, n.Newer(m3), "a newer round wins whatever the version")
 	assert.Equal(t, uint64(1), n.Version)
 }
@@ -105,6 +107,19 @@ func FuzzDecode(f *testing.F) {
 		}
 		if r := m.Responsible("k"); len(r) == 0 || len(r) > len(m.Servers) || !m.Has(m.Coordinator) {
 			t.Fatalf("valid metadata without an owner or coordinator, or more copies than servers: %v", r)
+		}
+		// Every server is found where the ring (UID order) puts it, and
+		// nothing else is a member.
+		for i, s := range m.Servers {
+			if !m.Has(s) || m.Ring().Index(ring.UIDOf(s)) != i || i > 0 && m.Ring().Order()[i-1].Cmp(ring.UIDOf(s)) >= 0 {
+				t.Fatalf("server %d %q: not found at its place on the ring", i, s)
+			}
+			if a, ok := m.AddrOf(ring.UIDOf(s)); !ok || a != s {
+				t.Fatalf("server %q: AddrOf gives %q", s, a)
+			}
+		}
+		if m.Has("z:9") != slices.Contains(m.Servers, "z:9") {
+			t.Fatalf("Has and the server list disagree on z:9")
 		}
 		if next, err := m.With("z:9"); err == nil && next.Version <= m.Version {
 			t.Fatalf("a change that does not advance the version: %d → %d", m.Version, next.Version)
