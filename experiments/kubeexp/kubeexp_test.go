@@ -71,6 +71,12 @@ func TestKubeExperimentsWriteCSVAndReport(t *testing.T) {
 	}
 	for i := range d.Rows {
 		assert.Equal(t, "0", d.Str(i, "overlaps"), "two leaders at once")
+		if d.Str(i, "scenario") == "constrained" {
+			// BLD starves the sixth application (its wait ends on the
+			// refusals); the others elect it, the wait no shorter for them.
+			want := map[bool]string{true: "5", false: "6"}[d.Str(i, "algorithm") == "bld"]
+			assert.Equal(t, want, d.Str(i, "apps_elected"), "%s, constrained", d.Str(i, "algorithm"))
+		}
 	}
 
 	l := runKube(t, &Latency{}, dir, 1, "--algorithms", "default,bld,bld-optimistic,cle-balanced", "--apps", "3")
