@@ -88,22 +88,20 @@ func waitLeadersUnless(ctx context.Context, c *kube.Cluster, ns string, apps []s
 // leaders standing still, the rule said no again, and it would go on
 // saying no. An algorithm that never refuses is never starved.
 func starved(events []kube.Event, candidates []string, retry time.Duration) bool {
-	first, again := map[string]time.Time{}, map[string]bool{}
-	for _, e := range events { // in the order they were recorded
+	first, last := map[string]time.Time{}, map[string]time.Time{}
+	for _, e := range events {
 		if e.Event != "refused" {
 			continue
 		}
 		if f, ok := first[e.ID]; !ok || e.TS.Before(f) {
 			first[e.ID] = e.TS
 		}
-	}
-	for _, e := range events {
-		if f, ok := first[e.ID]; ok && e.Event == "refused" && e.TS.Sub(f) >= retry {
-			again[e.ID] = true
+		if e.TS.After(last[e.ID]) {
+			last[e.ID] = e.TS
 		}
 	}
 	for _, id := range candidates {
-		if !again[id] {
+		if f, ok := first[id]; !ok || last[id].Sub(f) < retry {
 			return false
 		}
 	}

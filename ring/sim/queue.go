@@ -54,7 +54,8 @@ type queue struct {
 // slabChunk is 256 events (~25 KB): a simulation is made per election,
 // and ring-messages makes 28,800 of a few dozen events each; chunks of
 // 4,096 (~400 KB, zeroed) spent a third of its CPU allocating, clearing
-// and collecting them (16 s → 10 s of its quick profile).
+// and collecting them (ring-messages in make experiments: 16.2 s before,
+// 12.6 s after).
 const slabChunk = 256
 
 func (q *queue) at(slot int32) *event { return &q.slab[slot/slabChunk][slot%slabChunk] }
