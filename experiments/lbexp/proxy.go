@@ -196,7 +196,7 @@ func (p *Proxy) Report(in *experiments.ReportInput) (string, error) {
 	}
 	pm := in.Meta.Params
 	out := fmt.Sprintf("wrk -t%s -c%s -d%s against each proxy in turn (the order rotating each repetition), %s worker processes behind all, /work?cost=%s; "+
-		"the balancer (cmd/balancer, picker %s, one process per front) and nginx (worker_processes auto, upstream keep-alive) are all processes on this machine.\n\n",
+		"the balancer (cmd/balancer, picker %s, one process per front) and nginx (worker_processes auto, upstream keep-alive, setting the X-Forwarded-For, -Host and -Proto headers the balancer sets) are all processes on this machine.\n\n",
 		pm["threads"], pm["connections"], pm["duration"], pm["workers"], pm["cost"], pm["picker"])
 	out += experiments.MarkdownTable([]string{"target", "runs", "req/s median", "min", "max", "p50 ms (median)", "p99 ms (median)", "errors"}, rows)
 	out += "\n"

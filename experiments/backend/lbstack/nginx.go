@@ -26,7 +26,12 @@ type Nginx struct {
 
 // StartNginx runs nginx with weighted round robin over addrs (weights are
 // rounded to integers ≥ 1, nginx's form) and upstream keep-alive, so both
-// proxies reuse connections to the workers.
+// proxies reuse connections to the workers. It sets the X-Forwarded-For,
+// -Host and -Proto headers the balancer sets, as a reverse proxy in front
+// of applications is configured to: both proxies then send the workers
+// the same requests, and neither does less work per request than the
+// other (without them nginx sent three headers fewer, which the workers
+// also parsed).
 func StartNginx(ctx context.Context, dir string, addrs []string, weights []float64) (*Nginx, error) {
 	bin := NginxBinary()
 	if bin == "" {
@@ -72,6 +77,9 @@ http {
       proxy_pass http://workers;
       proxy_http_version 1.1;
       proxy_set_header Connection "";
+      proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+      proxy_set_header X-Forwarded-Host $host;
+      proxy_set_header X-Forwarded-Proto $scheme;
     }
   }
 }
