@@ -208,8 +208,8 @@ func constrained(ctx context.Context, c *kube.Cluster, alg, lock string, replica
 	}
 	// The pinned leaders stand still, so an algorithm whose rule refused
 	// every candidate of x, and refused each again a retry period later,
-	// has starved x: waiting out settle (BLD's 10 s, four times in the
-	// quick catalogue) would show nothing more.
+	// has starved x: waiting out settle (10 s by default, in every
+	// repetition) would show nothing more.
 	leaders, err := waitLeadersUnless(ctx, c, ns, names, settle, func() bool { return starved(c.Events(ns), xs, t.Retry) })
 	if err != nil {
 		return res, err

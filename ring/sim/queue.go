@@ -52,10 +52,10 @@ type queue struct {
 }
 
 // slabChunk is 256 events (~25 KB): a simulation is made per election,
-// and ring-messages makes 28,800 of a few dozen events each; chunks of
-// 4,096 (~400 KB, zeroed) spent a third of its CPU allocating, clearing
-// and collecting them (ring-messages in make experiments: 16.2 s before,
-// 12.6 s after).
+// and ring-messages makes 28,800 of a few dozen events each, so chunks of
+// 4,096 (~400 KB, zeroed) went mostly to allocating, clearing and
+// collecting (`ringside run ring-messages`, three alternating runs: 8.8–
+// 10.1 s with 4,096, 6.4–7.5 s with 256, the same CSV).
 const slabChunk = 256
 
 func (q *queue) at(slot int32) *event { return &q.slab[slot/slabChunk][slot%slabChunk] }

@@ -95,9 +95,9 @@ func KillCoordinator(ctx context.Context, r Ring) (Failover, error) {
 	// While the election runs only the server expected to win is asked,
 	// until it has taken over or follows another: a sweep of every
 	// server's status every 20 ms woke each of them for an HTTP request
-	// during the rounds it times, and at n = 16 a sweep overlapped the
-	// election's two rounds about a third of the time. Every figure comes
-	// from the servers' own clocks; the sweep below checks the outcome.
+	// during the rounds it times (docs/ringnode.md has what that did to
+	// them). Every figure comes from the servers' own clocks; the sweep
+	// below checks the outcome.
 	_ = Poll(ctx, 20*time.Second, func() (bool, error) {
 		st, err := GetStatus(ctx, maxLive)
 		return err == nil && (st.Coordinator || st.Leader != "" && st.Leader != coord && st.Leader != maxLive && !st.Participant), nil
