@@ -6,12 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
 	"net"
 	"net/http"
 	"net/url"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -142,26 +139,34 @@ func fastError(ctx *fasthttp.RequestCtx, status int, msg string) {
 // fastHeaders is what dropFastHopHeaders needs of a request's or a
 // response's header.
 type fastHeaders interface {
-	All() iter.Seq2[[]byte, []byte]
 	PeekAll(string) [][]byte
 	Del(string)
 }
 
-// dropFastHopHeaders removes a connection's own headers (RFC 9110 §7.6.1)
-// and those its Connection header names. Most messages carry none: one
-// pass over the header finds that, where a Del per name would normalise
-// and search nine times.
-func dropFastHopHeaders(h fastHeaders) {
-	hop := false
-	for k := range h.All() {
-		if slices.ContainsFunc(hopHeaders, func(n string) bool { return strings.EqualFold(string(k), n) }) {
-			hop = true
-			break
+// hopHeaderNames is hopHeaders as bytes, to compare names without a
+// conversion (which allocated on every request).
+var hopHeaderNames = func() [][]byte {
+	out := make([][]byte, len(hopHeaders))
+	for i, n := range hopHeaders {
+		out[i] = []byte(n)
+	}
+	return out
+}()
+
+// isHopHeader reports whether name is one of hopHeaders, in any case.
+func isHopHeader(name []byte) bool {
+	for _, n := range hopHeaderNames {
+		if len(n) == len(name) && bytes.EqualFold(n, name) {
+			return true
 		}
 	}
-	if !hop {
-		return
-	}
+	return false
+}
+
+// dropFastHopHeaders removes a connection's own headers (RFC 9110 §7.6.1)
+// and those its Connection header names from a request's or a response's
+// header whose scan for them (requestHasHop, responseHasHop) found one.
+func dropFastHopHeaders(h fastHeaders) {
 	for _, v := range h.PeekAll("Connection") {
 		for name := range bytes.SplitSeq(v, []byte(",")) {
 			if name = bytes.TrimSpace(name); len(name) > 0 {
@@ -174,45 +179,38 @@ func dropFastHopHeaders(h fastHeaders) {
 	}
 }
 
+// Most messages carry no hop-by-hop header: one pass over the header finds
+// that, where a Del per name would normalise and search nine times. The
+// pass takes the header's own type, so that its iterator and the loop's
+// body are compiled in place rather than allocated, as they were for a
+// call through an interface, on every request.
+
+func requestHasHop(h *fasthttp.RequestHeader) bool {
+	for k := range h.All() {
+		if isHopHeader(k) {
+			return true
+		}
+	}
+	return false
+}
+
+func responseHasHop(h *fasthttp.ResponseHeader) bool {
+	for k := range h.All() {
+		if isHopHeader(k) {
+			return true
+		}
+	}
+	return false
+}
+
 func (f *FastFront) handle(ctx *fasthttp.RequestCtx) {
 	b := f.B
 	req := &ctx.Request
-	// fasthttp forwards request-targets net/http refuses (a bad escape,
-	// a control character) and cuts a fragment off where net/http
-	// escapes it into the path: the target is held to net/http's rules
-	// (the workers' parser), and a fragment, which has no place in a
-	// request-target (RFC 9112 §3.2), is refused.
-	if target := req.Header.RequestURI(); bytes.IndexByte(target, '#') >= 0 {
-		fastError(ctx, http.StatusBadRequest, "malformed request: a fragment (#) in the request-target")
-		ctx.SetConnectionClose()
-		return
-	} else if _, err := url.ParseRequestURI(string(target)); err != nil {
-		fastError(ctx, http.StatusBadRequest, "malformed request: "+err.Error())
+	if status, msg := forwardable(ctx); status != 0 {
+		fastError(ctx, status, msg)
 		ctx.SetConnectionClose()
 		return
 	}
-	if len(req.Header.Peek("Upgrade")) > 0 {
-		fastError(ctx, http.StatusNotImplemented, "protocol upgrades are not proxied")
-		ctx.SetConnectionClose()
-		return
-	}
-	// fasthttp answered Expect: 100-continue itself; the body is here.
-	req.Header.Del("Expect")
-	dropFastHopHeaders(&req.Header)
-	if a, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
-		host := a.IP.String()
-		if prior := req.Header.PeekAll("X-Forwarded-For"); len(prior) > 0 {
-			host = string(bytes.Join(prior, []byte(", "))) + ", " + host
-		}
-		req.Header.Set("X-Forwarded-For", host)
-	}
-	req.Header.SetBytesV("X-Forwarded-Host", req.Header.Host())
-	req.Header.Set("X-Forwarded-Proto", "http")
-	// The client's Connection: close is for this hop: the request goes on
-	// without it. fasthttp noted it before the handler ran and closes the
-	// client's connection after the answer itself (and on shutdown:
-	// CloseOnShutdown).
-	req.Header.ResetConnectionClose()
 
 	t := b.table.Load()
 	if t == nil {
@@ -237,7 +235,9 @@ func (f *FastFront) handle(ctx *fasthttp.RequestCtx) {
 		if t.readsLoadReports {
 			b.reported(up, string(resp.Header.Peek(loadreport.Header)))
 		}
-		dropFastHopHeaders(&resp.Header)
+		if responseHasHop(&resp.Header) {
+			dropFastHopHeaders(&resp.Header)
+		}
 		resp.Header.ResetConnectionClose()
 		b.done(t, i, start, false)
 		return nil
@@ -250,6 +250,50 @@ func (f *FastFront) handle(ctx *fasthttp.RequestCtx) {
 		status = http.StatusServiceUnavailable
 	}
 	fastError(ctx, status, err.Error())
+}
+
+// forwardable turns the client's request into the one the worker gets —
+// without hop-by-hop headers, with X-Forwarded-For, -Host and -Proto — or
+// returns the status and reason to refuse it with.
+func forwardable(ctx *fasthttp.RequestCtx) (int, string) {
+	req := &ctx.Request
+	// fasthttp forwards request-targets net/http refuses (a bad escape,
+	// a control character) and cuts a fragment off where net/http
+	// escapes it into the path: the target is held to net/http's rules
+	// (the workers' parser), and a fragment, which has no place in a
+	// request-target (RFC 9112 §3.2), is refused.
+	if target := req.Header.RequestURI(); bytes.IndexByte(target, '#') >= 0 {
+		return http.StatusBadRequest, "malformed request: a fragment (#) in the request-target"
+	} else if _, err := url.ParseRequestURI(string(target)); err != nil {
+		return http.StatusBadRequest, "malformed request: " + err.Error()
+	}
+	if len(req.Header.Peek("Upgrade")) > 0 {
+		return http.StatusNotImplemented, "protocol upgrades are not proxied"
+	}
+	// fasthttp answered Expect: 100-continue itself; the body is here.
+	req.Header.Del("Expect")
+	if requestHasHop(&req.Header) {
+		dropFastHopHeaders(&req.Header)
+	}
+	if a, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
+		// Written into a buffer on the stack (the header copies it):
+		// a.IP.String() allocated on every request. As net.IP prints it:
+		// IPv4 dotted, no zone.
+		var buf [64]byte
+		host := a.AddrPort().Addr().Unmap().WithZone("").AppendTo(buf[:0])
+		if prior := req.Header.PeekAll("X-Forwarded-For"); len(prior) > 0 {
+			host = append(append(bytes.Join(prior, []byte(", ")), ", "...), host...)
+		}
+		req.Header.SetBytesV("X-Forwarded-For", host)
+	}
+	req.Header.SetBytesV("X-Forwarded-Host", req.Header.Host())
+	req.Header.Set("X-Forwarded-Proto", "http")
+	// The client's Connection: close is for this hop: the request goes on
+	// without it. fasthttp noted it before the handler ran and closes the
+	// client's connection after the answer itself (and on shutdown:
+	// CloseOnShutdown).
+	req.Header.ResetConnectionClose()
+	return 0, ""
 }
 
 var errAnswerTooLarge = errors.New("the worker's answer is over the front's body limit")
