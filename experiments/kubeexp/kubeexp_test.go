@@ -91,6 +91,10 @@ func TestKubeExperimentsWriteCSVAndReport(t *testing.T) {
 		own, campaign := l.Float(i, "leader_campaign_latency_ms"), l.Float(i, "campaign_latency_ms")
 		assert.Positive(t, own)
 		assert.LessOrEqual(t, own, campaign, "the leader campaigned no earlier than the first candidate")
+		before := l.Float(i, "campaigned_before_leader")
+		assert.True(t, before >= 0 && before < 5, "candidates that campaigned before the leader: %v of 5", before)
+		assert.Equal(t, before == 0, own == campaign, "the leader campaigned first exactly when its own campaign start is the first's")
+		assert.Contains(t, []float64{0, 1}, l.Float(i, "first_launched_campaigned_first"), "processes are launched one by one")
 		if l.Str(i, "algorithm") != "default" {
 			assert.LessOrEqual(t, l.Float(i, "max_minus_min"), 1.0, "%s balanced", l.Str(i, "algorithm"))
 		}
@@ -131,6 +135,8 @@ func TestKubeExperimentsWriteCSVAndReport(t *testing.T) {
 	assert.Positive(t, namedSeen, "cle-balanced's naming read")
 	assert.Contains(t, string(md), "cle-balanced, from the leader's own campaign start (")
 	assert.Contains(t, string(md), " elections): the controller named it after ")
+	assert.Contains(t, string(md), "The leader was the first of its application's candidates to campaign in default ")
+	assert.Contains(t, string(md), "The candidate launched first was the first to campaign in ")
 }
 
 // With --kubeconfig the experiments use the cluster's own worker nodes,

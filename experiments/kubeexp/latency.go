@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/ringside/ringside/bld/balance"
 	"github.com/ringside/ringside/experiments"
@@ -45,9 +46,16 @@ type latencyRow struct {
 	Own float64 `csv:"leader_campaign_latency_ms"`
 	// cle-balanced only: from the leader's own campaign start until the
 	// controller named it.
-	Named    float64 `csv:"leader_named_ms"`
-	Overlaps int     `csv:"overlaps"`
-	Elected  bool    `csv:"elected"`
+	Named float64 `csv:"leader_named_ms"`
+	// How many of the application's candidates began their campaign
+	// before the leader did (0: the first to campaign led).
+	Before float64 `csv:"campaigned_before_leader"`
+	// 1 when the application's candidate launched first was the first to
+	// campaign, 0 when not; NaN where candidates are not launched one by
+	// one (on Kubernetes the application's Pods are created at once).
+	LaunchOrder float64 `csv:"first_launched_campaigned_first"`
+	Overlaps    int     `csv:"overlaps"`
+	Elected     bool    `csv:"elected"`
 	// Leaders on the fullest worker node less the emptiest's, once the
 	// repetition's elections settled.
 	Imbalance int `csv:"max_minus_min"`
@@ -83,12 +91,19 @@ func (l *Latency) Run(ctx context.Context, env *experiments.Env) error {
 			// latency: dropping it would flatter the algorithm.
 			for _, a := range r.apps {
 				row := latencyRow{Backend: env.Backend, Algorithm: alg, Apps: n, Rep: t.Rep, App: a,
-					Latency: math.NaN(), Campaign: math.NaN(), Own: math.NaN(), Named: math.NaN(), Overlaps: r.overlaps, Seed: t.Seed, Imbalance: r.imbalance(c.WorkerNodes),
+					Latency: math.NaN(), Campaign: math.NaN(), Own: math.NaN(), Named: math.NaN(), Before: math.NaN(), LaunchOrder: math.NaN(), Overlaps: r.overlaps, Seed: t.Seed, Imbalance: r.imbalance(c.WorkerNodes),
 					Requests: r.requests / float64(n), Writes: r.writes / float64(n)}
 				if d, ok := r.launch[a]; ok {
 					row.Latency, row.Campaign, row.Own, row.Elected = experiments.Ms(d), experiments.Ms(r.campaign[a]), experiments.Ms(r.own[a]), true
+					row.Before = float64(r.before[a])
 					if nd, ok := r.named[a]; ok {
 						row.Named = experiments.Ms(nd)
+					}
+				}
+				if kept, ok := r.launchOrder[a]; ok {
+					row.LaunchOrder = 0
+					if kept {
+						row.LaunchOrder = 1
 					}
 				}
 				rows = append(rows, row)
@@ -197,6 +212,7 @@ func (l *Latency) Report(in *experiments.ReportInput) (string, error) {
 		}
 	}
 	out += cleBreakdown(t)
+	out += campaignOrder(t)
 	if neverElected > 0 {
 		out += fmt.Sprintf("**%d application elections never produced a leader within --settle**; their rows have no latency and the means above leave them out.\n\n", neverElected)
 	}
@@ -205,6 +221,44 @@ func (l *Latency) Report(in *experiments.ReportInput) (string, error) {
 		"*API requests per election* are the API server's own count (apiserver_request_total) of requests on election objects — locks, the BLD record, LeaseCandidates, the Pods and Nodes candidates read — " +
 		"from the deployment until every application led, over the applications (the Pods' creation left out; the cle-balanced controller's and every candidate's requests in).\n"
 	return out, nil
+}
+
+// campaignOrder says, per algorithm, how often the leader was the first
+// of its application's candidates to campaign: the difference between the
+// latency from campaign start and from the leader's own is the wait for a
+// later candidate, the one an algorithm that chooses (BLD's node rule,
+// cle-balanced's controller) chose.
+func campaignOrder(t *experiments.Table) string {
+	if !t.Has("campaigned_before_leader") {
+		return ""
+	}
+	var parts []string
+	var launchOrder []float64
+	for _, g := range t.GroupBy("algorithm") {
+		launchOrder = append(launchOrder, t.Floats(g.Rows, "first_launched_campaigned_first")...)
+		before := experiments.Summarize(t.Floats(g.Rows, "campaigned_before_leader"))
+		if before.N == 0 {
+			continue
+		}
+		first := 0
+		for _, v := range t.Floats(g.Rows, "campaigned_before_leader") {
+			if v == 0 {
+				first++
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%s %s %% (%s)", g.Key[0], experiments.Num(100*float64(first)/float64(before.N), 0), experiments.Num(before.Mean, 2)))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	out := "The leader was the first of its application's candidates to campaign in " + strings.Join(parts, ", ") +
+		" of the elections (in brackets: how many of them began before it, mean). The default elects whichever candidate's request reaches the API server first; " +
+		"an algorithm that chooses waits for its choice to start."
+	if s := experiments.Summarize(launchOrder); s.N > 0 {
+		out += fmt.Sprintf(" The candidate launched first was the first to campaign in %s %% of %d elections: the order of the launches does not foretell the campaigns' (a choice among the earliest-launched would not wait less).",
+			experiments.Num(100*s.Mean, 0), s.N)
+	}
+	return out + "\n\n"
 }
 
 // cleBreakdown splits cle-balanced's latency from the leader's own

@@ -27,7 +27,13 @@ type spreadResult struct {
 	// controller): the rest, to the leader's start, is that write and its
 	// watch event.
 	named map[string]time.Duration
-	apps  []string // every application, elected or not
+	// How many of the application's candidates began their campaign
+	// before its leader did: 0 when the first to campaign won.
+	before map[string]int
+	// Whether the candidate launched first was the first to campaign;
+	// absent where the backend does not launch candidates one by one.
+	launchOrder map[string]bool
+	apps        []string // every application, elected or not
 	// The API server's requests on election objects from the deployment
 	// until every application led (its own count, apiserver_request_total;
 	// the Pods' creation left out), and the writes among them; NaN when
@@ -79,7 +85,7 @@ func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas 
 	if err != nil {
 		return spreadResult{}, err
 	}
-	res := spreadResult{perNode: map[string]int{}, elected: len(leaders), launch: map[string]time.Duration{}, campaign: map[string]time.Duration{}, own: map[string]time.Duration{}, named: map[string]time.Duration{}, apps: names,
+	res := spreadResult{perNode: map[string]int{}, elected: len(leaders), launch: map[string]time.Duration{}, campaign: map[string]time.Duration{}, own: map[string]time.Duration{}, named: map[string]time.Duration{}, before: map[string]int{}, launchOrder: map[string]bool{}, apps: names,
 		requests: math.NaN(), writes: math.NaN()}
 	if measure {
 		after, err := requestCounts(ctx, c)
@@ -103,14 +109,21 @@ func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas 
 	res.overlaps = kube.Overlaps(events)
 	for app, id := range leaders {
 		var launched, campaigned, ownCampaign, started time.Time
+		var campaigns []time.Time
+		launchedAt, campaignedAt := map[string]time.Time{}, map[string]time.Time{}
 		for _, e := range events {
 			if e.Election != ns+"/"+app {
 				continue
 			}
 			switch {
-			case e.Event == "launched" && (launched.IsZero() || e.TS.Before(launched)):
-				launched = e.TS
+			case e.Event == "launched":
+				launchedAt[e.ID] = e.TS
+				if launched.IsZero() || e.TS.Before(launched) {
+					launched = e.TS
+				}
 			case e.Event == "campaign":
+				campaigns = append(campaigns, e.TS)
+				campaignedAt[e.ID] = e.TS
 				if campaigned.IsZero() || e.TS.Before(campaigned) {
 					campaigned = e.TS
 				}
@@ -122,6 +135,14 @@ func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas 
 			}
 		}
 		res.launch[app], res.campaign[app], res.own[app] = started.Sub(launched), started.Sub(campaigned), started.Sub(ownCampaign)
+		for _, ts := range campaigns {
+			if ts.Before(ownCampaign) {
+				res.before[app]++
+			}
+		}
+		if len(launchedAt) > 1 {
+			res.launchOrder[app] = earliest(launchedAt) == earliest(campaignedAt)
+		}
 		// The naming that made this start, not a later one (a renewal lost
 		// on a loaded machine, named again): then it is unknown.
 		if t, ok := acquired[app]; ok && t.holder == strings.TrimPrefix(id, ns+"/") && !t.at.After(started) {
@@ -129,6 +150,17 @@ func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas 
 		}
 	}
 	return res, nil
+}
+
+// earliest is the key of the earliest time in ts ("" when empty).
+func earliest(ts map[string]time.Time) string {
+	var first string
+	for k, t := range ts {
+		if first == "" || t.Before(ts[first]) || t.Equal(ts[first]) && k < first {
+			first = k
+		}
+	}
+	return first
 }
 
 // acquisition is a Lease's holder and when it was named holder.
