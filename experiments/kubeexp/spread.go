@@ -109,7 +109,6 @@ func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas 
 	res.overlaps = kube.Overlaps(events)
 	for app, id := range leaders {
 		var launched, campaigned, ownCampaign, started time.Time
-		var campaigns []time.Time
 		launchedAt, campaignedAt := map[string]time.Time{}, map[string]time.Time{}
 		for _, e := range events {
 			if e.Election != ns+"/"+app {
@@ -122,7 +121,6 @@ func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas 
 					launched = e.TS
 				}
 			case e.Event == "campaign":
-				campaigns = append(campaigns, e.TS)
 				campaignedAt[e.ID] = e.TS
 				if campaigned.IsZero() || e.TS.Before(campaigned) {
 					campaigned = e.TS
@@ -135,7 +133,7 @@ func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas 
 			}
 		}
 		res.launch[app], res.campaign[app], res.own[app] = started.Sub(launched), started.Sub(campaigned), started.Sub(ownCampaign)
-		for _, ts := range campaigns {
+		for _, ts := range campaignedAt {
 			if ts.Before(ownCampaign) {
 				res.before[app]++
 			}
