@@ -236,17 +236,12 @@ func campaignOrder(t *experiments.Table) string {
 	var launchOrder []float64
 	for _, g := range t.GroupBy("algorithm") {
 		launchOrder = append(launchOrder, t.Floats(g.Rows, "first_launched_campaigned_first")...)
-		before := experiments.Summarize(t.Floats(g.Rows, "campaigned_before_leader"))
-		if before.N == 0 {
+		before := t.Floats(g.Rows, "campaigned_before_leader")
+		if len(before) == 0 {
 			continue
 		}
-		first := 0
-		for _, v := range t.Floats(g.Rows, "campaigned_before_leader") {
-			if v == 0 {
-				first++
-			}
-		}
-		parts = append(parts, fmt.Sprintf("%s %s %% (%s)", g.Key[0], experiments.Num(100*float64(first)/float64(before.N), 0), experiments.Num(before.Mean, 2)))
+		first := float64(len(before) - len(slices.DeleteFunc(slices.Clone(before), func(v float64) bool { return v == 0 })))
+		parts = append(parts, fmt.Sprintf("%s %s %% (%s)", g.Key[0], experiments.Num(100*first/float64(len(before)), 0), experiments.Num(experiments.Summarize(before).Mean, 2)))
 	}
 	if len(parts) == 0 {
 		return ""

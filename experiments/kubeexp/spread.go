@@ -108,38 +108,33 @@ func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas 
 	events := c.Events(ns)
 	res.overlaps = kube.Overlaps(events)
 	for app, id := range leaders {
-		var launched, campaigned, ownCampaign, started time.Time
+		// Each candidate's launch and campaign start, and the leader's start.
 		launchedAt, campaignedAt := map[string]time.Time{}, map[string]time.Time{}
+		var started time.Time
 		for _, e := range events {
 			if e.Election != ns+"/"+app {
 				continue
 			}
-			switch {
-			case e.Event == "launched":
-				launchedAt[e.ID] = e.TS
-				if launched.IsZero() || e.TS.Before(launched) {
-					launched = e.TS
+			switch e.Event {
+			case "launched":
+				keepEarliest(launchedAt, e.ID, e.TS)
+			case "campaign":
+				keepEarliest(campaignedAt, e.ID, e.TS)
+			case "started":
+				if e.ID == id && started.IsZero() {
+					started = e.TS
 				}
-			case e.Event == "campaign":
-				campaignedAt[e.ID] = e.TS
-				if campaigned.IsZero() || e.TS.Before(campaigned) {
-					campaigned = e.TS
-				}
-				if e.ID == id && ownCampaign.IsZero() {
-					ownCampaign = e.TS
-				}
-			case e.Event == "started" && e.ID == id && started.IsZero():
-				started = e.TS
 			}
 		}
-		res.launch[app], res.campaign[app], res.own[app] = started.Sub(launched), started.Sub(campaigned), started.Sub(ownCampaign)
+		firstLaunched, firstCampaign, ownCampaign := earliest(launchedAt), earliest(campaignedAt), campaignedAt[id]
+		res.launch[app], res.campaign[app], res.own[app] = started.Sub(launchedAt[firstLaunched]), started.Sub(campaignedAt[firstCampaign]), started.Sub(ownCampaign)
 		for _, ts := range campaignedAt {
 			if ts.Before(ownCampaign) {
 				res.before[app]++
 			}
 		}
 		if len(launchedAt) > 1 {
-			res.launchOrder[app] = earliest(launchedAt) == earliest(campaignedAt)
+			res.launchOrder[app] = firstLaunched == firstCampaign
 		}
 		// The naming that made this start, not a later one (a renewal lost
 		// on a loaded machine, named again): then it is unknown.
@@ -150,7 +145,15 @@ func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas 
 	return res, nil
 }
 
-// earliest is the key of the earliest time in ts ("" when empty).
+// keepEarliest records t for id in ts unless an earlier time is there.
+func keepEarliest(ts map[string]time.Time, id string, t time.Time) {
+	if old, ok := ts[id]; !ok || t.Before(old) {
+		ts[id] = t
+	}
+}
+
+// earliest is the key of the earliest time in ts, the smallest key of
+// equal ones ("" when empty).
 func earliest(ts map[string]time.Time) string {
 	var first string
 	for k, t := range ts {
