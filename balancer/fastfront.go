@@ -179,12 +179,13 @@ func dropFastHopHeaders(h fastHeaders) {
 	}
 }
 
-// Most messages carry no hop-by-hop header: one pass over the header finds
-// that, where a Del per name would normalise and search nine times. The
-// pass takes the header's own type, so that its iterator and the loop's
-// body are compiled in place rather than allocated, as they were for a
-// call through an interface, on every request.
-
+// requestHasHop reports whether a request's header holds a hop-by-hop
+// header. Most messages carry none: one pass over the header finds that,
+// where a Del per name would normalise and search nine times. It and
+// responseHasHop take the header's own type, so that its iterator and the
+// loop's body are compiled in place; through an interface (or a generic
+// function, whose two pointer types share one instantiation) they were
+// allocated on every request.
 func requestHasHop(h *fasthttp.RequestHeader) bool {
 	for k := range h.All() {
 		if isHopHeader(k) {
@@ -194,6 +195,7 @@ func requestHasHop(h *fasthttp.RequestHeader) bool {
 	return false
 }
 
+// responseHasHop is requestHasHop for a worker's answer.
 func responseHasHop(h *fasthttp.ResponseHeader) bool {
 	for k := range h.All() {
 		if isHopHeader(k) {

@@ -164,3 +164,33 @@ func BenchmarkFastFrontRewrite(b *testing.B) {
 		answer.Header.ResetConnectionClose()
 	}
 }
+
+// The client's address goes into X-Forwarded-For as net.IP prints it
+// (IPv4 dotted, also when mapped into IPv6; no zone), after the ones a
+// prior proxy put there, and hop-by-hop headers of any case are dropped.
+func TestFastFrontForwardedFor(t *testing.T) {
+	for _, a := range []*net.TCPAddr{
+		{IP: net.IPv4(10, 1, 2, 3), Port: 1},
+		{IP: net.IP{10, 1, 2, 3}, Port: 1},
+		{IP: net.ParseIP("2001:db8::1"), Port: 1, Zone: "eth0"},
+		{IP: net.ParseIP("::ffff:192.0.2.1"), Port: 1},
+	} {
+		for _, prior := range []string{"", "X-Forwarded-For: 198.51.100.7\r\n"} {
+			var req fasthttp.Request
+			require.NoError(t, req.Read(bufio.NewReader(strings.NewReader("GET /a%2Fb?x=%3F HTTP/1.1\r\nHost: h\r\ncOnNeCtIoN: x-secret\r\nX-Secret: s\r\nkeep-alive: 5\r\n"+prior+"\r\n"))))
+			var ctx fasthttp.RequestCtx
+			ctx.Init(&req, a, nil)
+			status, msg := forwardable(&ctx)
+			require.Zero(t, status, msg)
+			want := a.IP.String()
+			if prior != "" {
+				want = "198.51.100.7, " + want
+			}
+			assert.Equal(t, want, string(ctx.Request.Header.Peek("X-Forwarded-For")), "%v", a)
+			for _, h := range []string{"Connection", "X-Secret", "Keep-Alive"} {
+				assert.Empty(t, ctx.Request.Header.Peek(h), h)
+			}
+			assert.Equal(t, "/a%2Fb?x=%3F", string(ctx.Request.Header.RequestURI()), "the target goes on as sent")
+		}
+	}
+}
