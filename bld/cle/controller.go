@@ -67,7 +67,7 @@ type Controller struct {
 	candidates cache.Indexer
 	pods       cache.Indexer // candidate Pods (bld.ElectionLabel), by election
 	wake       chan struct{}
-	warned     map[string]bool // candidates already reported unusable
+	warned     map[string]bool // candidates and Pods already reported (unusable, or annotated with another node than their Pod's)
 }
 
 // New checks cfg.
@@ -308,7 +308,7 @@ func (c *Controller) election(now time.Time, name string, el *election, soon fun
 		soon(e.RenewTime.Add(e.LeaseDuration))
 	}
 	for _, lc := range el.candidates {
-		node := lc.Annotations[bld.NodeAnnotation]
+		node := c.candidateNode(lc)
 		if errs := validation.IsDNS1123Subdomain(node); len(errs) > 0 {
 			if key := lc.Namespace + "/" + lc.Name; !c.warned[key] {
 				c.warned[key] = true

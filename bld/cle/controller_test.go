@@ -93,6 +93,56 @@ func TestHostileRecordsAreLeftOut(t *testing.T) {
 	}
 }
 
+// A candidate counts at the node its Pod is bound to, whatever its own
+// annotation says: b-1 claims an empty node but runs beside a's leader,
+// so the candidate truly on an empty node is named. A candidate with no
+// Pod the controller sees keeps its annotation.
+func TestCandidatesCountAtTheirPodsNode(t *testing.T) {
+	now := time.Now()
+	node := func(n string) map[string]string { return map[string]string{bld.NodeAnnotation: n} }
+	pod := func(name, election, node string) *v1.Pod {
+		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "x", Labels: map[string]string{bld.ElectionLabel: election}},
+			Spec: v1.PodSpec{NodeName: node}}
+	}
+	for _, tc := range []struct {
+		name string
+		pods []runtime.Object
+		want string
+	}{
+		{"the Pod's node counts", []runtime.Object{pod("a-1", "a", "w1"), pod("b-1", "b", "w1"), pod("b-2", "b", "w3")}, "b-2"},
+		{"no Pods: the annotations count", nil, "b-1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := append([]runtime.Object{
+				lease("a", "a-1", now, 60), // a leader on w1 already
+				candidate("a-1", "a", node("w1"), now),
+				lease("b", bld.Unassigned, now.Add(-2*time.Second), 2),
+				candidate("b-1", "b", node("w2"), now),
+				candidate("b-2", "b", node("w3"), now),
+			}, tc.pods...)
+			var logs strings.Builder
+			decided := make(chan strategy.Decision, 16)
+			ctl, err := New(Config{Client: fake.NewClientset(objs...), Namespace: "x", AckWait: 200 * time.Millisecond, Resync: 50 * time.Millisecond,
+				Log: slog.New(slog.NewTextHandler(&logs, nil)), OnDecision: func(_ string, d strategy.Decision) { decided <- d }})
+			require.NoError(t, err)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- ctl.Run(ctx) }()
+			select {
+			case d := <-decided:
+				require.Equal(t, strategy.Decision{Election: "b", Holder: tc.want}, d)
+			case <-time.After(30 * time.Second):
+				t.Fatal("no decision within 30 s")
+			}
+			cancel()
+			require.NoError(t, <-done)
+			if tc.pods != nil {
+				require.Contains(t, logs.String(), "annotated=w2 pod_node=w1", "the disagreement is logged")
+			}
+		})
+	}
+}
+
 // A new application's Lease waits for a candidate whose Pod is bound to
 // an emptier node and that has not registered yet, and names it once it
 // does; with no such Pod (or once Gather has passed) the registered

@@ -164,6 +164,34 @@ func boundNode(p *v1.Pod) (string, bool) {
 	return node, node == "" || len(validation.IsDNS1123Subdomain(node)) == 0
 }
 
+// candidateNode is where a registered candidate runs. Its annotation
+// (bld.NodeAnnotation) is its own word; its Pod — a LeaseCandidate is named
+// after its Pod, and the admission policy lets a candidate write no other —
+// is bound by the scheduler. Where the controller sees that Pod bound, its
+// node counts, so a candidate misconfigured (or lying) about its node
+// cannot move the counts; a disagreement is logged once. Without a Pod (a
+// candidate outside the election's Pods) the annotation is all there is.
+func (c *Controller) candidateNode(lc *v1alpha2.LeaseCandidate) string {
+	claimed := lc.Annotations[bld.NodeAnnotation]
+	obj, ok, _ := c.pods.GetByKey(lc.Namespace + "/" + lc.Name)
+	if !ok {
+		return claimed
+	}
+	p, ok := obj.(*v1.Pod)
+	if !ok || p.Spec.NodeName == "" {
+		return claimed
+	}
+	if node := p.Spec.NodeName; node != claimed {
+		if key := "node " + lc.Namespace + "/" + lc.Name; !c.warned[key] {
+			c.warned[key] = true
+			c.cfg.Log.Warn("candidate counted at its Pod's node, not the one it annotates", "candidate", lc.Namespace+"/"+lc.Name,
+				"annotation", bld.NodeAnnotation, "annotated", claimed, "pod_node", node)
+		}
+		return node
+	}
+	return claimed
+}
+
 // absentElection is an election with no Lease yet, its Pods as its
 // candidates; it waits up to an ack wait from its first Pod for a Pod on
 // the emptiest node.
