@@ -37,6 +37,10 @@ import (
 // move per lease duration.
 const MovedAtAnnotation = "ringside.io/moved-at"
 
+// ControllerElection is the Lease the controller's replicas elect one of
+// themselves on (cmd/cle-balanced --election), in their own namespace.
+const ControllerElection = "ringside-cle-balanced"
+
 // Config configures the controller.
 type Config struct {
 	Client kubernetes.Interface

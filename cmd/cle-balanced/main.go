@@ -46,7 +46,7 @@ func run(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.Gather, "gather", "CLE_GATHER", 2*time.Second, "how long a new application's first election waits for the candidates of its Pods on emptier nodes to register (0: 2 s)")
 	fs.StringVar(&id, "id", "POD_NAME", "", "this replica's identity: its Pod name")
 	fs.StringVar(&lockNS, "namespace", "POD_NAMESPACE", "default", "namespace of the controller's own election")
-	fs.StringVar(&lockName, "election", "CLE_ELECTION", "ringside-cle-balanced", "the controller replicas' own Lease")
+	fs.StringVar(&lockName, "election", "CLE_ELECTION", cle.ControllerElection, "the controller replicas' own Lease")
 	fs.DurationVar(&lease, "lease-duration", "CLE_LEASE_DURATION", 15*time.Second, "the controller replicas' lease duration")
 	fs.DurationVar(&renew, "renew-deadline", "CLE_RENEW_DEADLINE", 10*time.Second, "a controller that cannot renew for this long stops controlling")
 	fs.DurationVar(&retry, "retry-period", "CLE_RETRY_PERIOD", 2*time.Second, "interval between the replicas' acquisition attempts and renewals")

@@ -127,7 +127,9 @@ func (r *podRunner) deploy(ctx context.Context, ns string, apps []App, _ int, al
 // apps in ns — accounts, roles, shared objects, and with deployments each
 // application's Deployment, shaped by shape — starts reading the elector
 // logs of ns, and returns each application's shaped Pod template and when
-// the first object was sent.
+// the first Deployment was sent. The applications' Deployments go last,
+// after the objects they need; with cle-balanced, once the strategy
+// controller controls (awaitController).
 func (r *podRunner) prepare(ctx context.Context, ns string, apps []App, alg, lock string, t Timing, deployments bool) (map[string]v1.PodTemplateSpec, time.Time, error) {
 	ov, err := overlay(alg, lock)
 	if err != nil {
@@ -145,8 +147,12 @@ func (r *podRunner) prepare(ctx context.Context, ns string, apps []App, alg, loc
 		return nil, time.Time{}, err
 	}
 	r.watch(ns)
-	launched := time.Now()
+	var before string
+	if alg == balance.CLEBalanced {
+		before = controllerLease(ctx, r.c.CS, ns)
+	}
 	templates := map[string]v1.PodTemplateSpec{}
+	var later []*unstructured.Unstructured // the applications' Deployments
 	for _, o := range objs {
 		switch o.GetKind() {
 		case "Namespace":
@@ -175,12 +181,24 @@ func (r *podRunner) prepare(ctx context.Context, ns string, apps []App, alg, loc
 				return nil, time.Time{}, err
 			}
 			templates[names[i]] = d.Spec.Template
-			if !deployments {
-				continue
+			if deployments {
+				later = append(later, o)
 			}
+			continue
 		}
 		shared := o.GetName() != "" && !slices.ContainsFunc(names, func(n string) bool { return o.GetName() == n || o.GetName() == n+"-elector" })
 		if err := r.create(ctx, ns, o, shared); err != nil {
+			return nil, time.Time{}, err
+		}
+	}
+	if alg == balance.CLEBalanced {
+		if err := awaitController(ctx, r.c.CS, ns, before); err != nil {
+			return nil, time.Time{}, fmt.Errorf("kubernetes backend: %w", err)
+		}
+	}
+	launched := time.Now()
+	for _, o := range later {
+		if err := r.create(ctx, ns, o, false); err != nil {
 			return nil, time.Time{}, err
 		}
 	}

@@ -235,16 +235,18 @@ func (ps *Processes) startControllers(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	const ns = "kube-system"
+	before := controllerLease(ctx, ps.c.CS, ns)
 	for i := range 2 {
 		cmd := exec.Command(bin, "--kubeconfig", ps.c.kubeconfig, "--id", fmt.Sprintf("cle-balanced-%d", i),
-			"--namespace", "kube-system", "--ack-wait", "500ms", "--http", "127.0.0.1:0", "--log-level", "error")
+			"--namespace", ns, "--ack-wait", "500ms", "--http", "127.0.0.1:0", "--log-level", "error")
 		cmd.Stderr = os.Stderr // errors only
 		if err := cmd.Start(); err != nil {
 			return fmt.Errorf("start the strategy controller: %w", err)
 		}
 		ps.controllers = append(ps.controllers, cmd)
 	}
-	return nil
+	return awaitController(ctx, ps.c.CS, ns, before)
 }
 
 func (ps *Processes) close() {
