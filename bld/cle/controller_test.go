@@ -31,6 +31,41 @@ func candidate(name, leaseName string, ann map[string]string, renew time.Time) *
 		Spec: v1alpha2.LeaseCandidateSpec{LeaseName: leaseName, Strategy: strategy.Name, BinaryVersion: "1.0.0", RenewTime: &t}}
 }
 
+// running is a controller on cs in namespace x, looking every 50 ms,
+// that reports its decisions on decided; stop ends it and checks Run's
+// error.
+type running struct {
+	ctl     *Controller
+	decided chan strategy.Decision
+	stop    func()
+}
+
+func run(t *testing.T, cs *fake.Clientset, gather time.Duration, log *slog.Logger) running {
+	t.Helper()
+	r := running{decided: make(chan strategy.Decision, 16)}
+	var err error
+	r.ctl, err = New(Config{Client: cs, Namespace: "x", AckWait: 200 * time.Millisecond, Gather: gather, Resync: 50 * time.Millisecond,
+		Log: log, OnDecision: func(_ string, d strategy.Decision) { r.decided <- d }})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.ctl.Run(ctx) }()
+	r.stop = func() { cancel(); require.NoError(t, <-done) }
+	return r
+}
+
+// next is the controller's next decision.
+func (r running) next(t *testing.T) strategy.Decision {
+	t.Helper()
+	select {
+	case d := <-r.decided:
+		return d
+	case <-time.After(30 * time.Second):
+		t.Fatal("no decision within 30 s")
+		return strategy.Decision{}
+	}
+}
+
 // Records a candidate controls are input like any other: a node
 // annotation that is missing, not a node name or absurdly long leaves
 // that candidate out (the others are still named), a Lease of another
@@ -56,35 +91,22 @@ func TestHostileRecordsAreLeftOut(t *testing.T) {
 		candidate("c-held", "held", node("w2"), now),
 		candidate("c-other", "other", node("w3"), now),
 	)
-	var decisions []strategy.Decision
-	decided := make(chan strategy.Decision, 16)
-	ctl, err := New(Config{Client: cs, Namespace: "x", AckWait: 200 * time.Millisecond, Resync: 50 * time.Millisecond,
-		Log: slog.New(slog.DiscardHandler), OnDecision: func(_ string, d strategy.Decision) { decided <- d }})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ctl.Run(ctx) }()
-	select {
-	case d := <-decided:
-		decisions = append(decisions, d)
-	case <-time.After(30 * time.Second):
-		t.Fatal("no decision within 30 s")
-	}
-	require.Equal(t, strategy.Decision{Election: "a", Holder: "good"}, decisions[0])
+	r := run(t, cs, 0, slog.New(slog.DiscardHandler))
+	first := r.next(t)
+	require.Equal(t, strategy.Decision{Election: "a", Holder: "good"}, first)
 	// Let it look several times more; nothing else may be decided (the
 	// fake API server does not refuse a write on a stale
 	// resourceVersion, so the same decision may come again before the
 	// cache has the first).
 	for range 5 {
-		ctl.poke()
+		r.ctl.poke()
 		select {
-		case d := <-decided:
-			require.Equal(t, decisions[0], d, "a decision for a hostile or foreign record")
+		case d := <-r.decided:
+			require.Equal(t, first, d, "a decision for a hostile or foreign record")
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	cancel()
-	require.NoError(t, <-done)
+	r.stop()
 	for _, name := range []string{"b", "held", "other"} {
 		l, err := cs.CoordinationV1().Leases("x").Get(context.Background(), name, metav1.GetOptions{})
 		require.NoError(t, err)
@@ -121,21 +143,9 @@ func TestCandidatesCountAtTheirPodsNode(t *testing.T) {
 				candidate("b-2", "b", node("w3"), now),
 			}, tc.pods...)
 			var logs strings.Builder
-			decided := make(chan strategy.Decision, 16)
-			ctl, err := New(Config{Client: fake.NewClientset(objs...), Namespace: "x", AckWait: 200 * time.Millisecond, Resync: 50 * time.Millisecond,
-				Log: slog.New(slog.NewTextHandler(&logs, nil)), OnDecision: func(_ string, d strategy.Decision) { decided <- d }})
-			require.NoError(t, err)
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- ctl.Run(ctx) }()
-			select {
-			case d := <-decided:
-				require.Equal(t, strategy.Decision{Election: "b", Holder: tc.want}, d)
-			case <-time.After(30 * time.Second):
-				t.Fatal("no decision within 30 s")
-			}
-			cancel()
-			require.NoError(t, <-done)
+			r := run(t, fake.NewClientset(objs...), 0, slog.New(slog.NewTextHandler(&logs, nil)))
+			require.Equal(t, strategy.Decision{Election: "b", Holder: tc.want}, r.next(t))
+			r.stop()
 			if tc.pods != nil {
 				require.Contains(t, logs.String(), "annotated=w2 pod_node=w1", "the disagreement is logged")
 			}
@@ -174,33 +184,22 @@ func TestNewLeaseWaitsForTheCandidateOfAPodOnAnEmptierNode(t *testing.T) {
 					Spec: v1.PodSpec{NodeName: tc.pod}})
 			}
 			cs := fake.NewClientset(objs...)
-			decided := make(chan strategy.Decision, 16)
-			ctl, err := New(Config{Client: cs, Namespace: "x", AckWait: 200 * time.Millisecond, Gather: tc.gather, Resync: 50 * time.Millisecond,
-				Log: slog.New(slog.DiscardHandler), OnDecision: func(_ string, d strategy.Decision) { decided <- d }})
-			require.NoError(t, err)
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- ctl.Run(ctx) }()
-			defer func() { cancel(); require.NoError(t, <-done) }()
+			r := run(t, cs, tc.gather, slog.New(slog.DiscardHandler))
+			defer r.stop()
 			if tc.want == "b-2" {
 				// Several looks: b is not decided while b-2 is on its way.
 				for range 5 {
-					ctl.poke()
+					r.ctl.poke()
 					select {
-					case d := <-decided:
+					case d := <-r.decided:
 						t.Fatalf("decided %+v before b-2 registered", d)
 					case <-time.After(100 * time.Millisecond):
 					}
 				}
-				_, err := cs.CoordinationV1alpha2().LeaseCandidates("x").Create(ctx, candidate("b-2", "b", node("w2"), time.Now()), metav1.CreateOptions{})
+				_, err := cs.CoordinationV1alpha2().LeaseCandidates("x").Create(t.Context(), candidate("b-2", "b", node("w2"), time.Now()), metav1.CreateOptions{})
 				require.NoError(t, err)
 			}
-			select {
-			case d := <-decided:
-				require.Equal(t, strategy.Decision{Election: "b", Holder: tc.want}, d)
-			case <-time.After(30 * time.Second):
-				t.Fatal("no decision within 30 s")
-			}
+			require.Equal(t, strategy.Decision{Election: "b", Holder: tc.want}, r.next(t))
 		})
 	}
 }
