@@ -6,6 +6,7 @@
 package controlplane
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -69,7 +70,9 @@ func Binaries(names ...string) ([]string, error) {
 	return out, nil
 }
 
-func freePort() (int, error) {
+// freePort is a port no one listens on now; a variable so that a test can
+// hand out one that is taken.
+var freePort = func() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
@@ -88,6 +91,35 @@ func Start(ctx context.Context, dir string) (*ControlPlane, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
+	// The ports are found free, then bound by etcd and kube-apiserver a
+	// moment later, and a process starting beside them may take one in
+	// between (go test runs packages side by side: a CI run lost a test
+	// to etcd's "bind: address already in use"). A control plane that
+	// failed so starts again on other ports, with a fresh etcd.
+	for attempt := 1; ; attempt++ {
+		cp, err := start(ctx, dir, bins)
+		if err == nil || attempt == 3 || !portTaken(dir) {
+			return cp, err
+		}
+		if err := os.RemoveAll(filepath.Join(dir, "etcd")); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// portTaken reports whether a process of the control plane in dir failed
+// because its port was taken.
+func portTaken(dir string) bool {
+	for _, log := range []string{"etcd.log", "kube-apiserver.log"} {
+		if b, err := os.ReadFile(filepath.Join(dir, log)); err == nil && bytes.Contains(b, []byte("address already in use")) {
+			return true
+		}
+	}
+	return false
+}
+
+func start(ctx context.Context, dir string, bins []string) (*ControlPlane, error) {
+	var err error
 	var ports [3]int // etcd client, etcd peer, API server
 	for i := range ports {
 		if ports[i], err = freePort(); err != nil {

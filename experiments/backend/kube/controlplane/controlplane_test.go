@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -137,4 +138,33 @@ func logTailOnFailure(t *testing.T, dir string) {
 func RequireCoordinatedElection(t *testing.T, cs kubernetes.Interface) {
 	t.Helper()
 	require.NoError(t, CheckCoordinatedElection(t.Context(), cs))
+}
+
+// A port found free and taken before etcd binds it (another process
+// starting beside this one) costs a retry on other ports, not the start.
+func TestStartOutlivesATakenPort(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	real := freePort
+	handed := false
+	freePort = func() (int, error) {
+		if !handed { // etcd's client port, on the first try only
+			handed = true
+			return taken.Addr().(*net.TCPAddr).Port, nil
+		}
+		return real()
+	}
+	defer func() { freePort = real }()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	cp, err := Start(ctx, dir)
+	require.NoError(t, err)
+	defer cp.Stop()
+	require.True(t, handed, "the taken port was handed out")
+	cs, err := cp.Clientset()
+	require.NoError(t, err)
+	_, err = cs.Discovery().ServerVersion()
+	require.NoError(t, err)
 }
