@@ -131,7 +131,9 @@ func TestCandidatesCountAtTheirPodsNode(t *testing.T) {
 		pods []runtime.Object
 		want string
 	}{
-		{"the Pod's node counts", []runtime.Object{pod("a-1", "a", "w1"), pod("b-1", "b", "w1"), pod("b-2", "b", "w3")}, "b-2"},
+		{"the Pod's node counts", []runtime.Object{pod("a-1", "a", "w1"), pod("b-1", "b", "w1"), pod("b-2", "b", "w3"),
+			// Counted at its Pod's node too; its annotation is no node name.
+			candidate("b-3", "b", node(strings.Repeat("w", 100_000)), now), pod("b-3", "b", "w3")}, "b-2"},
 		{"no Pods: the annotations count", nil, "b-1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -148,6 +150,7 @@ func TestCandidatesCountAtTheirPodsNode(t *testing.T) {
 			r.stop()
 			if tc.pods != nil {
 				require.Contains(t, logs.String(), "annotated=w2 pod_node=w1", "the disagreement is logged")
+				require.Contains(t, logs.String(), "annotated="+strings.Repeat("w", 253)+" pod_node=w3", "a hostile annotation is logged cut to a node name's length")
 			}
 		})
 	}

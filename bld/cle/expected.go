@@ -185,7 +185,9 @@ func (c *Controller) candidateNode(lc *v1alpha2.LeaseCandidate) string {
 		if key := "node " + lc.Namespace + "/" + lc.Name; !c.warned[key] {
 			c.warned[key] = true
 			c.cfg.Log.Warn("candidate counted at its Pod's node, not the one it annotates", "candidate", lc.Namespace+"/"+lc.Name,
-				"annotation", bld.NodeAnnotation, "annotated", claimed, "pod_node", node)
+				// A node name is at most 253 bytes; the annotation, a
+				// candidate's to write, may be far longer.
+				"annotation", bld.NodeAnnotation, "annotated", claimed[:min(len(claimed), 253)], "pod_node", node)
 		}
 		return node
 	}

@@ -240,8 +240,13 @@ func campaignOrder(t *experiments.Table) string {
 		if len(before) == 0 {
 			continue
 		}
-		first := float64(len(before) - len(slices.DeleteFunc(slices.Clone(before), func(v float64) bool { return v == 0 })))
-		parts = append(parts, fmt.Sprintf("%s %s %% (%s)", g.Key[0], experiments.Num(100*first/float64(len(before)), 0), experiments.Num(experiments.Summarize(before).Mean, 2)))
+		first := 0 // elections whose leader campaigned first
+		for _, v := range before {
+			if v == 0 {
+				first++
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%s %s %% (%s)", g.Key[0], experiments.Num(100*float64(first)/float64(len(before)), 0), experiments.Num(experiments.Summarize(before).Mean, 2)))
 	}
 	if len(parts) == 0 {
 		return ""

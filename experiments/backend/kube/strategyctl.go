@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ringside/ringside/bld/cle"
+	"github.com/ringside/ringside/bld/strategy"
 )
 
 // The ringside.io/balanced strategy's controller is infrastructure: in a
@@ -66,6 +67,8 @@ func controls(l *coordinationv1.Lease, before string, now time.Time) bool {
 	if l.ResourceVersion != before {
 		return true
 	}
-	return s.RenewTime != nil && s.LeaseDurationSeconds != nil &&
-		now.Before(s.RenewTime.Add(time.Duration(*s.LeaseDurationSeconds)*time.Second))
+	if s.RenewTime == nil || s.LeaseDurationSeconds == nil {
+		return false
+	}
+	return !strategy.Election{Holder: *s.HolderIdentity, RenewTime: s.RenewTime.Time, LeaseDuration: time.Duration(*s.LeaseDurationSeconds) * time.Second}.Free(now)
 }

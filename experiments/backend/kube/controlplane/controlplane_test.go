@@ -19,20 +19,28 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-func TestControlPlaneServesTheAPI(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+// startTest starts a control plane in a temporary directory, stopped (and
+// its logs' tails shown if t failed) when t ends.
+func startTest(t *testing.T) *ControlPlane {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
 	cp, err := Start(ctx, dir)
 	require.NoError(t, err)
-	defer cp.Stop()
+	t.Cleanup(cp.Stop)
 	logTailOnFailure(t, dir)
+	return cp
+}
+
+func TestControlPlaneServesTheAPI(t *testing.T) {
+	cp := startTest(t)
 	cs, err := cp.Clientset()
 	require.NoError(t, err)
 	v, err := cs.Discovery().ServerVersion()
 	require.NoError(t, err)
 	require.Equal(t, "v1.32.13", v.GitVersion)
-	_, err = cs.CoordinationV1().Leases("default").List(ctx, metav1.ListOptions{})
+	_, err = cs.CoordinationV1().Leases("default").List(t.Context(), metav1.ListOptions{})
 	require.NoError(t, err)
 	RequireCoordinatedElection(t, cs)
 }
@@ -40,14 +48,7 @@ func TestControlPlaneServesTheAPI(t *testing.T) {
 // Two control planes never share a credential: each makes its own admin
 // token, and one's token is refused by the other.
 func TestEachControlPlaneHasItsOwnToken(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	a, err := Start(ctx, t.TempDir())
-	require.NoError(t, err)
-	defer a.Stop()
-	b, err := Start(ctx, t.TempDir())
-	require.NoError(t, err)
-	defer b.Stop()
+	a, b := startTest(t), startTest(t)
 	require.NotEqual(t, a.pki.token, b.pki.token)
 	require.Len(t, a.pki.token, 48)
 	cfg, err := a.RestConfig()
@@ -55,7 +56,7 @@ func TestEachControlPlaneHasItsOwnToken(t *testing.T) {
 	cfg.BearerToken = b.pki.token
 	cs, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
-	_, err = cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	_, err = cs.CoreV1().Namespaces().List(t.Context(), metav1.ListOptions{})
 	require.True(t, apierrors.IsUnauthorized(err), "another control plane's token: %v", err)
 }
 
@@ -156,12 +157,7 @@ func TestStartOutlivesATakenPort(t *testing.T) {
 		return real()
 	}
 	defer func() { freePort = real }()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	dir := t.TempDir()
-	cp, err := Start(ctx, dir)
-	require.NoError(t, err)
-	defer cp.Stop()
+	cp := startTest(t)
 	require.True(t, handed, "the taken port was handed out")
 	cs, err := cp.Clientset()
 	require.NoError(t, err)
