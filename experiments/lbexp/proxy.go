@@ -2,8 +2,10 @@ package lbexp
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,7 +68,12 @@ type proxyRow struct {
 	P50         time.Duration `csv:"p50_ms"`
 	P99         time.Duration `csv:"p99_ms"`
 	Errors      int           `csv:"errors"`
-	Seed        uint64        `csv:"seed"`
+	// The target's processor time (user and system, nginx's workers
+	// included) over the wrk run, per request served: what a request
+	// costs the proxy, which the neighbours' scheduling moves far less
+	// than its throughput. NaN where it could not be read.
+	CPUPerRequest float64 `csv:"cpu_us_per_request"`
+	Seed          uint64  `csv:"seed"`
 }
 
 func (p *Proxy) Run(ctx context.Context, env *experiments.Env) error {
@@ -118,12 +125,15 @@ func (p *Proxy) Run(ctx context.Context, env *experiments.Env) error {
 
 	// Each repetition drives every target in turn; the order rotates, so
 	// none always meets the machine as another left it.
-	type target struct{ name, front, addr string }
+	type target struct {
+		name, front, addr string
+		cpu               func() (time.Duration, error)
+	}
 	var targets []target
 	for _, front := range p.fronts.Vals {
-		targets = append(targets, target{TargetBalancer, front, balancers[front].Addr})
+		targets = append(targets, target{TargetBalancer, front, balancers[front].Addr, balancers[front].CPU})
 	}
-	targets = append(targets, target{TargetNginx, "", n.Addr})
+	targets = append(targets, target{TargetNginx, "", n.Addr, n.CPU})
 	path := "/work?cost=" + strconv.Itoa(p.cost)
 	return experiments.RunGrid(ctx, env, experiments.Grid{Cells: 1}, func(ctx context.Context, t experiments.Task) ([]proxyRow, error) {
 		var rows []proxyRow
@@ -137,6 +147,7 @@ func (p *Proxy) Run(ctx context.Context, env *experiments.Env) error {
 				}()
 			}
 			label := strings.TrimSpace(tg.name + " " + tg.front)
+			cpu0, cpuErr := tg.cpu()
 			out, err := lbstack.Wrk(ctx, wrk, "-t", strconv.Itoa(p.threads), "-c", strconv.Itoa(p.conns), "-d", p.duration.String(), "--latency", "http://"+tg.addr+path)
 			if err != nil {
 				return nil, fmt.Errorf("wrk against %s: %w", label, err)
@@ -150,8 +161,15 @@ func (p *Proxy) Run(ctx context.Context, env *experiments.Env) error {
 					env.Log.Warn("profiling the balancer", "err", err)
 				}
 			}
+			perRequest := math.NaN()
+			cpu1, err := tg.cpu()
+			if err = errors.Join(cpuErr, err); err != nil {
+				env.Log.Warn("reading the proxy's processor time", "target", label, "err", err)
+			} else if r.Requests > 0 {
+				perRequest = float64((cpu1 - cpu0).Microseconds()) / float64(r.Requests)
+			}
 			rows = append(rows, proxyRow{Target: tg.name, Front: tg.front, Rep: t.Rep, Connections: p.conns, Requests: r.Requests, RPS: r.RPS,
-				P50: r.P50, P99: r.P99, Errors: r.Errors, Seed: t.Seed})
+				P50: r.P50, P99: r.P99, Errors: r.Errors, CPUPerRequest: perRequest, Seed: t.Seed})
 		}
 		return rows, nil
 	})
@@ -164,13 +182,19 @@ func (p *Proxy) Report(in *experiments.ReportInput) (string, error) {
 	}
 	label := func(i int) string { return strings.TrimSpace(t.Str(i, "target") + " " + t.Str(i, "front")) }
 	// Each front's requests per second over nginx's in the same repetition.
-	ratios := map[string][]float64{}
+	// And its processor time per request over nginx's (CSVs from before
+	// the column have none).
+	hasCPU := t.Has("cpu_us_per_request")
+	ratios, cpuRatios := map[string][]float64{}, map[string][]float64{}
 	var fronts []string
 	for _, g := range t.GroupBy("rep") {
-		nginx := 0.0
+		nginx, nginxCPU := 0.0, math.NaN()
 		for _, i := range g.Rows {
 			if t.Str(i, "target") == TargetNginx {
 				nginx = t.Float(i, "requests_per_s")
+				if hasCPU {
+					nginxCPU = t.Float(i, "cpu_us_per_request")
+				}
 			}
 		}
 		for _, i := range g.Rows {
@@ -179,6 +203,11 @@ func (p *Proxy) Report(in *experiments.ReportInput) (string, error) {
 					fronts = append(fronts, f)
 				}
 				ratios[f] = append(ratios[f], t.Float(i, "requests_per_s")/nginx)
+				if hasCPU && nginxCPU > 0 {
+					if r := t.Float(i, "cpu_us_per_request") / nginxCPU; !math.IsNaN(r) {
+						cpuRatios[f] = append(cpuRatios[f], r)
+					}
+				}
 			}
 		}
 	}
@@ -191,14 +220,22 @@ func (p *Proxy) Report(in *experiments.ReportInput) (string, error) {
 		for _, v := range t.Floats(g.Rows, "errors") {
 			errs += v
 		}
-		rows = append(rows, []string{label(g.Rows[0]), strconv.Itoa(r.N), experiments.Num(r.P50, 0), experiments.Num(r.Min, 0), experiments.Num(r.Max, 0),
-			experiments.Num(p50.P50, 3), experiments.Num(p99.P50, 3), experiments.Num(errs, 0)})
+		row := []string{label(g.Rows[0]), strconv.Itoa(r.N), experiments.Num(r.P50, 0), experiments.Num(r.Min, 0), experiments.Num(r.Max, 0),
+			experiments.Num(p50.P50, 3), experiments.Num(p99.P50, 3), experiments.Num(errs, 0)}
+		if hasCPU {
+			row = append(row, experiments.Num(experiments.Summarize(t.Floats(g.Rows, "cpu_us_per_request")).P50, 1))
+		}
+		rows = append(rows, row)
+	}
+	header := []string{"target", "runs", "req/s median", "min", "max", "p50 ms (median)", "p99 ms (median)", "errors"}
+	if hasCPU {
+		header = append(header, "CPU µs / request (median)")
 	}
 	pm := in.Meta.Params
 	out := fmt.Sprintf("wrk -t%s -c%s -d%s against each proxy in turn (the order rotating each repetition), %s worker processes behind all, /work?cost=%s; "+
 		"the balancer (cmd/balancer, picker %s, one process per front) and nginx (worker_processes auto, upstream keep-alive, setting the X-Forwarded-For, -Host and -Proto headers the balancer sets) are all processes on this machine.\n\n",
 		pm["threads"], pm["connections"], pm["duration"], pm["workers"], pm["cost"], pm["picker"])
-	out += experiments.MarkdownTable([]string{"target", "runs", "req/s median", "min", "max", "p50 ms (median)", "p99 ms (median)", "errors"}, rows)
+	out += experiments.MarkdownTable(header, rows)
 	out += "\n"
 	for k, f := range fronts {
 		ratio := experiments.Summarize(ratios[f])
@@ -208,6 +245,10 @@ func (p *Proxy) Report(in *experiments.ReportInput) (string, error) {
 			line = "**" + line + "** — the goal of ≥ 0.9: " + experiments.Judge(ratios[f], func(r float64) bool { return r >= 0.9 })
 		}
 		out += "- " + line + ".\n"
+		if c := experiments.Summarize(cpuRatios[f]); c.N > 0 {
+			out += fmt.Sprintf("- Balancer (%s front) / nginx processor time per request: %s median over %d runs (%s–%s).\n",
+				f, experiments.Num(c.P50, 2), c.N, experiments.Num(c.Min, 2), experiments.Num(c.Max, 2))
+		}
 	}
 	if _, err := os.Stat(filepath.Join(in.Dir, proxyProfile)); err == nil {
 		out += "\nWhere the balancer's time goes: `go tool pprof -top " + proxyProfile + "` (a CPU profile of its first front's first run, beside this report).\n"

@@ -25,6 +25,9 @@ func TestProxyAgainstNginx(t *testing.T) {
 	seen := map[string]int{}
 	for i := range tab.Rows {
 		assert.Positive(t, tab.Float(i, "requests_per_s"))
+		// A second of wrk costs any proxy tens of milliseconds of CPU at
+		// least: nginx's is read from its workers, the master's children.
+		assert.Positive(t, tab.Float(i, "cpu_us_per_request"), tab.Str(i, "target"), tab.Str(i, "front"))
 		assert.Zero(t, tab.Float(i, "errors"), tab.Str(i, "target"), tab.Str(i, "front"))
 		seen[tab.Str(i, "target")+" "+tab.Str(i, "front")]++
 	}
@@ -38,6 +41,7 @@ func TestProxyAgainstNginx(t *testing.T) {
 		assert.Contains(t, string(md), "Balancer ("+f+" front) / nginx requests per second")
 	}
 	assert.Contains(t, string(md), "fasthttp front) / nginx requests per second: ")
+	assert.Contains(t, string(md), "fasthttp front) / nginx processor time per request: ")
 	assert.Regexp(t, `\*\*Balancer \(fasthttp front\)[^\n]*\*\* — the goal of ≥ 0.9: `, string(md))
 	assert.True(t, bytes.Contains(md, []byte("go tool pprof -top")))
 }

@@ -3,6 +3,8 @@ package proc
 import (
 	"bufio"
 	"os/exec"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -43,4 +45,29 @@ func TestStopEscalatesToKill(t *testing.T) {
 func TestStartErrorNamesTheBinary(t *testing.T) {
 	_, err := Start(exec.Command("/nonexistent/ringside-bin"), nil)
 	require.ErrorContains(t, err, "start ringside-bin")
+}
+
+func TestCPUCountsTheDescendants(t *testing.T) {
+	// The shell only waits; its child (a grandchild of the test) burns a
+	// core. Without the descendants the reading would stay near zero.
+	cmd := exec.Command("sh", "-c", `sh -c 'while :; do :; done' & echo $!; wait`)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	p, err := Start(cmd, nil)
+	require.NoError(t, err)
+	defer p.Kill()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	child, err := strconv.Atoi(strings.TrimSpace(line))
+	require.NoError(t, err)
+	defer syscall.Kill(child, syscall.SIGKILL) // first: once the shell is gone, the child is init's
+	require.Eventually(t, func() bool {
+		used, err := p.CPU()
+		return err == nil && used >= 200*time.Millisecond
+	}, 30*time.Second, 20*time.Millisecond)
+
+	require.NoError(t, syscall.Kill(child, syscall.SIGKILL))
+	p.Kill()
+	_, err = TreeCPU(p.Pid())
+	require.ErrorContains(t, err, "not running")
 }
