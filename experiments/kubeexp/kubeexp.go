@@ -28,6 +28,7 @@ type kubeFlags struct {
 	kubeconfig string
 	lock       string
 	parallel   int
+	logs       string
 }
 
 // define adds the flags; parallel is false for an experiment that times
@@ -36,6 +37,7 @@ type kubeFlags struct {
 func (k *kubeFlags) define(fs *flag.FlagSet, parallel bool) {
 	fs.StringVar(&k.kubeconfig, "kubeconfig", os.Getenv("RINGSIDE_KUBECONFIG"), "API server to use (env RINGSIDE_KUBECONFIG; default: start a local control plane with three worker nodes; the kubernetes backend takes .kube/kind.kubeconfig, which make kind-up writes)")
 	fs.StringVar(&k.lock, "lock", "lease", "lock object: lease or endpoints")
+	fs.StringVar(&k.logs, "elector-logs", "", "kube backend: keep every elector's debug log — each acquisition attempt's read, gate and write times, refusals — in this folder as <namespace>_<pod>.log (on kind: kubectl logs)")
 	if parallel {
 		fs.IntVar(&k.parallel, "parallel", 0, "elector processes to run at once across repetitions, each in a namespace of its own "+
 			"(default: 40 on the process backend; on kind one repetition at a time — each elector is a Pod there, and a dozen "+
@@ -134,6 +136,16 @@ func start(ctx context.Context, env *experiments.Env, k *kubeFlags) (*kube.Clust
 	c, err := kube.Start(ctx, k.kubeconfig, env.Backend)
 	if err != nil {
 		return nil, fmt.Errorf("%s backend: %w", env.Backend, err)
+	}
+	if k.logs != "" {
+		p, err := c.Processes()
+		if err == nil {
+			err = p.KeepLogs(k.logs)
+		}
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("--elector-logs: %w", err)
+		}
 	}
 	env.Cluster = kube.Describe(ctx, c.CS)
 	return c, nil

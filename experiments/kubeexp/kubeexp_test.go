@@ -82,9 +82,24 @@ func TestKubeExperimentsWriteCSVAndReport(t *testing.T) {
 		}
 	}
 
-	l := runKube(t, &Latency{}, dir, 1, "--algorithms", "default,bld,bld-optimistic,cle-balanced", "--apps", "3")
+	logs := t.TempDir()
+	l := runKube(t, &Latency{}, dir, 1, "--algorithms", "default,bld,bld-optimistic,cle-balanced", "--apps", "3", "--elector-logs", logs)
 	r.Register(&Latency{})
 	require.Len(t, l.Rows, 4*3)
+	// --elector-logs kept every elector's debug log: the BLD family's
+	// acquisition attempts with their read, gate and write times.
+	files, err := filepath.Glob(filepath.Join(logs, "*.log"))
+	require.NoError(t, err)
+	assert.Len(t, files, 4*3*5, "one log per elector")
+	won := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		if bytes.Contains(b, []byte(`msg="acquisition attempt"`)) && bytes.Contains(b, []byte("won=true")) && bytes.Contains(b, []byte("gate=")) {
+			won++
+		}
+	}
+	assert.GreaterOrEqual(t, won, 2*3, "bld and bld-optimistic log each application's winning attempt")
 	namedSeen := 0
 	for i := range l.Rows {
 		assert.Positive(t, l.Float(i, "latency_ms"))
@@ -122,7 +137,7 @@ func TestKubeExperimentsWriteCSVAndReport(t *testing.T) {
 	assert.GreaterOrEqual(t, from, 0.0)
 	assert.InDelta(t, re.Float(0, "reelection_ms"), seen+from, 0.01, "the two parts make the whole")
 
-	_, err := experiments.WriteReport(dir, r)
+	_, err = experiments.WriteReport(dir, r)
 	require.NoError(t, err)
 	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
 	require.NoError(t, err)

@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,6 +33,21 @@ type Processes struct {
 	// The ringside.io/balanced strategy controller's two replicas, once a
 	// cle-balanced application is deployed.
 	controllers []*exec.Cmd
+	// logDir, when set, keeps every elector's debug log (KeepLogs).
+	logDir string
+}
+
+// KeepLogs makes every elector started from now on log at debug level to
+// dir/<namespace>_<pod>.log: each acquisition attempt's read, gate and
+// write times, refusals and validations — where an election's time went.
+func (ps *Processes) KeepLogs(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("elector logs: %w", err)
+	}
+	ps.mu.Lock()
+	ps.logDir = dir
+	ps.mu.Unlock()
+	return nil
 }
 
 type proc struct {
@@ -98,8 +115,22 @@ func (ps *Processes) Elect(ns, app, pod, node, alg, lock string, t Timing, extra
 	}
 	p := &proc{cmd: cmd, done: make(chan struct{}), serving: make(chan string, 1), ns: ns, app: app}
 	cmd.Stderr = &p.stderr // kept for Crashed; electors log errors only
+	ps.mu.Lock()
+	logDir := ps.logDir
+	ps.mu.Unlock()
+	var logFile *os.File
+	if logDir != "" {
+		if logFile, err = os.Create(filepath.Join(logDir, ns+"_"+pod+".log")); err != nil {
+			return fmt.Errorf("elector %s/%s: %w", ns, pod, err)
+		}
+		cmd.Stderr = io.MultiWriter(&p.stderr, logFile)
+		cmd.Args = append(cmd.Args, "--log-level", "debug")
+	}
 	launched := time.Now()
 	if err := cmd.Start(); err != nil {
+		if logFile != nil {
+			logFile.Close()
+		}
 		return fmt.Errorf("start elector %s/%s: %w", ns, pod, err)
 	}
 	ps.c.record(Event{TS: launched, Event: "launched", ID: ns + "/" + pod, Election: ns + "/" + app})
@@ -117,7 +148,11 @@ func (ps *Processes) Elect(ns, app, pod, node, alg, lock string, t Timing, extra
 				ps.c.record(e)
 			}
 		}
-		if err := cmd.Wait(); err != nil && !p.signalled.Load() {
+		err := cmd.Wait()
+		if logFile != nil {
+			logFile.Close()
+		}
+		if err != nil && !p.signalled.Load() {
 			ps.mu.Lock()
 			ps.crashes = append(ps.crashes, crash{ns: ns, err: fmt.Errorf("elector %s/%s exited: %w: %s", ns, pod, err, p.stderr.String())})
 			ps.mu.Unlock()
