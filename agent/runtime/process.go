@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ringside/ringside/agent/score"
+	"github.com/ringside/ringside/internal/freeport"
 	"github.com/ringside/ringside/internal/proc"
 )
 
@@ -58,7 +59,7 @@ func (p *Process) List(context.Context) ([]Instance, error) {
 
 // Start runs a worker and waits until it answers /healthz.
 func (p *Process) Start(ctx context.Context, sp Spec) (Instance, error) {
-	port, err := freePort()
+	port, err := freeport.Port()
 	if err != nil {
 		return Instance{}, err
 	}
@@ -94,15 +95,6 @@ func (p *Process) Start(ctx context.Context, sp Spec) (Instance, error) {
 	p.procs[pr.inst.ID] = pr
 	p.mu.Unlock()
 	return pr.inst, nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func waitHealthy(ctx context.Context, addr string, done <-chan struct{}) error {

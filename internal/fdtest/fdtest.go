@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringside/ringside/internal/freeport"
 	"github.com/ringside/ringside/internal/proc"
 )
 
@@ -69,12 +70,11 @@ func Start(t *testing.T, limit int, env []string, args ...string) *proc.Proc {
 // FreeAddr is a loopback address no one listened on a moment ago.
 func FreeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 // Survives checks that the daemon p, started with Start(limit), once url

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ringside/ringside/internal/freeport"
 	"github.com/ringside/ringside/internal/proc"
 )
 
@@ -27,12 +28,10 @@ type Server struct {
 // Start runs redis-server and waits until it answers PING.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Port()
 	if err != nil {
-		t.Fatalf("free port: %v", err)
+		t.Fatal(err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
 	s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), t: t}
 	s.start()
 	t.Cleanup(s.Stop)

@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os/exec"
 	"strings"
 	"time"
 
+	"github.com/ringside/ringside/internal/freeport"
 	"github.com/ringside/ringside/internal/proc"
 	"github.com/ringside/ringside/internal/profilefetch"
 )
@@ -25,12 +25,10 @@ type Balancer struct {
 func StartBalancer(ctx context.Context, bin, picker string, addrs []string, args ...string) (*Balancer, error) {
 	ports := make([]string, 2)
 	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
+		var err error
+		if ports[i], err = freeport.Addr(); err != nil {
 			return nil, err
 		}
-		ports[i] = l.Addr().String()
-		l.Close()
 	}
 	var ws []string
 	for _, a := range addrs {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ringside/ringside/internal/freeport"
 	"github.com/ringside/ringside/internal/proc"
 )
 
@@ -44,12 +45,10 @@ func StartNginx(ctx context.Context, dir string, addrs []string, weights []float
 	if err != nil {
 		return nil, err
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		return nil, err
 	}
-	addr := l.Addr().String()
-	l.Close()
 	var up strings.Builder
 	for i, a := range addrs {
 		fmt.Fprintf(&up, "    server %s weight=%d max_fails=0;\n", a, max(1, int(math.Round(weights[i]))))

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ringside/ringside/internal/freeport"
 	"github.com/ringside/ringside/internal/imagebuild"
 	"github.com/ringside/ringside/internal/proc"
 )
@@ -108,15 +108,6 @@ func StartLocal(ctx context.Context, n int, o Options) (*Local, error) {
 	return l, nil
 }
 
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
 // Addrs lists live servers in the order they were started.
 func (l *Local) Addrs() []string {
 	l.mu.Lock()
@@ -145,7 +136,7 @@ func (l *Local) Down() []string {
 
 // Add starts a new server joining the live ones.
 func (l *Local) Add(ctx context.Context) (string, error) {
-	addr, err := freePort()
+	addr, err := freeport.Addr()
 	if err != nil {
 		return "", err
 	}

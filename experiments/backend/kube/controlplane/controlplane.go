@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/ringside/ringside/internal/freeport"
 	"github.com/ringside/ringside/internal/imagebuild"
 	"github.com/ringside/ringside/internal/proc"
 )
@@ -72,14 +73,7 @@ func Binaries(names ...string) ([]string, error) {
 
 // freePort is a port no one listens on now; a variable so that a test can
 // hand out one that is taken.
-var freePort = func() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
+var freePort = freeport.Port
 
 // Start launches etcd and kube-apiserver with state in dir and waits until
 // the API server is ready. Stop ends both.
