@@ -1,6 +1,7 @@
 package kubeexp
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -76,4 +77,29 @@ func TestParallelMustNotBeNegative(t *testing.T) {
 		_, _, err := experiments.RunArgs(t.Context(), e, []string{"--parallel", "-3"}, experiments.RunOptions{Seed: 1, Reps: 1, Out: t.TempDir()})
 		assert.ErrorContains(t, err, "--parallel -3", "%T", e)
 	}
+}
+
+// A latency target's verdict rests on the ratio's bootstrap interval over
+// the (applications, repetition) groups: met or missed only when the whole
+// interval is on one side of the target, inconclusive from one repetition.
+func TestLatencyVerdictsRestOnAnInterval(t *testing.T) {
+	const head = "backend,algorithm,apps,rep,app,latency_ms,campaign_latency_ms,overlaps,elected,max_minus_min\n"
+	table := func(reps int, factor float64) string {
+		var b strings.Builder
+		for rep := range reps {
+			for app := range 3 {
+				d := 20.0 + float64((rep*3+app)%5) // 20–24 ms, varying
+				fmt.Fprintf(&b, "kube,default,3,%d,app-%d,%g,%g,0,true,2\n", rep, app, d+30, d)
+				fmt.Fprintf(&b, "kube,bld-optimistic,3,%d,app-%d,%g,%g,0,true,0\n", rep, app, factor*d+30, factor*d)
+			}
+		}
+		return b.String()
+	}
+	out := report(t, &Latency{}, head+table(6, 1.5))
+	assert.Contains(t, out, "bld-optimistic / default mean latency from campaign start: 1.5,")
+	assert.Contains(t, out, "every application elected: **missed** (95 % interval 1.5–1.5)")
+	out = report(t, &Latency{}, head+table(6, 1.1))
+	assert.Contains(t, out, "every application elected: met (95 % interval 1.1–1.1)")
+	out = report(t, &Latency{}, head+table(1, 1.1))
+	assert.Contains(t, out, "every application elected: inconclusive (no interval: too few repetitions)", "one repetition is no interval")
 }

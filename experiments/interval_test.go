@@ -1,0 +1,63 @@
+package experiments
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// groups draws n groups of k values around mean with the given spread.
+func groups(rng *rand.Rand, n, k int, mean, spread float64) [][]float64 {
+	out := make([][]float64, n)
+	for i := range out {
+		for range k {
+			out[i] = append(out[i], mean+spread*(rng.Float64()*2-1))
+		}
+	}
+	return out
+}
+
+func TestRatioIntervalBracketsTheRatioAndJudgesByIt(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	den := groups(rng, 15, 5, 20, 4)
+	tight := groups(rng, 15, 5, 30, 4) // 1.5 × den
+	r, lo, hi := RatioInterval(tight, den, 7)
+	assert.InDelta(t, 1.5, r, 0.08)
+	assert.Less(t, lo, r)
+	assert.Greater(t, hi, r)
+	assert.Less(t, hi-lo, 0.3, "15 groups of low spread give a narrow interval")
+	assert.Equal(t, "**missed** (95 % interval "+Num(lo, 2)+"–"+Num(hi, 2)+")", JudgeInterval(lo, hi, 1.2))
+	assert.Contains(t, JudgeInterval(lo, hi, 2), "met (")
+
+	// The same mean ratio, every group's values spread wide: the interval
+	// straddles a target near it and the verdict says so.
+	wide := groups(rng, 15, 5, 24, 20) // 1.2 × den on average
+	_, lo, hi = RatioInterval(wide, den, 7)
+	assert.Less(t, lo, 1.2)
+	assert.Greater(t, hi, 1.2)
+	assert.Contains(t, JudgeInterval(lo, hi, 1.2), "inconclusive (95 % interval")
+
+	// Seeded: one table, one report.
+	r2, lo2, hi2 := RatioInterval(wide, den, 7)
+	_, lo3, hi3 := RatioInterval(wide, den, 7)
+	assert.Equal(t, [2]float64{lo2, hi2}, [2]float64{lo3, hi3})
+	assert.False(t, math.IsNaN(r2))
+}
+
+func TestRatioIntervalNeedsGroupsAndValues(t *testing.T) {
+	one := [][]float64{{2, 2, 2}}
+	r, lo, hi := RatioInterval(one, [][]float64{{1, 1}}, 1)
+	assert.Equal(t, 2.0, r, "the ratio is known")
+	assert.True(t, math.IsNaN(lo) && math.IsNaN(hi), "one group is no interval")
+	assert.Contains(t, JudgeInterval(lo, hi, 1.2), "inconclusive (no interval")
+
+	nan := math.NaN()
+	r, lo, _ = RatioInterval([][]float64{{nan}, {nan}}, [][]float64{{1}, {1}}, 1)
+	assert.True(t, math.IsNaN(r) && math.IsNaN(lo), "no numerator values")
+	r, _, _ = RatioInterval([][]float64{{1, nan}, {3}}, [][]float64{{1}, {1, nan}}, 1)
+	assert.Equal(t, 2.0, r, "NaN values are left out: mean 2 over mean 1")
+	r, _, _ = RatioInterval([][]float64{{1}}, [][]float64{{0}}, 1)
+	assert.True(t, math.IsNaN(r), "a zero denominator gives no ratio")
+}
