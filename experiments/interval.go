@@ -96,3 +96,54 @@ func JudgeInterval(lo, hi, atMost float64) string {
 	}
 	return "inconclusive (" + iv + ")"
 }
+
+// MedianRatioInterval is the ratio of a's median to b's, with the
+// percentile bootstrap's 95 % interval from resampling each sample on its
+// own (two independent measurements: a ring's election rounds and a bare
+// ring's trips, say). Seeded like RatioInterval; NaN values are left out;
+// the bounds are NaN when either sample has fewer than minGroups values.
+func MedianRatioInterval(a, b []float64, seed uint64) (ratio, lo, hi float64) {
+	a, b = finite(a), finite(b)
+	nan := math.NaN()
+	if len(a) == 0 || len(b) == 0 {
+		return nan, nan, nan
+	}
+	median := func(xs []float64) float64 {
+		s := append([]float64(nil), xs...)
+		sort.Float64s(s)
+		return Quantile(s, 0.5)
+	}
+	ratio = median(a) / median(b)
+	if len(a) < minGroups || len(b) < minGroups {
+		return ratio, nan, nan
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	ra, rb := make([]float64, len(a)), make([]float64, len(b))
+	rs := make([]float64, 0, bootstrapRounds)
+	for range bootstrapRounds {
+		for i := range ra {
+			ra[i] = a[rng.IntN(len(a))]
+		}
+		for i := range rb {
+			rb[i] = b[rng.IntN(len(b))]
+		}
+		if mb := median(rb); mb != 0 {
+			rs = append(rs, median(ra)/mb)
+		}
+	}
+	if len(rs) == 0 {
+		return ratio, nan, nan
+	}
+	sort.Float64s(rs)
+	return ratio, Quantile(rs, 0.025), Quantile(rs, 0.975)
+}
+
+func finite(xs []float64) []float64 {
+	var out []float64
+	for _, x := range xs {
+		if !math.IsNaN(x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}

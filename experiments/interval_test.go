@@ -61,3 +61,25 @@ func TestRatioIntervalNeedsGroupsAndValues(t *testing.T) {
 	r, _, _ = RatioInterval([][]float64{{1}}, [][]float64{{0}}, 1)
 	assert.True(t, math.IsNaN(r), "a zero denominator gives no ratio")
 }
+
+func TestMedianRatioInterval(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var a, b []float64
+	for range 40 {
+		a = append(a, 90+20*rng.Float64()) // median ≈ 100
+		b = append(b, 45+10*rng.Float64()) // median ≈ 50
+	}
+	r, lo, hi := MedianRatioInterval(a, b, 1)
+	assert.InDelta(t, 2, r, 0.15)
+	assert.True(t, lo < r && r < hi, "%v in %v–%v", r, lo, hi)
+	assert.Contains(t, JudgeInterval(lo, hi, 2), "inconclusive", "a ratio of 2 against a bound of 2")
+	assert.Contains(t, JudgeInterval(lo, hi, 3), "met")
+	_, lo2, hi2 := MedianRatioInterval(a, b, 1)
+	assert.Equal(t, [2]float64{lo, hi}, [2]float64{lo2, hi2}, "seeded")
+
+	r, lo, _ = MedianRatioInterval([]float64{4, math.NaN(), 4}, []float64{2, 2, 2, 2, 2}, 1)
+	assert.Equal(t, 2.0, r, "NaN left out")
+	assert.True(t, math.IsNaN(lo), "two values are no interval")
+	r, _, _ = MedianRatioInterval(nil, b, 1)
+	assert.True(t, math.IsNaN(r))
+}

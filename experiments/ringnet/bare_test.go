@@ -1,6 +1,7 @@
 package ringnet
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -21,16 +22,34 @@ func TestBareSectionPerMessage(t *testing.T) {
 	require.NoError(t, err)
 	bare, err := experiments.ReadTable(strings.NewReader("backend,n,mode,hop_ms\nlocal,5,busy,0.05\nlocal,5,rest,0.08\nlocal,5,rest,0.08\nlocal,5,woken,0.0625\n"))
 	require.NoError(t, err)
-	out := bareSection(runs, bare)
+	out := bareSection(runs, bare, 1)
 	// chang-roberts: 2 ms / 10 = 200 µs, 4× the 50 µs busy hop; ELECTED
 	// round 0.4 ms / 4 hops = 100 µs, 2× busy, 1.25× the 80 µs hop at rest,
 	// 1.6× the 62.5 µs woken hop.
-	assert.Contains(t, out, "| chang-roberts | 5 | 50 | 80 | 62.5 | 100 | 2 | 1.25 | 1.6 | 200 | 4 | ≤ 2× busy: met |")
+	assert.Contains(t, out, "| chang-roberts | 5 | 50 | 80 | 62.5 | 100 | 2 | 1.25 | 1.6 | 200 | 4 | ≤ 2× busy: inconclusive (no interval: too few repetitions) |")
 	// bully: (620 − 600) ms / 20 = 1,000 µs, 20× the hop; no round.
 	assert.Contains(t, out, "| bully | 5 | 50 | 80 | 62.5 | — | — | — | — | 1000 | 20 | — |")
 
 	// A CSV from before the rest mode: busy trips only.
 	old, err := experiments.ReadTable(strings.NewReader("backend,n,hop_ms\nlocal,5,0.05\n"))
 	require.NoError(t, err)
-	assert.Contains(t, bareSection(runs, old), "| chang-roberts | 5 | 50 | — | — | 100 | 2 | — | — | 200 | 4 |")
+	assert.Contains(t, bareSection(runs, old, 1), "| chang-roberts | 5 | 50 | — | — | 100 | 2 | — | — | 200 | 4 |")
+}
+
+// The ≤ 2× busy verdict rests on the ratio's bootstrap interval: met only
+// when the whole interval is under it.
+func TestBareSectionJudgesOnAnInterval(t *testing.T) {
+	var runs, trips strings.Builder
+	runs.WriteString("backend,algorithm,n,detect_ms,propagation_ms,all_know_ms,election_msgs,elected_round_ms\n")
+	trips.WriteString("backend,n,mode,hop_ms\n")
+	for i := range 12 {
+		// ELECTED rounds of 4 hops at 60–71 µs a hop; busy trips 49–60 µs.
+		fmt.Fprintf(&runs, "local,chang-roberts,5,600,2,610,10,%g\n", 4*(0.060+0.001*float64(i)))
+		fmt.Fprintf(&trips, "local,5,busy,%g\n", 0.049+0.001*float64(i))
+	}
+	rt, err := experiments.ReadTable(strings.NewReader(runs.String()))
+	require.NoError(t, err)
+	bt, err := experiments.ReadTable(strings.NewReader(trips.String()))
+	require.NoError(t, err)
+	assert.Regexp(t, `≤ 2× busy: met \(95 % interval 1\.[0-9]+–1\.[0-9]+\) \|`, bareSection(rt, bt, 1))
 }

@@ -207,7 +207,7 @@ func (f *Failover) Report(in *experiments.ReportInput) (string, error) {
 	if err != nil {
 		return out + "\n(no bare token ring beside this run: it is measured on the local backend.)\n", nil
 	}
-	out += bareSection(in.Table, bare)
+	out += bareSection(in.Table, bare, in.Meta.Seed)
 	if _, err := os.Stat(filepath.Join(in.Dir, failoverCPUProfile)); err == nil {
 		out += fmt.Sprintf("\nWhere a ringnode's time goes: `go tool pprof -top %s` (CPU) and `go tool pprof -top %s` (where it waited), "+
 			"%v of the server with the smallest UID from just before the first kill in the largest ring, beside this report; "+
@@ -228,10 +228,12 @@ var otherModes = []string{"rest", "woken"}
 // ELECTION sent → ELECTED back) over its election messages — what each
 // message of the algorithm costs, detection skew between the servers
 // included, beside the bare hop.
-func bareSection(t, bare *experiments.Table) string {
+func bareSection(t, bare *experiments.Table, seed uint64) string {
 	// p50 per size and mode; a CSV from before the rest and woken modes
-	// has busy trips only.
+	// has busy trips only. The busy trips themselves too: the target's
+	// verdict rests on the ratio's bootstrap interval.
 	hop := map[[2]string]float64{}
+	busy := map[string][]float64{}
 	for _, g := range bare.GroupBy("backend", "n") {
 		for _, rows := range bare.Split(g.Rows, "mode") {
 			mode := "busy"
@@ -239,6 +241,9 @@ func bareSection(t, bare *experiments.Table) string {
 				mode = bare.Str(rows[0], "mode")
 			}
 			hop[[2]string{g.Key[1], mode}] = experiments.Summarize(bare.Floats(rows, "hop_ms")).P50
+			if mode == "busy" {
+				busy[g.Key[1]] = append(busy[g.Key[1]], bare.Floats(rows, "hop_ms")...)
+			}
 		}
 	}
 	var rows [][]string
@@ -252,9 +257,15 @@ func bareSection(t, bare *experiments.Table) string {
 		round, ratio, verdict := "—", "—", "—"
 		elected := math.NaN() // per hop; Bully has no round
 		if alg.Topology != ring.Complete {
-			elected = experiments.Summarize(t.Floats(g.Rows, "elected_round_ms")).P50 / float64(n-1)
+			rounds := t.Floats(g.Rows, "elected_round_ms")
+			elected = experiments.Summarize(rounds).P50 / float64(n-1)
 			round, ratio = experiments.Num(elected*1000, 1), experiments.Num(elected/b, 2)
-			verdict = "≤ 2× busy: " + experiments.Verdict(elected/b <= 2)
+			perHop := make([]float64, len(rounds))
+			for i, r := range rounds {
+				perHop[i] = r / float64(n-1)
+			}
+			_, lo, hi := experiments.MedianRatioInterval(perHop, busy[g.Key[2]], seed)
+			verdict = "≤ 2× busy: " + experiments.JudgeInterval(lo, hi, 2)
 		}
 		// The other modes' hops, and the ELECTED hop's ratio to each.
 		hops, ratios := make([]string, len(otherModes)), make([]string, len(otherModes))
