@@ -4,9 +4,11 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/api/coordination/v1alpha2"
@@ -14,9 +16,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/ringside/ringside/bld"
 	"github.com/ringside/ringside/bld/strategy"
+	"github.com/ringside/ringside/internal/kubefake"
 )
 
 func lease(name, holder string, renew time.Time, secs int32) *coordinationv1.Lease {
@@ -234,4 +238,41 @@ func TestPlacementChanged(t *testing.T) {
 	require.True(t, placementChanged(pod("", false, v1.PodPending), base), "bound")
 	require.True(t, placementChanged(base, pod("w1", true, v1.PodRunning)), "deleting")
 	require.True(t, placementChanged(base, pod("w1", false, v1.PodFailed)), "ended")
+}
+
+// The controller names a holder with a compare-and-swap on the Lease as it
+// saw it: another writer's update landing between its look and its write
+// (a holder taking the Lease) makes its write a conflict, never an
+// overwrite. On the plain fake, which stores a stale version, this test
+// fails: the controller's write replaces the intruder's.
+func TestNamingLosesToAWriteInBetween(t *testing.T) {
+	now := time.Now()
+	// Versioned as an API server's are: an update naming no version would
+	// be unconditional.
+	cs := fake.NewClientset(versioned(lease("a", bld.Unassigned, now.Add(-time.Minute), 2), "1"),
+		candidate("c1", "a", map[string]string{bld.NodeAnnotation: "w1"}, now))
+	kubefake.Versioned(cs)
+	var raced atomic.Bool
+	cs.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if raced.Swap(true) {
+			return false, nil, nil
+		}
+		in := lease("a", "intruder", time.Now(), 3600)
+		in.ResourceVersion = "99999"
+		assert.NoError(t, cs.Tracker().Update(coordinationv1.SchemeGroupVersion.WithResource("leases"), in, "x"))
+		return false, nil, nil // the controller's own write goes on to the server
+	})
+	r := run(t, cs, 0, slog.New(slog.DiscardHandler))
+	require.Eventually(t, raced.Load, 30*time.Second, 10*time.Millisecond, "the controller writes the free Lease")
+	for range 5 { // and looks again, the intruder's write in its cache by now or soon
+		r.ctl.poke()
+		select {
+		case <-r.decided:
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	r.stop()
+	l, err := cs.CoordinationV1().Leases("x").Get(context.Background(), "a", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "intruder", *l.Spec.HolderIdentity, "the write in between stands")
 }
