@@ -12,6 +12,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -33,12 +34,8 @@ func Versioned(cs *fake.Clientset) {
 	next := func() string { return strconv.FormatInt(rev.Add(1), 10) }
 	cs.PrependReactor("create", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		ca := a.(k8stesting.CreateAction)
-		if ca.GetSubresource() != "" {
-			return false, nil, nil
-		}
-		obj := ca.GetObject().DeepCopyObject()
-		m, err := meta.Accessor(obj)
-		if err != nil {
+		obj, m, ok := written(ca.GetSubresource(), ca.GetObject())
+		if !ok {
 			return false, nil, nil
 		}
 		if m.GetResourceVersion() != "" {
@@ -52,12 +49,8 @@ func Versioned(cs *fake.Clientset) {
 	})
 	cs.PrependReactor("update", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		ua := a.(k8stesting.UpdateAction)
-		if ua.GetSubresource() != "" {
-			return false, nil, nil
-		}
-		obj := ua.GetObject().DeepCopyObject()
-		m, err := meta.Accessor(obj)
-		if err != nil {
+		obj, m, ok := written(ua.GetSubresource(), ua.GetObject())
+		if !ok {
 			return false, nil, nil
 		}
 		stored, err := cs.Tracker().Get(a.GetResource(), ua.GetNamespace(), m.GetName())
@@ -78,4 +71,19 @@ func Versioned(cs *fake.Clientset) {
 		}
 		return true, obj, nil
 	})
+}
+
+// written is a copy of the object a create or update sends and its
+// metadata; not ok for a subresource's write or an object without
+// metadata, which the fake handles as it always has.
+func written(subresource string, obj runtime.Object) (runtime.Object, metav1.Object, bool) {
+	if subresource != "" {
+		return nil, nil, false
+	}
+	obj = obj.DeepCopyObject()
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, nil, false
+	}
+	return obj, m, true
 }
