@@ -33,28 +33,33 @@ const minGroups = 5
 // are left out; the ratio and its bounds are NaN without values on either
 // side, the bounds also with fewer than minGroups groups.
 func RatioInterval(num, den [][]float64, seed uint64) (ratio, lo, hi float64) {
-	type sums struct{ n, d float64 }
-	var groups [][2]sums // per group: (sum, count) of num and of den
+	type sums struct{ sum, count float64 }
+	var groups [][2]sums // per group: num's and den's
 	var all [2]sums
 	for i := range min(len(num), len(den)) {
 		var g [2]sums
 		for side, xs := range [2][]float64{num[i], den[i]} {
 			for _, x := range xs {
 				if !math.IsNaN(x) {
-					g[side].n += x
-					g[side].d++
+					g[side].sum += x
+					g[side].count++
 				}
 			}
-			all[side].n += g[side].n
-			all[side].d += g[side].d
+			all[side].sum += g[side].sum
+			all[side].count += g[side].count
 		}
 		groups = append(groups, g)
 	}
 	nan := math.NaN()
-	if all[0].d == 0 || all[1].d == 0 || all[1].n == 0 {
+	ratioOf := func(s [2]sums) float64 {
+		if s[0].count == 0 || s[1].count == 0 || s[1].sum == 0 {
+			return nan
+		}
+		return (s[0].sum / s[0].count) / (s[1].sum / s[1].count)
+	}
+	if ratio = ratioOf(all); math.IsNaN(ratio) {
 		return nan, nan, nan
 	}
-	ratio = (all[0].n / all[0].d) / (all[1].n / all[1].d)
 	if len(groups) < minGroups {
 		return ratio, nan, nan
 	}
@@ -65,12 +70,12 @@ func RatioInterval(num, den [][]float64, seed uint64) (ratio, lo, hi float64) {
 		for range groups {
 			g := groups[rng.IntN(len(groups))]
 			for side := range 2 {
-				s[side].n += g[side].n
-				s[side].d += g[side].d
+				s[side].sum += g[side].sum
+				s[side].count += g[side].count
 			}
 		}
-		if s[0].d > 0 && s[1].d > 0 && s[1].n != 0 {
-			rs = append(rs, (s[0].n/s[0].d)/(s[1].n/s[1].d))
+		if r := ratioOf(s); !math.IsNaN(r) {
+			rs = append(rs, r)
 		}
 	}
 	if len(rs) == 0 {
@@ -108,10 +113,11 @@ func MedianRatioInterval(a, b []float64, seed uint64) (ratio, lo, hi float64) {
 	if len(a) == 0 || len(b) == 0 {
 		return nan, nan, nan
 	}
+	// median sorts xs in place: the resamples are scratch, the samples
+	// themselves copies (finite).
 	median := func(xs []float64) float64 {
-		s := append([]float64(nil), xs...)
-		sort.Float64s(s)
-		return Quantile(s, 0.5)
+		sort.Float64s(xs)
+		return Quantile(xs, 0.5)
 	}
 	ratio = median(a) / median(b)
 	if len(a) < minGroups || len(b) < minGroups {

@@ -102,29 +102,32 @@ func (p *Processes) deploy(ctx context.Context, ns string, apps []App, offset in
 // Elect starts one elector process for a replica; extra flags come last,
 // so they override (--kubeconfig through a fault relay, --clock-rate).
 func (ps *Processes) Elect(ns, app, pod, node, alg, lock string, t Timing, extra ...string) error {
+	ps.mu.Lock()
+	logDir := ps.logDir
+	ps.mu.Unlock()
+	level := "error" // electors log errors only, kept for Crashed
+	if logDir != "" {
+		level = "debug" // KeepLogs
+	}
 	// Port 0: the elector binds a free port itself (it advertises what it
 	// bound), where picking one here could race other processes for it.
 	cmd := exec.Command(ps.bin, "--kubeconfig", ps.c.kubeconfig, "--algorithm", alg, "--lock", lock,
 		"--election", app, "--namespace", ns, "--id", pod, "--node", node, "--http", "127.0.0.1:0", "--events",
 		"--lease-duration", t.Lease.String(), "--renew-deadline", t.Renew.String(), "--retry-period", t.Retry.String(),
-		"--log-level", "error")
+		"--log-level", level)
 	cmd.Args = append(cmd.Args, extra...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return err
 	}
 	p := &proc{cmd: cmd, done: make(chan struct{}), serving: make(chan string, 1), ns: ns, app: app}
-	cmd.Stderr = &p.stderr // kept for Crashed; electors log errors only
-	ps.mu.Lock()
-	logDir := ps.logDir
-	ps.mu.Unlock()
+	cmd.Stderr = &p.stderr // a bounded tail, for Crashed
 	var logFile *os.File
 	if logDir != "" {
 		if logFile, err = os.Create(filepath.Join(logDir, ns+"_"+pod+".log")); err != nil {
 			return fmt.Errorf("elector %s/%s: %w", ns, pod, err)
 		}
 		cmd.Stderr = io.MultiWriter(&p.stderr, logFile)
-		cmd.Args = append(cmd.Args, "--log-level", "debug")
 	}
 	launched := time.Now()
 	if err := cmd.Start(); err != nil {
