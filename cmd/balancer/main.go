@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -114,14 +115,21 @@ func newFront(name string, b *balancer.Balancer, addr string) (serve.Server, err
 	return nil, fmt.Errorf("--front %q: want one of %s", name, strings.Join(fronts, ", "))
 }
 
+// parseWorkers reads --workers, "host:port=weight,…". Each item is
+// checked here, so that a bad one is named as the user wrote it (the
+// table's own check would call a NaN weight a score).
 func parseWorkers(s string) (weightfeed.Weights, error) {
 	var addrs []string
 	var ws []float64
 	for i, item := range strings.Split(s, ",") {
 		a, w, ok := strings.Cut(strings.TrimSpace(item), "=")
 		v, perr := strconv.ParseFloat(w, 64)
-		if !ok || perr != nil {
+		_, _, aerr := net.SplitHostPort(a)
+		switch {
+		case !ok || perr != nil || aerr != nil:
 			return weightfeed.Weights{}, fmt.Errorf("--workers item %d %q: want host:port=weight", i+1, item)
+		case math.IsNaN(v) || math.IsInf(v, 0) || v < 0:
+			return weightfeed.Weights{}, fmt.Errorf("--workers item %d %q: the weight must be a finite number ≥ 0", i+1, item)
 		}
 		addrs, ws = append(addrs, a), append(ws, v)
 	}

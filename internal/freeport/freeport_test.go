@@ -59,3 +59,24 @@ func TestParseRangeRefusesGarbage(t *testing.T) {
 		assert.Error(t, err, "%q", in)
 	}
 }
+
+// What parseRange accepts is a range the kernel could hold, read as the
+// two numbers written: printed back the way the kernel prints it, it
+// reads the same.
+func FuzzParseRange(f *testing.F) {
+	for _, s := range []string{"32768\t60999\n", "1 65535", "0 1", "5 4", "1", "1 2 3", "-1 5", "x y", "+3 4", "100000000000000000000 1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		lo, hi, err := parseRange(s)
+		if err != nil {
+			return
+		}
+		if lo < 1 || hi > 65535 || lo > hi {
+			t.Fatalf("%q read as %d–%d", s, lo, hi)
+		}
+		if lo2, hi2, err := parseRange(strconv.Itoa(lo) + "\t" + strconv.Itoa(hi) + "\n"); err != nil || lo2 != lo || hi2 != hi {
+			t.Fatalf("%d–%d printed back reads %d–%d (%v)", lo, hi, lo2, hi2, err)
+		}
+	})
+}
