@@ -218,6 +218,25 @@ func (s *Server) tryJoin(ctx context.Context, addr string) (*membership.Metadata
 	return m, red.Coordinator, err
 }
 
+// decodeRedirect reads a 409 answer to a join. The joiner dials the
+// coordinator it names next, with the secret: an address that is no
+// host:port is refused here rather than pasted into a URL.
+func decodeRedirect(b []byte) (joinRedirect, error) {
+	var red joinRedirect
+	if err := json.Unmarshal(b, &red); err != nil {
+		return joinRedirect{}, err
+	}
+	for _, a := range []struct{ name, v string }{{"coordinator", red.Coordinator}, {"self", red.Self}} {
+		if a.v == "" {
+			continue
+		}
+		if err := membership.CheckAddr(a.v); err != nil {
+			return joinRedirect{}, fmt.Errorf("%s: %w", a.name, err)
+		}
+	}
+	return red, nil
+}
+
 // askJoin is tryJoin that also tells who answered when it is joining too.
 func (s *Server) askJoin(ctx context.Context, addr string) (*membership.Metadata, joinRedirect, error) {
 	body, _ := json.Marshal(joinRequest{Addr: s.cfg.Addr, Election: s.alg.Name})
@@ -235,8 +254,8 @@ func (s *Server) askJoin(ctx context.Context, addr string) (*membership.Metadata
 		m, err := membership.Decode(b)
 		return m, joinRedirect{}, err
 	case http.StatusConflict:
-		var red joinRedirect
-		if err := json.Unmarshal(b, &red); err != nil {
+		red, err := decodeRedirect(b)
+		if err != nil {
 			return nil, joinRedirect{}, fmt.Errorf("join redirect from %s: %w", addr, err)
 		}
 		return nil, red, nil

@@ -88,3 +88,38 @@ func FuzzDecodeJoin(f *testing.F) {
 		}
 	})
 }
+
+// A join redirect is accepted only naming addresses a ring member may
+// have (or none), and says what the peer sent.
+func FuzzDecodeRedirect(f *testing.F) {
+	for _, s := range []string{`{"coordinator":"10.0.0.1:7000"}`, `{"self":"10.0.0.2:7000"}`, `{"coordinator":""}`, `{"coordinator":"evil/x?y:1"}`,
+		`{"coordinator":"10.0.0.1:7000/../../internal"}`, `{"self":"[::1]:0"}`, `{"coordinator":7}`, `null`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		red, err := decodeRedirect(b)
+		if err != nil {
+			return
+		}
+		for _, a := range []string{red.Coordinator, red.Self} {
+			if a != "" && membership.CheckAddr(a) != nil {
+				t.Fatalf("accepted %q naming %q", b, a)
+			}
+		}
+		var whole joinRedirect
+		if json.Unmarshal(b, &whole) != nil || whole != red {
+			t.Fatalf("accepted %q as %+v", b, red)
+		}
+	})
+}
+
+func TestDecodeRedirectRefusesAPathForAnAddress(t *testing.T) {
+	_, err := decodeRedirect([]byte(`{"coordinator":"10.0.0.1:7000/../internal/join?x=1"}`))
+	if err == nil || !strings.Contains(err.Error(), "coordinator: ") {
+		t.Fatalf("want the coordinator refused, got %v", err)
+	}
+	red, err := decodeRedirect([]byte(`{"coordinator":"10.0.0.1:7000"}`))
+	if err != nil || red.Coordinator != "10.0.0.1:7000" {
+		t.Fatalf("%+v, %v", red, err)
+	}
+}
