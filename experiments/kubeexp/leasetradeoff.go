@@ -237,7 +237,7 @@ func parseRequestCounts(raw []byte) (counts, error) {
 			v = m.GetUntyped().GetValue()
 		}
 		k := [2]string{resource, verb}
-		if math.IsNaN(v) || math.IsInf(v, 0) || math.IsInf(out[k]+v, 0) {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || math.IsInf(out[k]+v, 0) {
 			return nil, fmt.Errorf("the API server's metrics: apiserver_request_total{resource=%q,verb=%q} %v is no count", resource, verb, v)
 		}
 		out[k] += v
