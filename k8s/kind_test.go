@@ -228,12 +228,26 @@ func readCSV(t *testing.T, path string) *experiments.Table {
 func splitBrainOnKind(ctx context.Context, t *testing.T, kubeconfig []byte, cs kubernetes.Interface) {
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
 	require.NoError(t, os.WriteFile(kc, kubeconfig, 0o600))
-	dir := t.TempDir()
+	dir, logs := t.TempDir(), t.TempDir()
 	faults := []string{"pause", "partition", "skew", "overrun"}
-	tab, _, err := experiments.RunArgs(ctx, &kubeexp.SplitBrain{}, []string{"--kubeconfig", kc, "--fault", strings.Join(faults, ","), "--algorithms", balance.BLD, "--fencing", "on"},
+	tab, _, err := experiments.RunArgs(ctx, &kubeexp.SplitBrain{}, []string{"--kubeconfig", kc, "--fault", strings.Join(faults, ","), "--algorithms", balance.BLD, "--fencing", "on", "--elector-logs", logs},
 		experiments.RunOptions{Seed: 1, Reps: 1, Backend: "kind", Out: dir}) // the old name of the kubernetes backend
 	require.NoError(t, err)
 	require.Len(t, tab.Rows, len(faults))
+	// --elector-logs kept each replica's elector log, read from its
+	// container at debug level: the BLD acquisition attempts are there.
+	files, err := filepath.Glob(filepath.Join(logs, "*.log"))
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, len(files), len(faults)*3, "a log per replica of each fault's run")
+	attempts := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		if bytes.Contains(b, []byte(`level=DEBUG`)) && bytes.Contains(b, []byte(`msg="acquisition attempt"`)) {
+			attempts++
+		}
+	}
+	assert.GreaterOrEqual(t, attempts, len(faults), "each run's leader logged its acquisition")
 	for i := range tab.Rows {
 		fault := tab.Str(i, "fault")
 		assert.Equal(t, "kubernetes", tab.Str(i, "backend"), fault)

@@ -37,7 +37,7 @@ type kubeFlags struct {
 func (k *kubeFlags) define(fs *flag.FlagSet, parallel bool) {
 	fs.StringVar(&k.kubeconfig, "kubeconfig", os.Getenv("RINGSIDE_KUBECONFIG"), "API server to use (env RINGSIDE_KUBECONFIG; default: start a local control plane with three worker nodes; the kubernetes backend takes .kube/kind.kubeconfig, which make kind-up writes)")
 	fs.StringVar(&k.lock, "lock", "lease", "lock object: lease or endpoints")
-	fs.StringVar(&k.logs, "elector-logs", "", "kube backend: keep every elector's debug log — each acquisition attempt's read, gate and write times, refusals — in this folder as <namespace>_<pod>.log (on kind: kubectl logs)")
+	fs.StringVar(&k.logs, "elector-logs", "", "keep every elector's debug log — each acquisition attempt's read, gate and write times, refusals — in this folder as <namespace>_<pod>.log (on the kubernetes backend: the elector container's log)")
 	if parallel {
 		fs.IntVar(&k.parallel, "parallel", 0, "elector processes to run at once across repetitions, each in a namespace of its own "+
 			"(default: 40 on the process backend; on kind one repetition at a time — each elector is a Pod there, and a dozen "+
@@ -138,11 +138,7 @@ func start(ctx context.Context, env *experiments.Env, k *kubeFlags) (*kube.Clust
 		return nil, fmt.Errorf("%s backend: %w", env.Backend, err)
 	}
 	if k.logs != "" {
-		p, err := c.Processes()
-		if err == nil {
-			err = p.KeepLogs(k.logs)
-		}
-		if err != nil {
+		if err := c.KeepLogs(k.logs); err != nil {
 			c.Close()
 			return nil, fmt.Errorf("--elector-logs: %w", err)
 		}

@@ -77,6 +77,9 @@ type electors interface {
 	// sent; it waits until the elector is gone.
 	signal(ctx context.Context, ns, pod string, sig syscall.Signal) (time.Time, error)
 	crashed(ns string) error
+	// keepLogs makes every elector started from now on log at debug
+	// level to dir/<namespace>_<pod>.log.
+	keepLogs(dir string)
 	stop(ns string)
 	close()
 }
@@ -345,6 +348,19 @@ func (c *Cluster) Leader(ns, app string) (id string, since time.Time) {
 		}
 	}
 	return id, since
+}
+
+// KeepLogs makes every elector started from now on log at debug level to
+// dir/<namespace>_<pod>.log: each acquisition attempt's read, gate and
+// write times, refusals and validations — where an election's time went.
+// On the kubernetes backend the file is the elector container's log, read
+// as the backend reads its events (both streams, as kubectl logs shows).
+func (c *Cluster) KeepLogs(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("elector logs: %w", err)
+	}
+	c.el.keepLogs(dir)
+	return nil
 }
 
 // Processes is the process backend's electors, for the experiments that

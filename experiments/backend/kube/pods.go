@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -49,6 +52,13 @@ type podRunner struct {
 	signalled map[string]bool               // ns/pod we deleted
 	ended     map[string]chan struct{}      // ns/pod: closed when its log ends
 	cancel    map[string]context.CancelFunc // per namespace: its watchers
+	logDir    string                        // Cluster.KeepLogs
+}
+
+func (r *podRunner) keepLogs(dir string) {
+	r.mu.Lock()
+	r.logDir = dir
+	r.mu.Unlock()
 }
 
 func newPodRunner(c *Cluster, rc *rest.Config) (*podRunner, error) {
@@ -231,7 +241,13 @@ func (r *podRunner) shape(o *unstructured.Unstructured, app App, alg string, t T
 	c := &spec.Containers[0]
 	setEnv(c, "ELECTOR_ALGORITHM", alg)
 	setEnv(c, "ELECTOR_EVENTS", "true")
-	setEnv(c, "ELECTOR_LOG", "error")
+	r.mu.Lock()
+	level := "error"
+	if r.logDir != "" {
+		level = "debug" // Cluster.KeepLogs
+	}
+	r.mu.Unlock()
+	setEnv(c, "ELECTOR_LOG", level)
 	setEnv(c, "ELECTOR_LEASE_DURATION", t.Lease.String())
 	setEnv(c, "ELECTOR_RENEW_DEADLINE", t.Renew.String())
 	setEnv(c, "ELECTOR_RETRY_PERIOD", t.Retry.String())
@@ -337,6 +353,7 @@ func (r *podRunner) stream(ctx context.Context, ns, pod string) {
 	r.streamed[key] = true
 	ended := make(chan struct{})
 	r.ended[key] = ended
+	logDir := r.logDir
 	r.mu.Unlock()
 	go func() {
 		defer close(ended)
@@ -345,8 +362,23 @@ func (r *podRunner) stream(ctx context.Context, ns, pod string) {
 			return
 		}
 		defer rc.Close()
+		var keep *bufio.Writer
+		if logDir != "" {
+			f, err := os.Create(filepath.Join(logDir, ns+"_"+pod+".log"))
+			if err != nil {
+				slog.Warn("kubernetes backend: an elector's log is not kept", "pod", key, "err", err)
+			} else {
+				defer f.Close()
+				keep = bufio.NewWriter(f)
+				defer keep.Flush()
+			}
+		}
 		sc := bufio.NewScanner(rc)
 		for sc.Scan() {
+			if keep != nil {
+				keep.Write(sc.Bytes())
+				keep.WriteByte('\n')
+			}
 			if e, ok := parseEvent(sc.Bytes(), ns); ok {
 				r.c.record(e)
 			}

@@ -33,21 +33,14 @@ type Processes struct {
 	// The ringside.io/balanced strategy controller's two replicas, once a
 	// cle-balanced application is deployed.
 	controllers []*exec.Cmd
-	// logDir, when set, keeps every elector's debug log (KeepLogs).
+	// logDir, when set, keeps every elector's debug log (Cluster.KeepLogs).
 	logDir string
 }
 
-// KeepLogs makes every elector started from now on log at debug level to
-// dir/<namespace>_<pod>.log: each acquisition attempt's read, gate and
-// write times, refusals and validations — where an election's time went.
-func (ps *Processes) KeepLogs(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("elector logs: %w", err)
-	}
+func (ps *Processes) keepLogs(dir string) {
 	ps.mu.Lock()
 	ps.logDir = dir
 	ps.mu.Unlock()
-	return nil
 }
 
 type proc struct {
@@ -107,7 +100,7 @@ func (ps *Processes) Elect(ns, app, pod, node, alg, lock string, t Timing, extra
 	ps.mu.Unlock()
 	level := "error" // electors log errors only, kept for Crashed
 	if logDir != "" {
-		level = "debug" // KeepLogs
+		level = "debug" // Cluster.KeepLogs
 	}
 	// Port 0: the elector binds a free port itself (it advertises what it
 	// bound), where picking one here could race other processes for it.
