@@ -119,9 +119,13 @@ func newFront(name string, b *balancer.Balancer, addr string) (serve.Server, err
 // checked here, so that a bad one is named as the user wrote it (the
 // table's own check would call a NaN weight a score).
 func parseWorkers(s string) (weightfeed.Weights, error) {
+	items := strings.Split(s, ",")
+	if len(items) > weightfeed.MaxWorkers {
+		return weightfeed.Weights{}, fmt.Errorf("--workers: %d items, at most %d", len(items), weightfeed.MaxWorkers)
+	}
 	var addrs []string
 	var ws []float64
-	for i, item := range strings.Split(s, ",") {
+	for i, item := range items {
 		a, w, ok := strings.Cut(strings.TrimSpace(item), "=")
 		v, perr := strconv.ParseFloat(w, 64)
 		_, _, aerr := net.SplitHostPort(a)

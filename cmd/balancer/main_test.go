@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -8,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ringside/ringside/internal/weightfeed"
 )
 
 // A balancer listening on every interface is, to the feed, any of this
@@ -43,6 +46,8 @@ func TestParseWorkersNamesTheBadItem(t *testing.T) {
 		_, err := parseWorkers(in)
 		assert.ErrorContains(t, err, want, in)
 	}
+	_, err := parseWorkers(strings.Repeat("127.0.0.1:1=1,", weightfeed.MaxWorkers) + "127.0.0.1:1=1")
+	assert.ErrorContains(t, err, fmt.Sprintf("--workers: %d items, at most %d", weightfeed.MaxWorkers+1, weightfeed.MaxWorkers))
 	m, err := parseWorkers(" 127.0.0.1:1=2 ,[::1]:2=0.5")
 	require.NoError(t, err)
 	require.NoError(t, m.Validate())
@@ -60,8 +65,8 @@ func FuzzParseWorkers(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		m, err := parseWorkers(s)
 		if err != nil {
-			if !strings.HasPrefix(err.Error(), "--workers item ") {
-				t.Fatalf("error does not name the item: %v", err)
+			if !strings.HasPrefix(err.Error(), "--workers") {
+				t.Fatalf("error does not name the flag: %v", err)
 			}
 			return
 		}
