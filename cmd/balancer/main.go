@@ -98,18 +98,15 @@ const (
 	frontFast    = "fasthttp" // balancer.FastFront
 	frontConn    = "conn"     // balancer.Front: a goroutine per connection on net/http's parser
 	frontNetHTTP = "net/http" // http.Server and httputil.ReverseProxy: the reference
-	frontEpoll   = "epoll"    // PROTOTYPE
 )
 
-var fronts = []string{frontFast, frontConn, frontNetHTTP, frontEpoll}
+var fronts = []string{frontFast, frontConn, frontNetHTTP}
 
 func newFront(name string, b *balancer.Balancer, addr string) (serve.Server, error) {
 	const header = 5 * time.Second
 	switch name {
 	case frontFast:
 		return &balancer.FastFront{B: b, Addr: addr, HeaderTimeout: header}, nil
-	case frontEpoll:
-		return &balancer.EpollFront{B: b, Addr: addr}, nil
 	case frontConn:
 		return &balancer.Front{B: b, Addr: addr, HeaderTimeout: header}, nil
 	case frontNetHTTP:
