@@ -18,6 +18,7 @@ import (
 	"github.com/ringside/ringside/bld/balance"
 	"github.com/ringside/ringside/experiments"
 	"github.com/ringside/ringside/experiments/backend/kube"
+	"github.com/ringside/ringside/internal/cgroup"
 )
 
 // ThroughputPlacement is kube-throughput-placement, seed 000 Fig. 13 and
@@ -403,7 +404,7 @@ func (t *ThroughputPlacement) gains(reps, placed map[[3]string][]float64, leader
 		out += "\nElected placements against forced balance (write through the front):\n\n" +
 			experiments.MarkdownTable([]string{"election", "clients", "leaders", "elected / balanced", "target", "placed as balanced (" + strings.Join(leaders[balanced], ", ") + ")"}, rows)
 	}
-	return out + "\nThe nodes are cgroups with a CPU limit each (--node-cpus), not the paper's 12-core machines: the ratios are the claim.\n"
+	return out + "\nThe nodes are cgroups with a CPU limit each (--node-cpus), not the paper's 12-core machines: the ratios are the claim. " + cgroup.StallNote + "\n"
 }
 
 // noiseFloor compares forced balance with itself measured again: the

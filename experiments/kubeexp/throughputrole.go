@@ -13,6 +13,7 @@ import (
 	"github.com/ringside/ringside/bld/balance"
 	"github.com/ringside/ringside/experiments"
 	"github.com/ringside/ringside/experiments/backend/kube"
+	"github.com/ringside/ringside/internal/cgroup"
 )
 
 // ThroughputRole is kube-throughput-role, seed 000 Fig. 12: one
@@ -158,6 +159,6 @@ func (t *ThroughputRole) Report(in *experiments.ReportInput) (string, error) {
 	}
 	out += "A write sent to a follower is forwarded to the leader: one more hop, and the follower's CPU on the way; " +
 		"reads are served where they land. The nodes are cgroups with a CPU limit each (--node-cpus), not the paper's 12-core machines: " +
-		"the ratios are the claim, not the absolute numbers.\n"
+		"the ratios are the claim, not the absolute numbers. " + cgroup.StallNote + "\n"
 	return out, nil
 }

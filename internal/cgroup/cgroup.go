@@ -1,6 +1,6 @@
 // Package cgroup gives a set of processes a CPU limit of its own and
-// measures what they use, as a Kubernetes node's allocatable CPU bounds
-// the pods on it: the throughput experiments run their "nodes" this way.
+// measures what they use: the throughput experiments run their "nodes"
+// this way, each a share of the machine's CPU (CFS bandwidth).
 // It speaks cgroup v1 (this machine: cpu and cpuacct hierarchies) and v2
 // (cpu.max, cpu.stat), and needs write access to /sys/fs/cgroup (root).
 package cgroup
@@ -21,6 +21,11 @@ import (
 var Root = "/sys/fs/cgroup"
 
 const period = 100_000 // µs, the kernel's default CFS period
+
+// StallNote says, for a report, what the period does to latency: a
+// limit is a share of each period, not a slower CPU.
+const StallNote = "A node's limit is CFS bandwidth over the kernel's 100-ms period: a node that has used its share " +
+	"stalls until the next period (up to 50 ms at 0.5 CPU), where a slower machine would not, and the p99 column shows it."
 
 // Group is a cgroup (one per hierarchy on v1) with a CPU limit.
 type Group struct {
