@@ -78,11 +78,8 @@ func RatioInterval(num, den [][]float64, seed uint64) (ratio, lo, hi float64) {
 			rs = append(rs, r)
 		}
 	}
-	if len(rs) == 0 {
-		return ratio, nan, nan
-	}
-	sort.Float64s(rs)
-	return ratio, Quantile(rs, 0.025), Quantile(rs, 0.975)
+	lo, hi = percentiles95(rs)
+	return ratio, lo, hi
 }
 
 // JudgeInterval states whether a target holds for a value known within
@@ -108,13 +105,13 @@ func JudgeInterval(lo, hi, atMost float64) string {
 // ring's trips, say). Seeded like RatioInterval; NaN values are left out;
 // the bounds are NaN when either sample has fewer than minGroups values.
 func MedianRatioInterval(a, b []float64, seed uint64) (ratio, lo, hi float64) {
-	a, b = finite(a), finite(b)
+	a, b = withoutNaN(a), withoutNaN(b)
 	nan := math.NaN()
 	if len(a) == 0 || len(b) == 0 {
 		return nan, nan, nan
 	}
 	// median sorts xs in place: the resamples are scratch, the samples
-	// themselves copies (finite).
+	// themselves copies (withoutNaN).
 	median := func(xs []float64) float64 {
 		sort.Float64s(xs)
 		return Quantile(xs, 0.5)
@@ -137,14 +134,22 @@ func MedianRatioInterval(a, b []float64, seed uint64) (ratio, lo, hi float64) {
 			rs = append(rs, median(ra)/mb)
 		}
 	}
-	if len(rs) == 0 {
-		return ratio, nan, nan
-	}
-	sort.Float64s(rs)
-	return ratio, Quantile(rs, 0.025), Quantile(rs, 0.975)
+	lo, hi = percentiles95(rs)
+	return ratio, lo, hi
 }
 
-func finite(xs []float64) []float64 {
+// percentiles95 are the 2.5 % and 97.5 % percentiles of the resampled
+// ratios rs (sorted in place), NaN when there are none.
+func percentiles95(rs []float64) (lo, hi float64) {
+	if len(rs) == 0 {
+		return math.NaN(), math.NaN()
+	}
+	sort.Float64s(rs)
+	return Quantile(rs, 0.025), Quantile(rs, 0.975)
+}
+
+// withoutNaN is xs without its NaN values, in a new slice.
+func withoutNaN(xs []float64) []float64 {
 	var out []float64
 	for _, x := range xs {
 		if !math.IsNaN(x) {

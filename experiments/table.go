@@ -238,7 +238,7 @@ func Verdict(met bool) string {
 // "inconclusive" — and always with the spread it rests on. One repetition
 // has no spread: it is inconclusive, however far from the target.
 func Judge(xs []float64, ok func(float64) bool) string {
-	vals := finite(xs)
+	vals := withoutNaN(xs)
 	if len(vals) == 0 {
 		return "–"
 	}
