@@ -208,7 +208,7 @@ func responseHasHop(h *fasthttp.ResponseHeader) bool {
 func (f *FastFront) handle(ctx *fasthttp.RequestCtx) {
 	b := f.B
 	req := &ctx.Request
-	if status, msg := forwardable(ctx); status != 0 {
+	if status, msg := forwardable(req, ctx.RemoteAddr()); status != 0 {
 		fastError(ctx, status, msg)
 		ctx.SetConnectionClose()
 		return
@@ -254,11 +254,10 @@ func (f *FastFront) handle(ctx *fasthttp.RequestCtx) {
 	fastError(ctx, status, err.Error())
 }
 
-// forwardable turns the client's request into the one the worker gets —
-// without hop-by-hop headers, with X-Forwarded-For, -Host and -Proto — or
-// returns the status and reason to refuse it with.
-func forwardable(ctx *fasthttp.RequestCtx) (int, string) {
-	req := &ctx.Request
+// forwardable turns the client's request, from remote, into the one the
+// worker gets — without hop-by-hop headers, with X-Forwarded-For, -Host
+// and -Proto — or returns the status and reason to refuse it with.
+func forwardable(req *fasthttp.Request, remote net.Addr) (int, string) {
 	// fasthttp forwards request-targets net/http refuses (a bad escape,
 	// a control character) and cuts a fragment off where net/http
 	// escapes it into the path: the target is held to net/http's rules
@@ -277,7 +276,7 @@ func forwardable(ctx *fasthttp.RequestCtx) (int, string) {
 	if requestHasHop(&req.Header) {
 		dropFastHopHeaders(&req.Header)
 	}
-	if a, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
+	if a, ok := remote.(*net.TCPAddr); ok {
 		// Written into a buffer on the stack (the header copies it):
 		// a.IP.String() allocated on every request. As net.IP prints it:
 		// IPv4 dotted, no zone.

@@ -19,12 +19,41 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// The fasthttp front buffers what it proxies, so its limits are its
-// memory per client: a head over HeadBytes gets 431, a body over
-// MaxBodyBytes 413 (before any of it reaches a worker), a worker's answer
-// over it 502 — the refusals of what the client sent with a closed
-// connection — and the front keeps serving others.
-func TestFastFrontLimits(t *testing.T) {
+// bufferedFronts are the fronts that buffer whole messages, with their
+// limits and timeouts set (zero: the default).
+var bufferedFronts = map[string]func(b *Balancer, head, body int, header, idle time.Duration) frontServer{
+	"fasthttp": func(b *Balancer, head, body int, header, idle time.Duration) frontServer {
+		return &FastFront{B: b, HeadBytes: head, MaxBodyBytes: body, HeaderTimeout: header, IdleTimeout: idle}
+	},
+	"epoll": func(b *Balancer, head, body int, header, idle time.Duration) frontServer {
+		return &EpollFront{B: b, HeadBytes: head, MaxBodyBytes: body, HeaderTimeout: header, IdleTimeout: idle}
+	},
+}
+
+// serveBuffered serves b on a loopback front of the kind, returning its
+// address.
+func serveBuffered(t *testing.T, kind string, b *Balancer, head, body int, header, idle time.Duration) string {
+	t.Helper()
+	f := bufferedFronts[kind](b, head, body, header, idle)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go f.Serve(ln)
+	t.Cleanup(func() { f.Shutdown(t.Context()) })
+	return ln.Addr().String()
+}
+
+// The buffering fronts' limits are their memory per client: a head over
+// HeadBytes gets 431, a body over MaxBodyBytes 413 (before any of it
+// reaches a worker), a worker's answer over it 502 — the refusals of what
+// the client sent with a closed connection — and the front keeps serving
+// others.
+func TestBufferedFrontLimits(t *testing.T) {
+	for kind := range bufferedFronts {
+		t.Run(kind, func(t *testing.T) { testBufferedFrontLimits(t, kind) })
+	}
+}
+
+func testBufferedFrontLimits(t *testing.T, kind string) {
 	var forwarded atomic.Int32
 	w := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		forwarded.Add(1)
@@ -38,12 +67,7 @@ func TestFastFrontLimits(t *testing.T) {
 	b, err := New(Options{Log: quiet})
 	require.NoError(t, err)
 	require.NoError(t, b.Update(Static([]string{addr(w)}, []float64{1})))
-	f := &FastFront{B: b, HeadBytes: 2048, MaxBodyBytes: 1024}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	go f.Serve(ln)
-	t.Cleanup(func() { f.Shutdown(t.Context()) })
-
+	front := serveBuffered(t, kind, b, 2048, 1024, 0, 0)
 	for name, c := range map[string]struct {
 		req  string
 		want int
@@ -57,7 +81,7 @@ func TestFastFrontLimits(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			before := forwarded.Load()
-			conn, err := net.Dial("tcp", ln.Addr().String())
+			conn, err := net.Dial("tcp", front)
 			require.NoError(t, err)
 			defer conn.Close()
 			go io.WriteString(conn, c.req)
@@ -77,22 +101,29 @@ func TestFastFrontLimits(t *testing.T) {
 			assert.True(t, errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET), "the connection is closed after the refusal: %v", err)
 		})
 	}
-	code, _, body := get(t, &http.Client{}, http.MethodGet, "http://"+ln.Addr().String()+"/x", "")
+	code, _, body := get(t, &http.Client{}, http.MethodGet, "http://"+front+"/x", "")
 	assert.Equal(t, http.StatusOK, code)
 	assert.Equal(t, "ok", body)
 }
 
 // fasthttp forwards request-targets net/http (the workers' parser)
-// refuses and cuts fragments off; the front refuses both with 400 before
-// anything reaches a worker (FuzzFrontRequestStream found each).
-func TestFastFrontRefusesTargetsNetHTTPWouldNot(t *testing.T) {
+// refuses and cuts fragments off; the fronts on its parser refuse both
+// with 400 before anything reaches a worker (FuzzFrontRequestStream found
+// each).
+func TestBufferedFrontRefusesTargetsNetHTTPWouldNot(t *testing.T) {
+	for kind := range bufferedFronts {
+		t.Run(kind, func(t *testing.T) { testRefusesTargets(t, kind) })
+	}
+}
+
+func testRefusesTargets(t *testing.T, kind string) {
 	var forwarded atomic.Int32
 	w := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { forwarded.Add(1) }))
 	defer w.Close()
 	b, err := New(Options{Log: quiet})
 	require.NoError(t, err)
 	require.NoError(t, b.Update(Static([]string{addr(w)}, []float64{1})))
-	_, url := front(t, "fasthttp", b)
+	_, url := front(t, kind, b)
 	for _, target := range []string{"/%", "/a%zz", "/a#b", "/#"} {
 		conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
 		require.NoError(t, err)
@@ -109,21 +140,22 @@ func TestFastFrontRefusesTargetsNetHTTPWouldNot(t *testing.T) {
 
 // A client that trickles its head, or sends nothing, is cut off after the
 // header and idle timeouts; the front keeps serving the others.
-func TestFastFrontCutsSlowAndIdleClients(t *testing.T) {
+func TestBufferedFrontCutsSlowAndIdleClients(t *testing.T) {
+	for kind := range bufferedFronts {
+		t.Run(kind, func(t *testing.T) { testCutsSlowAndIdle(t, kind) })
+	}
+}
+
+func testCutsSlowAndIdle(t *testing.T, kind string) {
 	a := named("a")
 	defer a.Close()
 	b, err := New(Options{Log: quiet})
 	require.NoError(t, err)
 	require.NoError(t, b.Update(Static([]string{addr(a)}, []float64{1})))
-	f := &FastFront{B: b, HeaderTimeout: 300 * time.Millisecond, IdleTimeout: 300 * time.Millisecond}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	go f.Serve(ln)
-	t.Cleanup(func() { f.Shutdown(t.Context()) })
-
+	front := serveBuffered(t, kind, b, 0, 0, 300*time.Millisecond, 300*time.Millisecond)
 	for name, first := range map[string]string{"idle": "", "slow head": "GET /x HTTP/1.1\r\nHost: x\r\nX-Slow: "} {
 		t.Run(name, func(t *testing.T) {
-			conn, err := net.Dial("tcp", ln.Addr().String())
+			conn, err := net.Dial("tcp", front)
 			require.NoError(t, err)
 			defer conn.Close()
 			io.WriteString(conn, first)
@@ -135,7 +167,7 @@ func TestFastFrontCutsSlowAndIdleClients(t *testing.T) {
 			require.False(t, errors.As(err, &ne) && ne.Timeout(), "the front still holds the connection after 10 s")
 		})
 	}
-	code, _, _ := get(t, &http.Client{}, http.MethodGet, "http://"+ln.Addr().String()+"/x", "")
+	code, _, _ := get(t, &http.Client{}, http.MethodGet, "http://"+front+"/x", "")
 	assert.Equal(t, http.StatusOK, code)
 }
 
@@ -154,7 +186,7 @@ func BenchmarkFastFrontRewrite(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		req.CopyTo(in)
-		if status, msg := forwardable(&ctx); status != 0 {
+		if status, msg := forwardable(&ctx.Request, ctx.RemoteAddr()); status != 0 {
 			b.Fatal(msg)
 		}
 		resp.CopyTo(&answer)
@@ -180,7 +212,7 @@ func TestFastFrontForwardedFor(t *testing.T) {
 			require.NoError(t, req.Read(bufio.NewReader(strings.NewReader("GET /a%2Fb?x=%3F HTTP/1.1\r\nHost: h\r\ncOnNeCtIoN: x-secret\r\nX-Secret: s\r\nkeep-alive: 5\r\n"+prior+"\r\n"))))
 			var ctx fasthttp.RequestCtx
 			ctx.Init(&req, a, nil)
-			status, msg := forwardable(&ctx)
+			status, msg := forwardable(&ctx.Request, ctx.RemoteAddr())
 			require.Zero(t, status, msg)
 			want := a.IP.String()
 			if prior != "" {

@@ -148,6 +148,7 @@ func FuzzFrontRequestStream(f *testing.F) {
 	for _, front := range []frontServer{
 		&Front{B: b, HeaderTimeout: 2 * time.Second, IdleTimeout: 2 * time.Second},
 		&FastFront{B: b, HeaderTimeout: 2 * time.Second, IdleTimeout: 2 * time.Second},
+		&EpollFront{B: b, HeaderTimeout: 2 * time.Second, IdleTimeout: 2 * time.Second},
 	} {
 		ln, err := net.Listen("unix", filepath.Join(f.TempDir(), fmt.Sprintf("front%d.sock", len(socks))))
 		if err != nil {
