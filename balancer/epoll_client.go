@@ -30,7 +30,7 @@ type client struct {
 	closeAfter bool // close once out is written
 	lingering  bool // our side is shut: reading what the client still sends, till its end
 	closed     bool
-	pumping    bool // pump is running: a call from inside it returns at once
+	pumping    bool      // pump is running: a call from inside it returns at once
 	begun      time.Time // when the request being read began: HeaderTimeout counts from it
 	deadline   time.Time
 }
