@@ -33,6 +33,7 @@ type framer struct {
 	body    int64 // body bytes so far, decoded
 
 	status   int  // a response's status code
+	http10   bool // an HTTP/1.0 message
 	interim  bool // a 1xx answer: drop it, a final one follows
 	expect   bool // the request asks for 100 Continue
 	length   int64
@@ -86,11 +87,6 @@ func (f *framer) scan(buf []byte, eof bool) (int, *frameError) {
 			return 0, err
 		}
 	}
-	if int64(len(buf)) > int64(f.headMax)+2*f.bodyMax && f.phase != framed {
-		// Chunked framing around a small body: the raw bytes are bounded
-		// too, so memory per client is.
-		return 0, &frameError{http.StatusRequestEntityTooLarge, "the message's chunked framing is over the body limit"}
-	}
 	for {
 		switch f.phase {
 		case framed:
@@ -109,6 +105,11 @@ func (f *framer) scan(buf []byte, eof bool) (int, *frameError) {
 			}
 			f.line, f.phase = f.headEnd+int(f.length), framed
 		case inChunkSize:
+			if int64(f.line) > int64(f.headMax)+2*f.bodyMax {
+				// Chunked framing around a small body: the raw bytes are
+				// bounded too, so memory per client is.
+				return 0, &frameError{http.StatusRequestEntityTooLarge, "the message's chunked framing is over the body limit"}
+			}
 			end := bytes.IndexByte(buf[f.line:], '\n')
 			if end < 0 {
 				if len(buf)-f.line > maxChunkLine {
@@ -154,6 +155,11 @@ func (f *framer) scan(buf []byte, eof bool) (int, *frameError) {
 				return 0, nil
 			}
 			line := buf[f.line : f.line+end+1]
+			if len(line) < 2 || line[len(line)-2] != '\r' {
+				// net/http's reader of trailers wants CRLF: a bare LF here
+				// would end the body elsewhere for it.
+				return 0, malformed("a trailer line that does not end in CRLF")
+			}
 			f.trailers += len(line)
 			f.line += end + 1
 			if f.trailers > f.headMax {
@@ -239,11 +245,13 @@ func (f *framer) firstLine(line []byte) *frameError {
 		if len(parts) != 3 || len(parts[0]) == 0 || len(parts[1]) == 0 || !httpVersion(parts[2]) {
 			return malformed("a malformed request-line")
 		}
+		f.http10 = parts[2][7] == '0'
 		return nil
 	}
 	if len(parts) < 2 || !httpVersion(parts[0]) || len(parts[1]) != 3 {
 		return malformed("a malformed status-line")
 	}
+	f.http10 = parts[0][7] == '0'
 	for _, c := range parts[1] {
 		if c < '0' || c > '9' {
 			return malformed("a malformed status code")
@@ -341,6 +349,12 @@ func allDigits(b []byte) bool {
 func (f *framer) bodyFraming() *frameError {
 	if f.chunked && f.hasLen {
 		return malformed("both Content-Length and Transfer-Encoding")
+	}
+	if f.chunked && f.http10 {
+		// HTTP/1.0 has no chunked coding: its framing is faulty (RFC
+		// 9112 §6.1), and net/http ignores the header where fasthttp
+		// would not.
+		return malformed("Transfer-Encoding in an HTTP/1.0 message")
 	}
 	if f.response {
 		switch {

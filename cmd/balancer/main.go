@@ -98,9 +98,10 @@ const (
 	frontFast    = "fasthttp" // balancer.FastFront
 	frontConn    = "conn"     // balancer.Front: a goroutine per connection on net/http's parser
 	frontNetHTTP = "net/http" // http.Server and httputil.ReverseProxy: the reference
+	frontEpoll   = "epoll"    // balancer.EpollFront: an event loop per core, as nginx runs
 )
 
-var fronts = []string{frontFast, frontConn, frontNetHTTP}
+var fronts = []string{frontFast, frontConn, frontNetHTTP, frontEpoll}
 
 func newFront(name string, b *balancer.Balancer, addr string) (serve.Server, error) {
 	const header = 5 * time.Second
@@ -109,6 +110,8 @@ func newFront(name string, b *balancer.Balancer, addr string) (serve.Server, err
 		return &balancer.FastFront{B: b, Addr: addr, HeaderTimeout: header}, nil
 	case frontConn:
 		return &balancer.Front{B: b, Addr: addr, HeaderTimeout: header}, nil
+	case frontEpoll:
+		return &balancer.EpollFront{B: b, Addr: addr, HeaderTimeout: header}, nil
 	case frontNetHTTP:
 		return serve.Limit(&http.Server{Addr: addr, Handler: b, ReadHeaderTimeout: header}), nil
 	}

@@ -31,7 +31,7 @@ func TestProxyAgainstNginx(t *testing.T) {
 		assert.Zero(t, tab.Float(i, "errors"), tab.Str(i, "target"), tab.Str(i, "front"))
 		seen[tab.Str(i, "target")+" "+tab.Str(i, "front")]++
 	}
-	assert.Equal(t, map[string]int{"balancer fasthttp": 2, "balancer conn": 2, "balancer net/http": 2, "nginx ": 2}, seen)
+	assert.Equal(t, map[string]int{"balancer fasthttp": 2, "balancer conn": 2, "balancer net/http": 2, "balancer epoll": 2, "nginx ": 2}, seen)
 	assert.FileExists(t, filepath.Join(dir, proxyProfile))
 	_, err = experiments.WriteReport(dir, registry(&Proxy{}))
 	require.NoError(t, err)
