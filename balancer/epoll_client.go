@@ -26,6 +26,7 @@ type client struct {
 
 	readable   bool // an edge was seen and the socket not yet read dry
 	eof        bool // the client shut its side down
+	rdhup      bool // epoll reported the client's end: read to it
 	continued  bool // 100 Continue was sent for the request being read
 	closeAfter bool // close once out is written
 	lingering  bool // our side is shut: reading what the client still sends, till its end
@@ -107,6 +108,7 @@ func (c *client) event(ev uint32) {
 	}
 	if ev&(unix.EPOLLIN|unix.EPOLLRDHUP) != 0 {
 		c.readable = true
+		c.rdhup = c.rdhup || ev&unix.EPOLLRDHUP != 0
 	}
 	c.pump()
 }
@@ -188,6 +190,14 @@ func (c *client) read() bool {
 		switch {
 		case n > 0:
 			c.in = append(c.in, c.l.scratch[:n]...)
+			if n < len(c.l.scratch) && !c.rdhup {
+				// Read dry: an edge-triggered epoll reports the next bytes
+				// when they come, so the read that would say EAGAIN is
+				// spared (nginx does the same). Not once the client's end
+				// was reported: no edge would tell of it again.
+				c.readable = false
+				return true
+			}
 		case err == nil:
 			c.eof = true
 			return true

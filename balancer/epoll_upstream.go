@@ -145,6 +145,7 @@ type upconn struct {
 	connecting bool
 	reused     bool // taken from the pool: its worker may have closed it meanwhile
 	eof        bool
+	rdhup      bool // epoll reported the worker's end: read to it
 	closed     bool
 	idleSince  time.Time
 	deadline   time.Time
@@ -271,6 +272,7 @@ func (u *upconn) event(ev uint32) {
 		u.flush()
 	}
 	if !u.closed && ev&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		u.rdhup = u.rdhup || ev&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0
 		u.read()
 	}
 }
@@ -299,6 +301,9 @@ func (u *upconn) read() {
 		n, err := unix.Read(u.fd, l.scratch)
 		if n > 0 {
 			u.in = append(u.in, l.scratch[:n]...)
+			if n < len(l.scratch) && !u.rdhup {
+				break // read dry (see client.read)
+			}
 			continue
 		}
 		if err == nil {

@@ -240,19 +240,21 @@ func lineContent(line []byte) ([]byte, *frameError) {
 }
 
 func (f *framer) firstLine(line []byte) *frameError {
-	parts := bytes.Split(line, []byte(" "))
+	// Cut by hand: bytes.Split allocated on every message.
+	first, rest, _ := bytes.Cut(line, []byte(" "))
+	second, third, found := bytes.Cut(rest, []byte(" "))
 	if !f.response {
-		if len(parts) != 3 || len(parts[0]) == 0 || len(parts[1]) == 0 || !httpVersion(parts[2]) {
+		if !found || len(first) == 0 || len(second) == 0 || !httpVersion(third) {
 			return malformed("a malformed request-line")
 		}
-		f.http10 = parts[2][7] == '0'
+		f.http10 = third[7] == '0'
 		return nil
 	}
-	if len(parts) < 2 || !httpVersion(parts[0]) || len(parts[1]) != 3 {
+	if !httpVersion(first) || len(second) != 3 {
 		return malformed("a malformed status-line")
 	}
-	f.http10 = parts[0][7] == '0'
-	for _, c := range parts[1] {
+	f.http10 = first[7] == '0'
+	for _, c := range second {
 		if c < '0' || c > '9' {
 			return malformed("a malformed status code")
 		}
