@@ -81,7 +81,7 @@ func (c *client) linger() {
 		return
 	}
 	for {
-		n, err := unix.Read(c.fd, c.l.scratch)
+		n, err := rawRead(c.fd, c.l.scratch)
 		switch {
 		case n > 0:
 		case errors.Is(err, unix.EAGAIN):
@@ -186,7 +186,7 @@ func (c *client) pump() {
 // client is gone.
 func (c *client) read() bool {
 	for len(c.in) < c.inMax() {
-		n, err := unix.Read(c.fd, c.l.scratch)
+		n, err := rawRead(c.fd, c.l.scratch)
 		switch {
 		case n > 0:
 			c.in = append(c.in, c.l.scratch[:n]...)
@@ -311,7 +311,7 @@ func (c *client) flush() {
 		return
 	}
 	for c.sent < len(c.out) && !c.closed {
-		n, err := unix.Write(c.fd, c.out[c.sent:])
+		n, err := rawWrite(c.fd, c.out[c.sent:])
 		switch {
 		case n > 0:
 			c.sent += n

@@ -280,7 +280,7 @@ func (u *upconn) event(ev uint32) {
 // flush writes the request until the socket is full.
 func (u *upconn) flush() {
 	for u.sent < len(u.out) {
-		n, err := unix.Write(u.fd, u.out[u.sent:])
+		n, err := rawWrite(u.fd, u.out[u.sent:])
 		switch {
 		case n > 0:
 			u.sent += n
@@ -298,7 +298,7 @@ func (u *upconn) flush() {
 func (u *upconn) read() {
 	l := u.l
 	for len(u.in) <= l.headMax+2*int(l.bodyMax) {
-		n, err := unix.Read(u.fd, l.scratch)
+		n, err := rawRead(u.fd, l.scratch)
 		if n > 0 {
 			u.in = append(u.in, l.scratch[:n]...)
 			if n < len(l.scratch) && !u.rdhup {

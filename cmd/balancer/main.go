@@ -43,7 +43,7 @@ func run(ctx context.Context, args []string) error {
 	workers := fs.String("workers", "BALANCER_WORKERS", "", "fixed workers instead of a feed: host:port=weight, comma-separated")
 	var allowLoopback bool
 	fs.BoolVar(&allowLoopback, "allow-loopback", "BALANCER_ALLOW_LOOPBACK", false, "accept loopback worker addresses from the feed (workers on this host)")
-	front := fs.String("front", "BALANCER_FRONT", frontFast, "the proxy's front: "+strings.Join(fronts, ", ")+" (docs/balancer-front.md)")
+	front := fs.String("front", "BALANCER_FRONT", frontEpoll, "the proxy's front: "+strings.Join(fronts, ", ")+" (docs/balancer-front.md)")
 	level := fs.String("log-level", "BALANCER_LOG", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -101,7 +101,7 @@ const (
 	frontEpoll   = "epoll"    // balancer.EpollFront: an event loop per core, as nginx runs
 )
 
-var fronts = []string{frontFast, frontConn, frontNetHTTP, frontEpoll}
+var fronts = []string{frontEpoll, frontFast, frontConn, frontNetHTTP}
 
 func newFront(name string, b *balancer.Balancer, addr string) (serve.Server, error) {
 	const header = 5 * time.Second

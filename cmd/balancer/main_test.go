@@ -27,7 +27,7 @@ func TestSelfAddrs(t *testing.T) {
 // ones there are.
 func TestUnknownFrontRefused(t *testing.T) {
 	err := run(t.Context(), []string{"--workers", "127.0.0.1:1=1", "--addr", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--front", "gnet"})
-	assert.ErrorContains(t, err, `--front "gnet": want one of fasthttp, conn, net/http`)
+	assert.ErrorContains(t, err, `--front "gnet": want one of epoll, fasthttp, conn, net/http`)
 	t.Setenv("BALANCER_FRONT", "fast http")
 	err = run(t.Context(), []string{"--workers", "127.0.0.1:1=1", "--addr", "127.0.0.1:0", "--admin", "127.0.0.1:0"})
 	assert.ErrorContains(t, err, `--front "fast http": want one of`, "the environment's value is refused the same way")

@@ -38,7 +38,7 @@ const (
 )
 
 // The balancer's fronts (cmd/balancer --front); the first is its default.
-var Fronts = []string{"fasthttp", "conn", "net/http", "epoll"}
+var Fronts = []string{"epoll", "fasthttp", "conn", "net/http"}
 
 func (*Proxy) Spec() experiments.Spec {
 	return experiments.Spec{Name: "lb-proxy", Backends: []string{lbstack.Process}, Quick: 3, Paper: 10, Row: proxyRow{},

@@ -40,9 +40,9 @@ func TestProxyAgainstNginx(t *testing.T) {
 	for _, f := range Fronts {
 		assert.Contains(t, string(md), "Balancer ("+f+" front) / nginx requests per second")
 	}
-	assert.Contains(t, string(md), "fasthttp front) / nginx requests per second: ")
-	assert.Contains(t, string(md), "fasthttp front) / nginx processor time per request: ")
-	assert.Regexp(t, `\*\*Balancer \(fasthttp front\)[^\n]*\*\* — the goal of ≥ 0.9: `, string(md))
+	assert.Contains(t, string(md), "epoll front) / nginx requests per second: ")
+	assert.Contains(t, string(md), "epoll front) / nginx processor time per request: ")
+	assert.Regexp(t, `\*\*Balancer \(epoll front\)[^\n]*\*\* — the goal of ≥ 0.9: `, string(md))
 	assert.True(t, bytes.Contains(md, []byte("go tool pprof -top")))
 }
 
