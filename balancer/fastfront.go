@@ -26,8 +26,8 @@ import (
 // nginx does by default (proxy_request_buffering, proxy_buffering): a
 // request body over MaxBodyBytes gets 413, a worker's answer over it 502,
 // and a request head over HeadBytes 431 — memory per client is bounded by
-// those. docs/balancer-front.md has the measurements that made it the
-// default.
+// those. It was the default until the epoll front, which does the same
+// without a goroutine per connection (docs/balancer-front.md).
 type FastFront struct {
 	B *Balancer
 	// Addr is where ListenAndServe listens.
