@@ -26,7 +26,6 @@ type framer struct {
 	bodyMax  int64 // bytes a body may hold, decoded
 
 	phase   framePhase
-	start   int   // where the first line begins (requests: after empty lines)
 	line    int   // where the line being scanned begins
 	headEnd int   // where the body begins
 	left    int64 // bytes left in a fixed body or in the current chunk
@@ -208,7 +207,6 @@ func (f *framer) scanHead(buf []byte) *frameError {
 		switch {
 		case f.lines == 0 && len(content) == 0 && !f.response:
 			// Empty lines before a request-line are skipped (RFC 9112 §2.2).
-			f.start = f.line
 			continue
 		case f.lines == 0:
 			if err := f.firstLine(content); err != nil {
