@@ -13,7 +13,10 @@
 # there: about a sixth less compile CPU). It is the compiler's setting
 # only: every final image is FROM scratch or Debian, so nothing built here
 # runs with it. And without the compiler's DWARF, its back end on one
-# thread (GOFLAGS, the Makefile's COMPILE_FLAGS: 11 % less).
+# thread (GOFLAGS, the Makefile's COMPILE_FLAGS: 11 % less). Keep GOFLAGS
+# one value on every ENV line: on a machine with no registry, make
+# base-images compiles the standard library into golang's image with it,
+# and every stage then finds it in the build cache.
 ARG GO_IMAGE=golang:1.26-bookworm
 ARG BASE_IMAGE=debian:bookworm-slim
 

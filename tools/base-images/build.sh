@@ -23,8 +23,16 @@ apt_mirror() {
   return 0
 }
 mirror=${DEBIAN_MIRROR:-$(apt_mirror)}
-# The label names the toolchain and the trust store it was made with.
-go_version="$(go env GOVERSION) ca:$(sha256sum /etc/ssl/certs/ca-certificates.crt | cut -c1-12)"
+# The GOFLAGS every Go stage of the Dockerfile compiles with (one value on
+# all its ENV lines), for the standard library golang's image compiles.
+std_goflags=$(sed -n 's/^ENV .*GOFLAGS="\([^"]*\)".*/\1/p' ../../Dockerfile | sort -u)
+if [ -z "$std_goflags" ] || [ "$(printf '%s\n' "$std_goflags" | wc -l)" -ne 1 ]; then
+  echo "base-images: the Dockerfile's Go stages must set one GOFLAGS value on their ENV lines, found: ${std_goflags:-none}" >&2
+  exit 1
+fi
+# The label names the toolchain, the trust store and the standard
+# library's flags it was made with.
+go_version="$(go env GOVERSION) ca:$(sha256sum /etc/ssl/certs/ca-certificates.crt | cut -c1-12) std:$std_goflags"
 
 # have NAME LABEL: the image exists and was made from LABEL.
 have() { [ "$(docker image inspect -f '{{index .Config.Labels "ringside.base"}}' "$1" 2>/dev/null)" = "$2" ]; }
@@ -63,7 +71,7 @@ if ! have golang:1.26-bookworm "$go_version"; then
   rm -rf "$ctx/go/pkg/obj" "$ctx/go/test"
   cp golang.Dockerfile "$ctx/Dockerfile"
   cp /etc/ssl/certs/ca-certificates.crt "$ctx/"
-  docker build -q --build-arg GO_VERSION="$(go env GOVERSION)" --label ringside.base="$go_version" -t golang:1.26-bookworm "$ctx" >/dev/null
+  docker build -q --build-arg GO_VERSION="$(go env GOVERSION)" --build-arg STD_GOFLAGS="$std_goflags" --label ringside.base="$go_version" -t golang:1.26-bookworm "$ctx" >/dev/null
   rm -rf "$ctx"
   trap - EXIT
 fi

@@ -12,3 +12,9 @@ COPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 COPY go /usr/local/go
 ENV GOLANG_VERSION=${GO_VERSION} GOPATH=/go PATH=/go/bin:/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 WORKDIR /go
+# The standard library compiled once here, as every Go stage of the
+# Dockerfile compiles it (the same GOFLAGS, -trimpath, no cgo: the same
+# build-cache keys), where each stage compiled it for itself. GOFLAGS
+# comes from build.sh, which reads it from the Dockerfile's Go stages.
+ARG STD_GOFLAGS
+RUN test -n "$STD_GOFLAGS" && GOFLAGS="$STD_GOFLAGS" GOGC=400 CGO_ENABLED=0 go build -trimpath std
