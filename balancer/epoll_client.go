@@ -228,6 +228,7 @@ func (c *client) request(n int) {
 		return req.ContinueReadBody(br, int(l.bodyMax), false)
 	})
 	c.in = c.in[:copy(c.in, c.in[n:])]
+	http11 := !c.fr.http10
 	c.fr.reset()
 	c.continued = false
 	c.begun, c.deadline = time.Time{}, time.Time{}
@@ -246,7 +247,7 @@ func (c *client) request(n int) {
 		return
 	}
 	x := l.exchange()
-	x.c, x.t, x.closeAfter, x.head = c, t, closeAfter, req.Header.IsHead()
+	x.c, x.t, x.closeAfter, x.head, x.http11 = c, t, closeAfter, req.Header.IsHead(), http11
 	x.attempts = 1
 	if fastIdempotent(req) {
 		x.idempotent = true
@@ -278,6 +279,19 @@ func (c *client) answer(closeAfter bool) {
 		return
 	}
 	c.flush()
+}
+
+// pass queues a worker's answer as it came (upconn.pass); the head ends
+// at headEnd, in CRLF. The caller flushes.
+func (c *client) pass(msg []byte, headEnd int, closeAfter bool) {
+	if !closeAfter && !c.l.draining {
+		c.out = append(c.out, msg...)
+		return
+	}
+	c.closeAfter = true
+	c.out = append(c.out, msg[:headEnd-2]...)
+	c.out = append(c.out, "Connection: close\r\n\r\n"...)
+	c.out = append(c.out, msg[headEnd:]...)
 }
 
 // refuse answers a request that will not be served and closes the

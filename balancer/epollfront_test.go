@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -18,6 +19,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ringside/ringside/balancer/pick"
+	"github.com/ringside/ringside/internal/loadreport"
 )
 
 // rawWorker is a worker that speaks through script, one call per
@@ -275,4 +279,59 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// An answer passed on verbatim still feeds its load report to the picker:
+// with wrr-reports, the worker that reports a hundred times the capacity
+// gets nearly every request once the reports are in. And a client that
+// asks to close gets Connection: close on the verbatim answer, its body
+// whole.
+func TestEpollFrontVerbatimAnswers(t *testing.T) {
+	worker := func(name, report string) string {
+		w := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set(loadreport.Header, report)
+			fmt.Fprint(w, name)
+		}))
+		t.Cleanup(w.Close)
+		return addr(w)
+	}
+	big := worker("big", "TEXT cpu_utilization=0.01, rps_fractional=100")
+	small := worker("small", "TEXT cpu_utilization=1, rps_fractional=1")
+	b, err := New(Options{Algorithm: pick.LoadReportWRR, Log: quiet, Tuning: pick.Tuning{Blackout: time.Nanosecond, Period: time.Millisecond}})
+	require.NoError(t, err)
+	require.NoError(t, b.Update(Static([]string{big, small}, []float64{1, 1})))
+	url := "http://" + epollFront(t, b, &EpollFront{}) + "/"
+
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		counts := map[string]int{}
+		for range 40 {
+			resp, err := http.Get(url)
+			require.NoError(t, err)
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.NoError(t, err)
+			require.NotEmpty(t, resp.Header.Get(loadreport.Header), "the answer keeps its headers")
+			counts[string(body)]++
+		}
+		if counts["big"] >= 36 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the reports never weighed the picks: %v", counts)
+	}
+
+	conn, err := net.Dial("tcp", strings.TrimPrefix(url[:len(url)-1], "http://"))
+	require.NoError(t, err)
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	fmt.Fprint(conn, "GET /a HTTP/1.1\r\nHost: front\r\n\r\nGET /b HTTP/1.1\r\nHost: front\r\nConnection: close\r\n\r\n")
+	for i := range 2 {
+		resp, err := http.ReadResponse(br, nil)
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		assert.Contains(t, []string{"big", "small"}, string(body))
+		assert.Equal(t, i == 1, resp.Close, "Connection: close on the second answer only")
+	}
+	assertClosed(t, conn, br)
 }

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"net/http"
 	"strconv"
+	"strings"
+
+	"github.com/ringside/ringside/internal/loadreport"
 )
 
 // framer finds where one HTTP/1.1 message ends in bytes that arrive in
@@ -40,6 +43,13 @@ type framer struct {
 	chunked  bool
 	lines    int // lines of the head so far
 	trailers int // bytes of trailer so far
+
+	// What a worker's answer needs to pass on as it came (see
+	// framer.verbatim): a hop-by-hop header in the head, a head line
+	// ending in a bare LF, where the load report's value lies in the buffer
+	// (end 0: no report).
+	hop, bareLF bool
+	report      [2]int
 }
 
 type framePhase uint8
@@ -194,7 +204,8 @@ func (f *framer) scanHead(buf []byte) *frameError {
 			}
 			return nil
 		}
-		line := buf[f.line : f.line+end+1]
+		at := f.line
+		line := buf[at : at+end+1]
 		f.line += end + 1
 		// Empty lines before a request-line count: they are bytes held too.
 		if f.line > f.headMax {
@@ -203,6 +214,9 @@ func (f *framer) scanHead(buf []byte) *frameError {
 		content, err := lineContent(line)
 		if err != nil {
 			return err
+		}
+		if len(content) == len(line)-1 {
+			f.bareLF = true
 		}
 		switch {
 		case f.lines == 0 && len(content) == 0 && !f.response:
@@ -216,7 +230,7 @@ func (f *framer) scanHead(buf []byte) *frameError {
 			f.headEnd = f.line
 			return f.bodyFraming()
 		default:
-			if err := f.field(content); err != nil {
+			if err := f.field(content, at); err != nil {
 				return err
 			}
 		}
@@ -294,19 +308,32 @@ func fieldLine(line []byte) (name, value []byte, err *frameError) {
 	return name, value, nil
 }
 
-func tokenChar(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
-	}
-	return bytes.IndexByte([]byte("!#$%&'*+-.^_`|~"), c) >= 0
-}
+func tokenChar(c byte) bool { return tokenChars[c] }
 
-// field takes what framing needs from one header line.
-func (f *framer) field(line []byte) *frameError {
+// tokenChars is RFC 9110's tchar as a table: every header name's bytes
+// are looked up in it.
+var tokenChars = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			strings.IndexByte("!#$%&'*+-.^_`|~", byte(c)) >= 0
+	}
+	return t
+}()
+
+// field takes what framing needs from one header line, which begins at
+// offset at of the buffer.
+func (f *framer) field(line []byte, at int) *frameError {
 	name, value, err := fieldLine(line)
 	if err != nil {
 		return err
+	}
+	if isHopHeader(name) {
+		f.hop = true
+	}
+	if f.response && f.report[1] == 0 && bytes.EqualFold(name, []byte(loadreport.Header)) {
+		// value is a part of line: their capacities differ by its offset.
+		start := at + cap(line) - cap(value)
+		f.report = [2]int{start, start + len(value)}
 	}
 	switch {
 	case bytes.EqualFold(name, []byte("Content-Length")):
@@ -334,6 +361,15 @@ func (f *framer) field(line []byte) *frameError {
 		f.expect = bytes.EqualFold(value, []byte("100-continue"))
 	}
 	return nil
+}
+
+// verbatim reports whether a framed answer can go to an HTTP/1.1 client
+// byte for byte, as the worker sent it: an HTTP/1.1 answer framed by its
+// Content-Length, with no hop-by-hop header to drop and every head line in
+// CRLF. The others are parsed and written again (upconn.answer).
+func (f *framer) verbatim() bool {
+	return f.response && f.status >= 200 && f.status != http.StatusNoContent && f.status != http.StatusNotModified &&
+		!f.toHEAD && f.hasLen && !f.chunked && !f.http10 && !f.hop && !f.bareLF
 }
 
 func allDigits(b []byte) bool {

@@ -9,6 +9,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ringside/ringside/internal/loadreport"
 )
 
 // frameAll frames the message at the start of stream, fed in pieces of
@@ -116,6 +119,41 @@ func TestFramerResponses(t *testing.T) {
 	}
 }
 
+// An answer passes verbatim only when nothing in it is the hop's to change,
+// and the load report's value is found where it lies.
+func TestFramerVerbatim(t *testing.T) {
+	for _, a := range []struct {
+		head     bool
+		stream   string
+		verbatim bool
+		report   string
+	}{
+		{false, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", true, ""},
+		{false, "HTTP/1.1 503 Busy\r\nendpoint-load-metrics:  TEXT cpu_utilization=0.5 \r\nEndpoint-Load-Metrics: TEXT eps=1\r\nContent-Length: 0\r\n\r\n", true, "TEXT cpu_utilization=0.5"},
+		{true, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n", false, ""},
+		{false, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok", false, ""},
+		{false, "HTTP/1.1 200 OK\r\nkeep-alive: timeout=5\r\nContent-Length: 2\r\n\r\nok", false, ""},
+		{false, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n", false, ""},
+		{false, "HTTP/1.1 200 OK\r\n\r\nuntil the end", false, ""},
+		{false, "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", false, ""},
+		{false, "HTTP/1.1 200 OK\nContent-Length: 2\r\n\r\nok", false, ""},
+		{false, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\nok", false, ""},
+		{false, "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n", false, ""},
+		{false, "HTTP/1.1 103 Early Hints\r\nContent-Length: 0\r\n\r\n", false, ""},
+	} {
+		f := framer{response: true, toHEAD: a.head, headMax: 1024, bodyMax: 4096}
+		n, err := f.scan([]byte(a.stream), true)
+		require.Nil(t, err, a.stream)
+		require.Equal(t, len(a.stream), n, a.stream)
+		assert.Equal(t, a.verbatim, f.verbatim(), a.stream)
+		got := ""
+		if f.report[1] > 0 {
+			got = a.stream[f.report[0]:f.report[1]]
+		}
+		assert.Equal(t, a.report, got, a.stream)
+	}
+}
+
 // consumed is how many bytes of stream br's reader has handed on.
 func consumed(stream []byte, rd *bytes.Reader, br *bufio.Reader) int {
 	return len(stream) - rd.Len() - br.Buffered()
@@ -168,6 +206,7 @@ func FuzzFramerResponse(f *testing.F) {
 		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
 		"HTTP/1.1 204 No Content\r\n\r\n",
 		"HTTP/1.0 200 OK\r\n\r\nto the end",
+		"HTTP/1.1 200 OK\r\nEndpoint-Load-Metrics: TEXT eps=1\r\nKeep-Alive: x\r\nContent-Length: 2\r\n\r\nok",
 	} {
 		f.Add([]byte(s), false, uint8(2))
 	}
@@ -198,6 +237,26 @@ func FuzzFramerResponse(f *testing.F) {
 		}
 		if n := consumed(stream, rd, br); n != whole {
 			t.Fatalf("framed %d bytes, net/http read %d", whole, n)
+		}
+		if !probe.verbatim() {
+			return
+		}
+		// An answer passed on byte for byte has nothing of this hop in it,
+		// and its load report is the one net/http reads.
+		if !resp.ProtoAtLeast(1, 1) || resp.ContentLength < 0 || len(resp.TransferEncoding) > 0 || resp.Close {
+			t.Fatalf("passed verbatim: %s, length %d, codings %v, close %v", resp.Proto, resp.ContentLength, resp.TransferEncoding, resp.Close)
+		}
+		for _, h := range hopHeaders {
+			if _, ok := resp.Header[http.CanonicalHeaderKey(h)]; ok {
+				t.Fatalf("passed verbatim with the hop-by-hop %s", h)
+			}
+		}
+		report := ""
+		if probe.report[1] > 0 {
+			report = string(stream[probe.report[0]:probe.report[1]])
+		}
+		if want := resp.Header.Get(loadreport.Header); report != want {
+			t.Fatalf("load report %q, net/http read %q", report, want)
 		}
 	})
 }
