@@ -28,12 +28,16 @@ type Proxy struct {
 	workers, conns, threads, cost int
 	duration                      time.Duration
 	picker                        string
-	profile                       bool
+	profile, control              bool
 	fronts                        experiments.ChoiceList
 }
 
 const (
 	TargetBalancer = "balancer"
+	// TargetControl is a second nginx, configured as the first: its ratio
+	// to the first is what two identical proxies measure here, the floor
+	// under any reading of the balancer's.
+	TargetControl = "nginx-control"
 	proxyProfile   = "lb-proxy-balancer.pprof"
 )
 
@@ -52,6 +56,7 @@ func (p *Proxy) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&p.cost, "cost", 0, "hash rounds per request (0: near-free, the proxies' cost shows)")
 	fs.DurationVar(&p.duration, "duration", 3*time.Second, "wrk run per target and repetition")
 	fs.StringVar(&p.picker, "picker", pick.WeightedRandom, "the balancer's picker")
+	fs.BoolVar(&p.control, "control", true, "measure a second nginx as one more target: its ratio to the first is the spread two identical proxies show on this machine")
 	fs.BoolVar(&p.profile, "profile-balancer", true, "keep a CPU profile of the balancer's first run (its first front) beside the CSV ("+proxyProfile+")")
 	p.fronts = experiments.ChoiceList{Vals: Fronts[:2], Allowed: Fronts}
 	fs.Var(&p.fronts, "fronts", "the balancer's fronts to measure, each as its own process in the same run: "+strings.Join(Fronts, ", ")+" (docs/balancer-front.md)")
@@ -122,6 +127,15 @@ func (p *Proxy) Run(ctx context.Context, env *experiments.Env) error {
 		return err
 	}
 	defer n.Shutdown()
+	var control *lbstack.Nginx
+	if p.control {
+		cdir := filepath.Join(env.Dir, ".nginx-control")
+		defer os.RemoveAll(cdir)
+		if control, err = lbstack.StartNginx(ctx, cdir, addrs, weights); err != nil {
+			return fmt.Errorf("the control nginx: %w", err)
+		}
+		defer control.Shutdown()
+	}
 
 	// Each repetition drives every target in turn; the order rotates, so
 	// none always meets the machine as another left it.
@@ -134,6 +148,9 @@ func (p *Proxy) Run(ctx context.Context, env *experiments.Env) error {
 		targets = append(targets, target{TargetBalancer, front, balancers[front].Addr, balancers[front].CPU})
 	}
 	targets = append(targets, target{TargetNginx, "", n.Addr, n.CPU})
+	if control != nil {
+		targets = append(targets, target{TargetControl, "", control.Addr, control.CPU})
+	}
 	path := "/work?cost=" + strconv.Itoa(p.cost)
 	return experiments.RunGrid(ctx, env, experiments.Grid{Cells: 1}, func(ctx context.Context, t experiments.Task) ([]proxyRow, error) {
 		var rows []proxyRow
@@ -187,6 +204,7 @@ func (p *Proxy) Report(in *experiments.ReportInput) (string, error) {
 	hasCPU := t.Has("cpu_us_per_request")
 	ratios, cpuRatios := map[string][]float64{}, map[string][]float64{}
 	var fronts []string
+	var control []float64 // the control nginx over nginx, per repetition
 	for _, g := range t.GroupBy("rep") {
 		nginx, nginxCPU := 0.0, math.NaN()
 		for _, i := range g.Rows {
@@ -198,6 +216,9 @@ func (p *Proxy) Report(in *experiments.ReportInput) (string, error) {
 			}
 		}
 		for _, i := range g.Rows {
+			if t.Str(i, "target") == TargetControl && nginx > 0 {
+				control = append(control, t.Float(i, "requests_per_s")/nginx)
+			}
 			if f := t.Str(i, "front"); t.Str(i, "target") == TargetBalancer && nginx > 0 {
 				if _, seen := ratios[f]; !seen {
 					fronts = append(fronts, f)
@@ -249,6 +270,17 @@ func (p *Proxy) Report(in *experiments.ReportInput) (string, error) {
 			out += fmt.Sprintf("- Balancer (%s front) / nginx processor time per request: %s median over %d runs (%s–%s).\n",
 				f, experiments.Num(c.P50, 2), c.N, experiments.Num(c.Min, 2), experiments.Num(c.Max, 2))
 		}
+	}
+	if c := experiments.Summarize(control); c.N > 0 {
+		atLeast := 0
+		for _, r := range control {
+			if r >= 0.9 {
+				atLeast++
+			}
+		}
+		out += fmt.Sprintf("- Control: a second nginx, configured as the first, / nginx requests per second: %s median over %d runs (%s–%s), %d of %d repetitions ≥ 0.9 — "+
+			"what two identical proxies measure against each other on this machine, the floor under the balancer's reading.\n",
+			experiments.Num(c.P50, 2), c.N, experiments.Num(c.Min, 2), experiments.Num(c.Max, 2), atLeast, c.N)
 	}
 	if _, err := os.Stat(filepath.Join(in.Dir, proxyProfile)); err == nil {
 		out += "\nWhere the balancer's time goes: `go tool pprof -top " + proxyProfile + "` (a CPU profile of its first front's first run, beside this report).\n"

@@ -21,7 +21,7 @@ func TestProxyAgainstNginx(t *testing.T) {
 	tab, _, err := experiments.RunArgs(context.Background(), &Proxy{}, []string{"--duration", "1s", "--fronts", "all"},
 		experiments.RunOptions{Seed: 1, Reps: 2, Backend: "process", Out: dir})
 	require.NoError(t, err)
-	require.Len(t, tab.Rows, 2*(len(Fronts)+1))
+	require.Len(t, tab.Rows, 2*(len(Fronts)+2))
 	seen := map[string]int{}
 	for i := range tab.Rows {
 		assert.Positive(t, tab.Float(i, "requests_per_s"))
@@ -31,7 +31,7 @@ func TestProxyAgainstNginx(t *testing.T) {
 		assert.Zero(t, tab.Float(i, "errors"), tab.Str(i, "target"), tab.Str(i, "front"))
 		seen[tab.Str(i, "target")+" "+tab.Str(i, "front")]++
 	}
-	assert.Equal(t, map[string]int{"balancer fasthttp": 2, "balancer conn": 2, "balancer net/http": 2, "balancer epoll": 2, "nginx ": 2}, seen)
+	assert.Equal(t, map[string]int{"balancer fasthttp": 2, "balancer conn": 2, "balancer net/http": 2, "balancer epoll": 2, "nginx ": 2, "nginx-control ": 2}, seen)
 	assert.FileExists(t, filepath.Join(dir, proxyProfile))
 	_, err = experiments.WriteReport(dir, registry(&Proxy{}))
 	require.NoError(t, err)
@@ -43,6 +43,7 @@ func TestProxyAgainstNginx(t *testing.T) {
 	assert.Contains(t, string(md), "epoll front) / nginx requests per second: ")
 	assert.Contains(t, string(md), "epoll front) / nginx processor time per request: ")
 	assert.Regexp(t, `\*\*Balancer \(epoll front\)[^\n]*\*\* — the goal of ≥ 0.9: `, string(md))
+	assert.Regexp(t, `Control: a second nginx, configured as the first, / nginx requests per second: [0-9.]+ median over 2 runs \([0-9.]+–[0-9.]+\), [0-2] of 2 repetitions ≥ 0.9`, string(md))
 	assert.True(t, bytes.Contains(md, []byte("go tool pprof -top")))
 }
 
