@@ -38,7 +38,7 @@ const (
 	// to the first is what two identical proxies measure here, the floor
 	// under any reading of the balancer's.
 	TargetControl = "nginx-control"
-	proxyProfile   = "lb-proxy-balancer.pprof"
+	proxyProfile  = "lb-proxy-balancer.pprof"
 )
 
 // The balancer's fronts (cmd/balancer --front); the first is its default.
