@@ -267,7 +267,8 @@ func (c *client) request(n int) {
 	l.attempt(x)
 }
 
-// answer writes the worker's answer, parsed into the loop's response.
+// answer queues the worker's answer, parsed into the loop's response. The
+// caller flushes.
 func (c *client) answer(closeAfter bool) {
 	resp := &c.l.resp
 	if closeAfter || c.l.draining {
@@ -276,12 +277,10 @@ func (c *client) answer(closeAfter bool) {
 	}
 	if err := c.l.serialise(&c.out, resp.Write); err != nil {
 		c.close()
-		return
 	}
-	c.flush()
 }
 
-// pass queues a worker's answer as it came (upconn.pass); the head ends
+// pass queues a worker's answer as it came (upconn.deliver); the head ends
 // at headEnd, in CRLF. The caller flushes.
 func (c *client) pass(msg []byte, headEnd int, closeAfter bool) {
 	if !closeAfter && !c.l.draining {

@@ -389,7 +389,13 @@ func (u *upconn) answer() {
 		u.fr.toHEAD = x.head
 	}
 	if u.fr.verbatim() && x.http11 {
-		u.pass(n)
+		// Passed on as it came: parsing it and writing it again was a
+		// twentieth of the loop's processor time per request.
+		var report []byte
+		if r := u.fr.report; r[1] > 0 {
+			report = u.in[r[0]:r[1]]
+		}
+		u.deliver(n, true, report, len(u.in) == n && !u.eof)
 		return
 	}
 	resp := &l.resp
@@ -400,10 +406,6 @@ func (u *upconn) answer() {
 		l.failed(x, fmt.Errorf("malformed answer: %w", err))
 		return
 	}
-	b := l.f.B
-	if x.t.readsLoadReports {
-		b.reported(x.t.upstreams[x.i], string(resp.Header.Peek(loadreport.Header)))
-	}
 	if responseHasHop(&resp.Header) {
 		dropFastHopHeaders(&resp.Header)
 	}
@@ -411,40 +413,32 @@ func (u *upconn) answer() {
 	// reused.
 	keep := !resp.ConnectionClose() && len(u.in) == n && !u.eof
 	resp.Header.ResetConnectionClose()
-	b.done(x.t, x.i, x.start, false)
-	c, closeAfter := x.c, x.closeAfter
-	x.up, u.x = nil, nil
-	l.recycle(x)
-	u.release(keep)
-	if c != nil {
-		c.x = nil
-		c.answer(closeAfter)
-		c.pump()
-	}
+	u.deliver(n, false, resp.Header.Peek(loadreport.Header), keep)
 }
 
-// pass hands the client the worker's answer, the first n bytes read, as
-// they came (framer.verbatim says when it may): parsing it and writing it
-// again was a tenth of the loop's processor time per request. Only a
-// Connection: close of this hop goes in.
-func (u *upconn) pass(n int) {
+// deliver ends the exchange with the answer framed in the first n bytes
+// read, whose load report says report: the client gets those bytes as
+// they came (verbatim: framer.verbatim said it may) or the loop's response,
+// parsed from them, written again; the connection is pooled if keep.
+func (u *upconn) deliver(n int, verbatim bool, report []byte, keep bool) {
 	l, x := u.l, u.x
 	b := l.f.B
 	if x.t.readsLoadReports {
-		var v string
-		if r := u.fr.report; r[1] > 0 {
-			v = string(u.in[r[0]:r[1]])
-		}
-		b.reported(x.t.upstreams[x.i], v)
+		b.reported(x.t.upstreams[x.i], string(report))
 	}
-	keep := len(u.in) == n && !u.eof
 	b.done(x.t, x.i, x.start, false)
 	c, closeAfter := x.c, x.closeAfter
 	x.up, u.x = nil, nil
 	l.recycle(x)
 	if c != nil {
 		c.x = nil
-		c.pass(u.in[:n], u.fr.headEnd, closeAfter)
+		// Queued before the connection is released: the bytes are still
+		// its buffer's.
+		if verbatim {
+			c.pass(u.in[:n], u.fr.headEnd, closeAfter)
+		} else {
+			c.answer(closeAfter)
+		}
 	}
 	u.release(keep)
 	if c != nil {
