@@ -228,7 +228,6 @@ func (c *client) request(n int) {
 		return req.ContinueReadBody(br, int(l.bodyMax), false)
 	})
 	c.in = c.in[:copy(c.in, c.in[n:])]
-	http11 := !c.fr.http10
 	c.fr.reset()
 	c.continued = false
 	c.begun, c.deadline = time.Time{}, time.Time{}
@@ -247,7 +246,7 @@ func (c *client) request(n int) {
 		return
 	}
 	x := l.exchange()
-	x.c, x.t, x.closeAfter, x.head, x.http11 = c, t, closeAfter, req.Header.IsHead(), http11
+	x.c, x.t, x.closeAfter, x.head, x.http11 = c, t, closeAfter, req.Header.IsHead(), req.Header.IsHTTP11()
 	x.attempts = 1
 	if fastIdempotent(req) {
 		x.idempotent = true

@@ -389,8 +389,7 @@ func (u *upconn) answer() {
 		u.fr.toHEAD = x.head
 	}
 	if u.fr.verbatim() && x.http11 {
-		// Passed on as it came: parsing it and writing it again was a
-		// twentieth of the loop's processor time per request.
+		// Passed on as it came: not parsed and written again.
 		var report []byte
 		if r := u.fr.report; r[1] > 0 {
 			report = u.in[r[0]:r[1]]
@@ -406,7 +405,8 @@ func (u *upconn) answer() {
 		l.failed(x, fmt.Errorf("malformed answer: %w", err))
 		return
 	}
-	if responseHasHop(&resp.Header) {
+	if u.fr.hop {
+		// The framer saw a hop-by-hop line as it scanned the head.
 		dropFastHopHeaders(&resp.Header)
 	}
 	// Bytes past the answer were not asked for: the connection is not

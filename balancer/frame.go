@@ -45,7 +45,7 @@ type framer struct {
 	trailers int // bytes of trailer so far
 
 	// What a worker's answer needs to pass on as it came (see
-	// framer.verbatim): a hop-by-hop header in the head, a head line
+	// framer.verbatim), or to be rewritten: a hop-by-hop header in the head, a head line
 	// ending in a bare LF, where the load report's value lies in the buffer
 	// (end 0: no report).
 	hop, bareLF bool
@@ -327,7 +327,7 @@ func (f *framer) field(line []byte, at int) *frameError {
 	if err != nil {
 		return err
 	}
-	if isHopHeader(name) {
+	if f.response && isHopHeader(name) {
 		f.hop = true
 	}
 	if f.response && f.report[1] == 0 && bytes.EqualFold(name, []byte(loadreport.Header)) {

@@ -192,6 +192,9 @@ func (p *Proxy) Run(ctx context.Context, env *experiments.Env) error {
 	})
 }
 
+// atLeastNine is lb-proxy's goal for one repetition's ratio to nginx.
+func atLeastNine(r float64) bool { return r >= 0.9 }
+
 func (p *Proxy) Report(in *experiments.ReportInput) (string, error) {
 	t := in.Table
 	if err := t.Require("target", "front", "rep", "requests_per_s"); err != nil {
@@ -263,7 +266,7 @@ func (p *Proxy) Report(in *experiments.ReportInput) (string, error) {
 		line := fmt.Sprintf("Balancer (%s front) / nginx requests per second: %s median over %d runs (%s–%s)",
 			f, experiments.Num(ratio.P50, 2), ratio.N, experiments.Num(ratio.Min, 2), experiments.Num(ratio.Max, 2))
 		if k == 0 {
-			line = "**" + line + "** — the goal of ≥ 0.9: " + experiments.Judge(ratios[f], func(r float64) bool { return r >= 0.9 })
+			line = "**" + line + "** — the goal of ≥ 0.9: " + experiments.Judge(ratios[f], atLeastNine)
 		}
 		out += "- " + line + ".\n"
 		if c := experiments.Summarize(cpuRatios[f]); c.N > 0 {
@@ -272,15 +275,9 @@ func (p *Proxy) Report(in *experiments.ReportInput) (string, error) {
 		}
 	}
 	if c := experiments.Summarize(control); c.N > 0 {
-		atLeast := 0
-		for _, r := range control {
-			if r >= 0.9 {
-				atLeast++
-			}
-		}
-		out += fmt.Sprintf("- Control: a second nginx, configured as the first, / nginx requests per second: %s median over %d runs (%s–%s), %d of %d repetitions ≥ 0.9 — "+
+		out += fmt.Sprintf("- Control: a second nginx, configured as the first, / nginx requests per second: %s median over %d runs (%s–%s); the goal of ≥ 0.9 held to it: %s — "+
 			"what two identical proxies measure against each other on this machine, the floor under the balancer's reading.\n",
-			experiments.Num(c.P50, 2), c.N, experiments.Num(c.Min, 2), experiments.Num(c.Max, 2), atLeast, c.N)
+			experiments.Num(c.P50, 2), c.N, experiments.Num(c.Min, 2), experiments.Num(c.Max, 2), experiments.Judge(control, atLeastNine))
 	}
 	if _, err := os.Stat(filepath.Join(in.Dir, proxyProfile)); err == nil {
 		out += "\nWhere the balancer's time goes: `go tool pprof -top " + proxyProfile + "` (a CPU profile of its first front's first run, beside this report).\n"
