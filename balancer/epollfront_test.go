@@ -335,3 +335,46 @@ func TestEpollFrontVerbatimAnswers(t *testing.T) {
 	}
 	assertClosed(t, conn, br)
 }
+
+// A worker whose answer cannot be framed strictly gets its client a 502,
+// never its bytes passed on verbatim, and the front goes on serving: a
+// folded line, a control character, a bare CR, a name that is no token,
+// both lengths, a length twice, one past int64, one over the body limit.
+func TestEpollFrontRefusesHostileAnswers(t *testing.T) {
+	answers := []string{
+		"HTTP/1.1 200 OK\r\nX-A: 1\r\n folded\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nX-A: a\x01b\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nX-A: a\rb\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nX A: 1\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nContent-Length: 9437184\r\n\r\nok",
+	}
+	var next sync.Mutex
+	i := 0
+	w := rawWorker(t, func(conn net.Conn, br *bufio.Reader) {
+		for {
+			if _, err := http.ReadRequest(br); err != nil {
+				return
+			}
+			next.Lock()
+			a := "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+			if i < len(answers) {
+				a = answers[i]
+			}
+			i++
+			next.Unlock()
+			io.WriteString(conn, a)
+		}
+	})
+	addr := epollFront(t, balancerFor(t, w), &EpollFront{Loops: 1})
+	hc := &http.Client{}
+	for _, a := range answers {
+		code, _, body := get(t, hc, http.MethodPost, "http://"+addr+"/x", "once")
+		assert.Equal(t, http.StatusBadGateway, code, "%q answered %q", a, body)
+	}
+	code, _, body := get(t, hc, http.MethodGet, "http://"+addr+"/x", "")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "ok", body, "the front serves on")
+}
