@@ -39,7 +39,9 @@ func stackCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		stack = "ringside"
 	}
 	os.Setenv(dockerapi.StackEnv, stack)
-	if err := dockerapi.RemoveStack(ctx, cli, stack); err != nil {
+	if err := dockerapi.RemoveStack(ctx, cli, stack); dockerapi.OnlyStuck(err) {
+		fmt.Fprintln(stderr, "ringside: stack: going on beside what an earlier run left:", err)
+	} else if err != nil {
 		return fmt.Errorf("stack: remove what an earlier run left: %w", err)
 	}
 	defer func() {

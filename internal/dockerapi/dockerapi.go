@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/moby/moby/client"
 )
@@ -107,16 +108,17 @@ func RemoveStack(ctx context.Context, cli *client.Client, stack string) error {
 		return errors.Join(append(errs, fmt.Errorf("list the stack's networks: %w", err))...)
 	}
 	for _, n := range nets.Items {
-		if err := removeNetwork(ctx, cli, n.ID, n.Name); err != nil {
+		if err := RemoveNetwork(ctx, cli, n.ID, n.Name); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// removeNetwork disconnects whatever is attached to a network, by ID and,
-// for an endpoint whose container is gone, by name, then removes it.
-func removeNetwork(ctx context.Context, cli *client.Client, id, name string) error {
+// RemoveNetwork disconnects whatever is attached to a network, by ID and,
+// for an endpoint whose container is gone, by name, then removes it; a
+// network the engine will not let go of is an ErrStuckNetwork.
+func RemoveNetwork(ctx context.Context, cli *client.Client, id, name string) error {
 	ins, err := cli.NetworkInspect(ctx, id, client.NetworkInspectOptions{})
 	if err != nil {
 		return fmt.Errorf("inspect network %s: %w", name, err)
@@ -132,7 +134,38 @@ func removeNetwork(ctx context.Context, cli *client.Client, id, name string) err
 		}
 	}
 	if _, err := cli.NetworkRemove(ctx, id, client.NetworkRemoveOptions{}); err != nil {
+		if len(errs) == 0 && strings.Contains(err.Error(), "has active endpoints") {
+			if again, ierr := cli.NetworkInspect(ctx, id, client.NetworkInspectOptions{}); ierr == nil && len(again.Network.Containers) == 0 {
+				return fmt.Errorf("remove network %s: %w (%v)", name, ErrStuckNetwork, err)
+			}
+		}
 		return errors.Join(append(errs, fmt.Errorf("remove network %s: %w", name, err))...)
 	}
 	return nil
+}
+
+// ErrStuckNetwork marks a network the engine refuses to remove for
+// "active endpoints" while it lists none and none can be disconnected by
+// name: Docker 20.10's count of a network's endpoints can outlive the
+// endpoints (moby/moby#42119, seen once in CI after a compose down), and
+// only a restart of the engine, which counts them again, frees it.
+// Nothing is attached to such a network any more.
+var ErrStuckNetwork = errors.New("the engine counts endpoints on a network that has none (moby/moby#42119; an engine restart frees it)")
+
+// OnlyStuck reports whether err, from RemoveStack, is nothing but
+// networks the engine will not let go of (ErrStuckNetwork): a new run can
+// go on beside them.
+func OnlyStuck(err error) bool {
+	if err == nil {
+		return false
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if !OnlyStuck(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return errors.Is(err, ErrStuckNetwork)
 }

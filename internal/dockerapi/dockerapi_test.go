@@ -2,6 +2,7 @@ package dockerapi_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -66,4 +67,18 @@ func TestRemoveStackDisconnectsWhatIsAttached(t *testing.T) {
 
 	// Nothing left: a second run succeeds and does nothing.
 	require.NoError(t, dockerapi.RemoveStack(ctx, cli, stack))
+}
+
+// OnlyStuck lets a run go on only when every error is a network the
+// engine will not let go of.
+func TestOnlyStuck(t *testing.T) {
+	stuck := fmt.Errorf("remove network a_default: %w (has active endpoints)", dockerapi.ErrStuckNetwork)
+	other := errors.New("remove container 0123456789ab: conflict")
+	assert.False(t, dockerapi.OnlyStuck(nil))
+	assert.True(t, dockerapi.OnlyStuck(stuck))
+	assert.True(t, dockerapi.OnlyStuck(errors.Join(stuck, stuck)))
+	assert.False(t, dockerapi.OnlyStuck(other))
+	assert.False(t, dockerapi.OnlyStuck(errors.Join(stuck, other)))
+	assert.False(t, dockerapi.OnlyStuck(errors.Join(other, stuck)))
+	assert.True(t, dockerapi.OnlyStuck(errors.Join(errors.Join(stuck), stuck)))
 }
