@@ -6,6 +6,7 @@ package leaderapp
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"time"
 )
 
 // write applies a write as the leader of term: the CPU it costs, the
@@ -140,18 +142,30 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 // as one: a follower that learns it here refuses the predecessor's
 // writes from then on, without waiting to hear it from its own sidecar,
 // so none takes a stale write after this leader's first. A peer that
-// knows a newer term raises this replica's fence instead; one that does
-// not answer within the stale period learns the term from the first
-// write.
+// knows a newer term raises this replica's fence instead. The leader
+// this one followed — frozen or cut off, most likely, since it lost the
+// lease — is waited for a stale period only; it learns the term from the
+// first write. Every other peer is waited for as long as a write would
+// wait for it (the client's timeout): a write is acknowledged only once
+// every replica applied it, so waiting costs no acknowledged write, and
+// a follower slow to answer on a loaded machine (CI: over the 250-ms
+// stale period) took a stale write after this leader's first.
 func (s *Server) announce(ctx context.Context, term int64) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.Stale)
-	defer cancel()
+	s.mu.Lock()
+	deposed := s.followed
+	s.mu.Unlock()
 	var wg sync.WaitGroup
 	for name, base := range s.cfg.Peers {
 		if name == s.cfg.Name {
 			continue
 		}
+		wait := cmp.Or(s.cfg.Client.Timeout, 2*time.Second)
+		if name == deposed {
+			wait = s.cfg.Stale
+		}
 		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, wait)
+			defer cancel()
 			resp, err := s.peer(ctx, base+"/internal/fence", nil, HeaderLeader, s.cfg.Name, HeaderTerm, strconv.FormatInt(term, 10))
 			if err != nil {
 				s.cfg.Log.Debug("announcing the term", "peer", name, "err", err)

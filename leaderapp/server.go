@@ -83,7 +83,10 @@ type Server struct {
 	applyMu sync.Mutex
 	mu      sync.Mutex
 	role    *Role
-	now     func() time.Time
+	// followed is the last leader other than this replica its sidecar
+	// named: the one a new term most likely deposed (announce).
+	followed string
+	now      func() time.Time
 }
 
 // New checks cfg and returns a replica.

@@ -48,6 +48,9 @@ func (s *Server) Run(ctx context.Context) {
 		if ans, err := AskSidecar(ctx, s.cfg.Client, s.cfg.Sidecar); err == nil {
 			s.mu.Lock()
 			s.role.Observe(s.now(), ans)
+			if ans.Name != "" && ans.Name != s.cfg.Name {
+				s.followed = ans.Name
+			}
 			s.mu.Unlock()
 			if s.cfg.Fencing && ans.Term != nil {
 				s.fence.Admit(*ans.Term) // an older term than seen changes nothing

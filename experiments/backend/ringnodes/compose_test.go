@@ -3,6 +3,7 @@ package ringnodes
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -74,22 +75,27 @@ func TestComposeSplit(t *testing.T) {
 	require.NoError(t, err)
 	minority, majority := st.Servers[:2], st.Servers[2:]
 
+	// What the last look saw, for a failure to name: CI once ran out of
+	// 30 s here with the kind and compose tests beside it.
+	var last string
 	seen := whileFaulted(t, func(ctx context.Context, d time.Duration) error { return c.Split(ctx, minority, d) }, func() error {
-		return Poll(ctx, 30*time.Second, func() (bool, error) {
+		return Poll(ctx, time.Minute, func() (bool, error) {
 			for _, a := range minority {
 				if st, err := GetStatus(ctx, a); err != nil || st.Leased {
+					last = fmt.Sprintf("minority %s: leased %v, err %v", a, st.Leased, err)
 					return false, nil
 				}
 			}
 			for _, a := range majority {
 				if st, err := GetStatus(ctx, a); err != nil || !st.Leased || len(st.Servers) != 3 {
+					last = fmt.Sprintf("majority %s: leased %v, servers %v, err %v", a, st.Leased, st.Servers, err)
 					return false, nil
 				}
 			}
 			return true, nil
 		})
 	})
-	require.NoError(t, seen, "the two lose their lease, the three remove them and keep theirs")
+	require.NoError(t, seen, "the two lose their lease, the three remove them and keep theirs; last seen: %s", last)
 	require.NoError(t, WaitMembers(ctx, addrs, 5), "whole again, every server leased")
 
 	assert.ErrorContains(t, c.Split(ctx, nil, time.Millisecond), "both sides")
@@ -122,7 +128,7 @@ func whileFaulted(t *testing.T, fault func(context.Context, time.Duration) error
 	ctx, heal := context.WithCancel(context.Background())
 	defer heal()
 	done := make(chan error, 1)
-	go func() { done <- fault(ctx, 30*time.Second) }()
+	go func() { done <- fault(ctx, 2*time.Minute) }() // healed once check returns
 	seen := check()
 	heal()
 	if err := <-done; !errors.Is(err, context.Canceled) { // cancelled: healed when told
