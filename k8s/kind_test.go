@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -77,6 +78,17 @@ func TestKindClusterBalancesLeaders(t *testing.T) {
 	require.Len(t, workers, 3, "the paper's three workers")
 	for _, n := range nodes.Items {
 		assert.Equal(t, "v1.32.13", n.Status.NodeInfo.KubeletVersion, n.Name)
+		// The node image's preloaded images (k8s/node/files/kind-images):
+		// the control plane's only on the control plane (a node's
+		// container is named after it).
+		out, err := exec.CommandContext(ctx, "docker", "exec", n.Name, "ctr", "--namespace=k8s.io", "images", "ls", "-q").CombinedOutput()
+		require.NoError(t, err, "%s: %s", n.Name, out)
+		assert.Contains(t, string(out), "registry.k8s.io/kube-proxy:", n.Name)
+		if slices.Contains(workers, n.Name) {
+			assert.NotContains(t, string(out), "registry.k8s.io/kube-apiserver:", n.Name)
+		} else {
+			assert.Contains(t, string(out), "registry.k8s.io/kube-apiserver:", n.Name)
+		}
 	}
 	// A fresh cluster on a loaded machine has dropped a request or two
 	// ("unexpected EOF"): the check passes once, within a minute.
