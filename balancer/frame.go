@@ -45,9 +45,9 @@ type framer struct {
 	trailers int // bytes of trailer so far
 
 	// What a worker's answer needs to pass on as it came (see
-	// framer.verbatim), or to be rewritten: a hop-by-hop header in the head, a head line
-	// ending in a bare LF, where the load report's value lies in the buffer
-	// (end 0: no report).
+	// framer.verbatim), or to be rewritten: a hop-by-hop header in the
+	// head, a head line ending in a bare LF, where the load report's value
+	// lies in the buffer (end 0: no report).
 	hop, bareLF bool
 	report      [2]int
 }

@@ -16,7 +16,6 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
-	"time"
 )
 
 // write applies a write as the leader of term: the CPU it costs, the
@@ -159,7 +158,7 @@ func (s *Server) announce(ctx context.Context, term int64) {
 		if name == s.cfg.Name {
 			continue
 		}
-		wait := cmp.Or(s.cfg.Client.Timeout, 2*time.Second)
+		wait := cmp.Or(s.cfg.Client.Timeout, peerTimeout)
 		if name == deposed {
 			wait = s.cfg.Stale
 		}

@@ -71,6 +71,10 @@ type Applied struct {
 	Leader  string
 }
 
+// peerTimeout bounds a request to the sidecar or a peer when Config.Client
+// sets no client of its own (or one without a timeout, for announce).
+const peerTimeout = 2 * time.Second
+
 // Server is one replica: its store, its role and its HTTP API.
 type Server struct {
 	cfg   Config
@@ -114,7 +118,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("leaderapp: stale %s is shorter than the poll %s: the replica would forget every leader between two answers", cfg.Stale, cfg.Poll)
 	}
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{Timeout: 2 * time.Second}
+		cfg.Client = &http.Client{Timeout: peerTimeout}
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)

@@ -195,6 +195,12 @@ func (p *Proxy) Run(ctx context.Context, env *experiments.Env) error {
 // atLeastNine is lb-proxy's goal for one repetition's ratio to nginx.
 func atLeastNine(r float64) bool { return r >= 0.9 }
 
+// medianOf says "median over N runs (min–max)" of per-repetition ratios.
+func medianOf(ratios []float64) string {
+	s := experiments.Summarize(ratios)
+	return fmt.Sprintf("%s median over %d runs (%s–%s)", experiments.Num(s.P50, 2), s.N, experiments.Num(s.Min, 2), experiments.Num(s.Max, 2))
+}
+
 func (p *Proxy) Report(in *experiments.ReportInput) (string, error) {
 	t := in.Table
 	if err := t.Require("target", "front", "rep", "requests_per_s"); err != nil {
@@ -262,22 +268,19 @@ func (p *Proxy) Report(in *experiments.ReportInput) (string, error) {
 	out += experiments.MarkdownTable(header, rows)
 	out += "\n"
 	for k, f := range fronts {
-		ratio := experiments.Summarize(ratios[f])
-		line := fmt.Sprintf("Balancer (%s front) / nginx requests per second: %s median over %d runs (%s–%s)",
-			f, experiments.Num(ratio.P50, 2), ratio.N, experiments.Num(ratio.Min, 2), experiments.Num(ratio.Max, 2))
+		line := fmt.Sprintf("Balancer (%s front) / nginx requests per second: %s", f, medianOf(ratios[f]))
 		if k == 0 {
 			line = "**" + line + "** — the goal of ≥ 0.9: " + experiments.Judge(ratios[f], atLeastNine)
 		}
 		out += "- " + line + ".\n"
-		if c := experiments.Summarize(cpuRatios[f]); c.N > 0 {
-			out += fmt.Sprintf("- Balancer (%s front) / nginx processor time per request: %s median over %d runs (%s–%s).\n",
-				f, experiments.Num(c.P50, 2), c.N, experiments.Num(c.Min, 2), experiments.Num(c.Max, 2))
+		if len(cpuRatios[f]) > 0 {
+			out += fmt.Sprintf("- Balancer (%s front) / nginx processor time per request: %s.\n", f, medianOf(cpuRatios[f]))
 		}
 	}
-	if c := experiments.Summarize(control); c.N > 0 {
-		out += fmt.Sprintf("- Control: a second nginx, configured as the first, / nginx requests per second: %s median over %d runs (%s–%s); the goal of ≥ 0.9 held to it: %s — "+
+	if len(control) > 0 {
+		out += fmt.Sprintf("- Control: a second nginx, configured as the first, / nginx requests per second: %s; the goal of ≥ 0.9 held to it: %s — "+
 			"what two identical proxies measure against each other on this machine, the floor under the balancer's reading.\n",
-			experiments.Num(c.P50, 2), c.N, experiments.Num(c.Min, 2), experiments.Num(c.Max, 2), experiments.Judge(control, atLeastNine))
+			medianOf(control), experiments.Judge(control, atLeastNine))
 	}
 	if _, err := os.Stat(filepath.Join(in.Dir, proxyProfile)); err == nil {
 		out += "\nWhere the balancer's time goes: `go tool pprof -top " + proxyProfile + "` (a CPU profile of its first front's first run, beside this report).\n"

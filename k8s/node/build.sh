@@ -60,8 +60,8 @@ for i in "${images[@]}"; do
 done
 printf 'services:\n%s' "$services" | docker compose -p ringside-node-images -f - build -q
 # The control plane's images run on control-plane nodes only: a worker
-# leaves their tar unimported (files/kind-images), 4 of the 8 images and
-# ~40 % of the bytes every node unpacked at boot.
+# leaves their tar unimported (files/kind-images): 4 of the 8 images every
+# node unpacked at boot.
 node_refs=() cp_refs=()
 for i in "${images[@]}"; do
   case ${i#*=} in
