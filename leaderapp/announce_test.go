@@ -2,6 +2,7 @@ package leaderapp
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -64,3 +65,52 @@ func TestAnnounceWaitsForSlowFollowersNotTheDeposedLeader(t *testing.T) {
 	assert.False(t, slowCancelled.Load(), "the slow follower was not given up on")
 	assert.Equal(t, int64(5), s.announced.Load(), "term 4 announced")
 }
+
+// An announcement a peer controls, at its limits and past them: without
+// the secret 403, a term that is no term 400, an older term 409 naming
+// the newest; none of them moves the fence, and a huge body is ignored.
+func TestFenceAnnouncementRefusesHostileInput(t *testing.T) {
+	s, err := New(Config{Name: "a", Sidecar: "http://127.0.0.1:1", Secret: secret, Fencing: true,
+		Peers: map[string]string{"a": "http://127.0.0.1:1"}})
+	require.NoError(t, err)
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	announce := func(term, key string, body io.Reader) *http.Response {
+		req, err := http.NewRequest(http.MethodPut, srv.URL+"/internal/fence", body)
+		require.NoError(t, err)
+		req.Header.Set(HeaderSecret, key)
+		req.Header.Set(HeaderTerm, term)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp
+	}
+	require.Equal(t, http.StatusNoContent, announce("7", secret, nil).StatusCode)
+	for _, c := range []struct {
+		term, key string
+		code      int
+	}{
+		{"8", "", http.StatusForbidden},
+		{"8", secret + "x", http.StatusForbidden},
+		{"", secret, http.StatusBadRequest},
+		{"-1", secret, http.StatusBadRequest},
+		{"8x", secret, http.StatusBadRequest},
+		{"9223372036854775808", secret, http.StatusBadRequest}, // past int63: a term never grows that far
+		{"18446744073709551616", secret, http.StatusBadRequest},
+		{"6", secret, http.StatusConflict},
+	} {
+		resp := announce(c.term, c.key, nil)
+		assert.Equal(t, c.code, resp.StatusCode, "term %q", c.term)
+		if c.code == http.StatusConflict {
+			assert.Equal(t, "7", resp.Header.Get(HeaderFence))
+		}
+		assert.Equal(t, uint64(7), s.fence.Newest(), "term %q leaves the fence at 7", c.term)
+	}
+	huge := io.LimitReader(zeros{}, 64<<20)
+	assert.Equal(t, http.StatusNoContent, announce("9223372036854775807", secret, huge).StatusCode, "the largest term, a 64-MiB body")
+	assert.Equal(t, uint64(1<<63-1), s.fence.Newest())
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
