@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ringside/ringside/agent/score"
 	"github.com/ringside/ringside/internal/freeport"
 	"github.com/ringside/ringside/internal/proc"
@@ -36,7 +38,7 @@ type worker struct {
 	*proc.Proc
 	inst     Instance
 	memMB    int
-	throttle chan struct{} // closed to end the duty cycle SetCPULimit runs
+	throttle chan struct{} // closed to end the throttle SetCPULimit runs
 }
 
 // NewProcess runs the worker binary bin with extra args.
@@ -179,9 +181,10 @@ func (p *Process) Stop(_ context.Context, id string) error {
 
 // SetCPULimit slows a running worker down to cpus from outside, as
 // docker update --cpus does to a container: the worker's own throttle
-// stays at the limit it started with, and the process is stopped and
-// continued (SIGSTOP/SIGCONT) so that it runs cpus/limit of every 20 ms.
-// A limit at or above the one it started with ends the duty cycle.
+// stays at the limit it started with, and the process may use cpus of CPU
+// time in every period, stopped (SIGSTOP) once it has until the period
+// ends (cpuQuota, the kernel's CFS bandwidth rule). A limit at or above
+// the one it started with ends the throttle.
 func (p *Process) SetCPULimit(_ context.Context, id string, cpus float64) error {
 	if !(cpus > 0) || cpus > 64 {
 		return fmt.Errorf("cpu limit %v: want (0, 64]", cpus)
@@ -196,37 +199,71 @@ func (p *Process) SetCPULimit(_ context.Context, id string, cpus float64) error 
 		close(pr.throttle)
 		pr.throttle = nil
 	}
-	duty := cpus / pr.inst.CPULimit
-	if pr.inst.CPULimit == 0 || duty >= 1 {
+	if pr.inst.CPULimit == 0 || cpus >= pr.inst.CPULimit {
 		return nil
 	}
 	stop := make(chan struct{})
 	pr.throttle = stop
-	go func() {
-		const period = 20 * time.Millisecond
-		run := time.Duration(duty * float64(period))
-		defer pr.Signal(syscall.SIGCONT)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-pr.Done():
-				return
-			case <-time.After(run):
-			}
-			pr.Signal(syscall.SIGSTOP)
-			select {
-			case <-stop:
-				return
-			case <-pr.Done():
-				return
-			case <-time.After(period - run):
-			}
-			pr.Signal(syscall.SIGCONT)
-		}
-	}()
+	q := cpuQuota{
+		quota:   time.Duration(cpus * float64(quotaPeriod)),
+		period:  quotaPeriod,
+		threads: max(1, int(pr.inst.CPULimit+0.999)),
+	}
+	go pr.throttleTo(q, stop)
 	return nil
 }
+
+// throttleTo holds the worker to q until stop is closed or it exits, and
+// leaves it running.
+func (pr *worker) throttleTo(q cpuQuota, stop <-chan struct{}) {
+	defer pr.Signal(syscall.SIGCONT)
+	clock := int32(^pr.Pid()<<3 | cpuClockSched)
+	cpu := func() (time.Duration, bool) {
+		var ts unix.Timespec
+		if unix.ClockGettime(clock, &ts) != nil {
+			return 0, false // exited
+		}
+		return time.Duration(ts.Nano()), true
+	}
+	for {
+		start := time.Now()
+		at, ok := cpu()
+		if !ok {
+			return
+		}
+		stopped := false
+		for {
+			left := q.period - time.Since(start)
+			if left <= 0 {
+				break
+			}
+			now, ok := cpu()
+			if !ok {
+				return
+			}
+			halt, wait := q.next(now-at, left)
+			if halt && !stopped {
+				pr.Signal(syscall.SIGSTOP)
+				stopped = true
+			}
+			select {
+			case <-stop:
+				return
+			case <-pr.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
+		if stopped {
+			pr.Signal(syscall.SIGCONT)
+		}
+	}
+}
+
+// cpuClockSched is the kernel's CPUCLOCK_SCHED: a clock id made from a
+// process id with it reads the CPU time all the process's threads used,
+// in nanoseconds (clock_getcpuclockid(3) builds the same id).
+const cpuClockSched = 2
 
 // RemoveAll stops every worker.
 func (p *Process) RemoveAll(ctx context.Context) error {

@@ -175,7 +175,7 @@ func throttledReport(stats []cellStats) string {
 			experiments.Num(c.lat.P99, 1), mark, experiments.Num(base.lat.P99, 1)))
 	}
 	out := "\n**One worker throttled mid-cell** (cpu-throttled: the first worker drops to --throttle CPUs halfway through each cell, " +
-		"docker update --cpus on Docker, a stop/continue duty cycle on processes, the Pod resized in place on Kubernetes):\n\n"
+		"docker update --cpus on Docker, a CPU quota per 100-ms period enforced by stop/continue on processes, the Pod resized in place on Kubernetes):\n\n"
 	out += experiments.MarkdownTable([]string{"target", "clients", "requests", "failed", "req/s", "p50 ms", "p99 ms", "p99.9 ms"}, rows)
 	if len(verdicts) > 0 {
 		out += "\nGoal — latency-aware pickers' p99 ≤ weighted random's, same run:\n\n- " + strings.Join(verdicts, "\n- ") + "\n"
