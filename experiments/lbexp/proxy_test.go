@@ -43,7 +43,9 @@ func TestProxyAgainstNginx(t *testing.T) {
 	assert.Contains(t, string(md), "epoll front) / nginx requests per second: ")
 	assert.Contains(t, string(md), "epoll front) / nginx processor time per request: ")
 	assert.Regexp(t, `\*\*Balancer \(epoll front\)[^\n]*\*\* — the goal of ≥ 0.9: `, string(md))
-	assert.Regexp(t, `Control: a second nginx, configured as the first, / nginx requests per second: [0-9.]+ median over 2 runs \([0-9.]+–[0-9.]+\); the goal of ≥ 0.9 held to it: (met|missed|inconclusive) \(`, string(md))
+	// A loaded machine may miss the goal even nginx against nginx: the
+	// verdict is whichever the runs gave, missed in bold as every miss.
+	assert.Regexp(t, `Control: a second nginx, configured as the first, / nginx requests per second: [0-9.]+ median over 2 runs \([0-9.]+–[0-9.]+\); the goal of ≥ 0.9 held to it: (met|\*\*missed\*\*|inconclusive) \(`, string(md))
 	assert.True(t, bytes.Contains(md, []byte("go tool pprof -top")))
 }
 
