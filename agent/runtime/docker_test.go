@@ -126,11 +126,11 @@ func TestSetCPULimitSlowsAWorker(t *testing.T) {
 		SetCPULimit(context.Context, string, float64) error
 		Sample(context.Context, runtime.Instance) (score.Sample, error)
 	}
+	// A worker the throttle left stopped fails the request, not the run.
+	hc := &http.Client{Timeout: 10 * time.Second}
 	// share keeps the worker busy for a second and a half and returns the
 	// CPU it used per second of wall time and, with a pid to read run
 	// delays from, per second it was not waiting for a CPU.
-	// A worker the throttle left stopped fails the request, not the run.
-	hc := &http.Client{Timeout: 10 * time.Second}
 	share := func(rt throttler, w runtime.Instance, pid int) (wall, own float64) {
 		before, err := rt.Sample(ctx, w)
 		require.NoError(t, err)
