@@ -78,6 +78,7 @@ func TestComposeSplit(t *testing.T) {
 	// What the last look saw, for a failure to name: CI once ran out of
 	// 30 s here with the kind and compose tests beside it.
 	var last string
+	began := time.Now()
 	seen := whileFaulted(t, func(ctx context.Context, d time.Duration) error { return c.Split(ctx, minority, d) }, func() error {
 		return Poll(ctx, time.Minute, func() (bool, error) {
 			for _, a := range minority {
@@ -95,6 +96,7 @@ func TestComposeSplit(t *testing.T) {
 			return true, nil
 		})
 	})
+	t.Logf("split settled in %v", time.Since(began))
 	require.NoError(t, seen, "the two lose their lease, the three remove them and keep theirs; last seen: %s", last)
 	require.NoError(t, WaitMembers(ctx, addrs, 5), "whole again, every server leased")
 
