@@ -39,6 +39,21 @@ type worker struct {
 	inst     Instance
 	memMB    int
 	throttle chan struct{} // closed to end the throttle SetCPULimit runs
+	// throttled is closed once that throttle has continued the worker and
+	// returned: a new one starts only then, so that the old one's last
+	// SIGCONT cannot land after the new one's SIGSTOP.
+	throttled chan struct{}
+}
+
+// endThrottle ends the worker's throttle, if any, and waits until it has
+// left the worker running. The caller holds Process.mu.
+func (pr *worker) endThrottle() {
+	if pr.throttle == nil {
+		return
+	}
+	close(pr.throttle)
+	<-pr.throttled
+	pr.throttle, pr.throttled = nil, nil
 }
 
 // NewProcess runs the worker binary bin with extra args.
@@ -166,9 +181,8 @@ func (p *Process) Stop(_ context.Context, id string) error {
 	p.mu.Lock()
 	pr := p.procs[id]
 	delete(p.procs, id)
-	if pr != nil && pr.throttle != nil {
-		close(pr.throttle)
-		pr.throttle = nil
+	if pr != nil {
+		pr.endThrottle()
 	}
 	p.mu.Unlock()
 	if pr == nil {
@@ -195,27 +209,24 @@ func (p *Process) SetCPULimit(_ context.Context, id string, cpus float64) error 
 	if pr == nil || pr.Exited() {
 		return fmt.Errorf("worker %s: not running", id)
 	}
-	if pr.throttle != nil {
-		close(pr.throttle)
-		pr.throttle = nil
-	}
+	pr.endThrottle()
 	if pr.inst.CPULimit == 0 || cpus >= pr.inst.CPULimit {
 		return nil
 	}
-	stop := make(chan struct{})
-	pr.throttle = stop
+	pr.throttle, pr.throttled = make(chan struct{}), make(chan struct{})
 	q := cpuQuota{
 		quota:   time.Duration(cpus * float64(quotaPeriod)),
 		period:  quotaPeriod,
 		threads: max(1, int(pr.inst.CPULimit+0.999)),
 	}
-	go pr.throttleTo(q, stop)
+	go pr.throttleTo(q, pr.throttle, pr.throttled)
 	return nil
 }
 
 // throttleTo holds the worker to q until stop is closed or it exits, and
-// leaves it running.
-func (pr *worker) throttleTo(q cpuQuota, stop <-chan struct{}) {
+// leaves it running before it closes done.
+func (pr *worker) throttleTo(q cpuQuota, stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
 	defer pr.Signal(syscall.SIGCONT)
 	clock := int32(^pr.Pid()<<3 | cpuClockSched)
 	cpu := func() (time.Duration, bool) {
