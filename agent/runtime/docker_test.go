@@ -2,17 +2,16 @@ package runtime_test
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"io"
+	"io/fs"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/procfs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -211,26 +210,22 @@ func TestSetCPULimitSlowsAWorker(t *testing.T) {
 }
 
 // runDelay is how long the threads of process pid have waited on a
-// runqueue for a CPU: the second field of each thread's schedstat. A
-// stopped (SIGSTOP) thread is off the runqueue and adds nothing; a
-// container's threads throttled by its CPU quota stay on it and do.
+// runqueue for a CPU, from each thread's schedstat. A stopped (SIGSTOP)
+// thread is off the runqueue and adds nothing; a container's threads
+// throttled by its CPU quota stay on it and do.
 func runDelay(t *testing.T, pid int) time.Duration {
 	t.Helper()
-	stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	threads, err := procfs.AllThreads(pid)
 	require.NoError(t, err)
-	require.NotEmpty(t, stats, "process %d: no threads in /proc", pid)
+	require.NotEmpty(t, threads, "process %d: no threads in /proc", pid)
 	var sum time.Duration
-	for _, path := range stats {
-		b, err := os.ReadFile(path)
-		if os.IsNotExist(err) {
-			continue // the thread ended since the glob
+	for _, th := range threads {
+		st, err := th.Schedstat()
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // the thread ended since the listing
 		}
-		require.NoError(t, err)
-		f := strings.Fields(string(b))
-		require.Len(t, f, 3, "%s: %q", path, b)
-		ns, err := strconv.ParseInt(f[1], 10, 64)
-		require.NoError(t, err, path)
-		sum += time.Duration(ns)
+		require.NoError(t, err, "process %d, thread %d", pid, th.PID)
+		sum += time.Duration(st.WaitingNanoseconds)
 	}
 	return sum
 }
