@@ -115,8 +115,8 @@ func TestParseSpecs(t *testing.T) {
 // the rise once the limit is lifted are checked on the worker's own share:
 // a container is a cgroup of its own, which the scheduler gives a group's
 // share however many processes run beside it, so there it is the wall-time
-// share; a worker process competes with every process on the machine (with
-// two cores taken it got a tenth of a CPU, limited or not), so there it is
+// share; a worker process competes with every process on the machine (beside
+// six busy loops an unlimited one got 0.14 of a CPU), so there it is
 // CPU time per second it did not spend waiting for a CPU.
 func TestSetCPULimitSlowsAWorker(t *testing.T) {
 	ctx := context.Background()

@@ -94,7 +94,7 @@ func (p *Process) Start(ctx context.Context, sp Spec) (Instance, error) {
 	cmd.Stderr = &stderr
 	// GOMAXPROCS matches the limit so the Go runtime does not spin up
 	// threads the worker may not use.
-	cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(max(1, int(sp.CPULimit+0.999))))
+	cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(threadsFor(sp.CPULimit)))
 	started, err := proc.Start(cmd, nil)
 	if err != nil {
 		return Instance{}, fmt.Errorf("worker %s: %w", name, err)
@@ -113,6 +113,10 @@ func (p *Process) Start(ctx context.Context, sp Spec) (Instance, error) {
 	p.mu.Unlock()
 	return pr.inst, nil
 }
+
+// threadsFor is how many CPUs a worker limited to limit can use at once,
+// its GOMAXPROCS: the limit rounded up, at least one.
+func threadsFor(limit float64) int { return max(1, int(limit+0.999)) }
 
 func waitHealthy(ctx context.Context, addr string, done <-chan struct{}) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -169,7 +173,7 @@ func (p *Process) Sample(_ context.Context, inst Instance) (score.Sample, error)
 	return score.Sample{
 		At:         now,
 		CPUTotal:   (utime + stime) * (1e9 / clockTick),
-		OnlineCPUs: max(1, int(inst.CPULimit+0.999)),
+		OnlineCPUs: threadsFor(inst.CPULimit),
 		CPULimit:   inst.CPULimit,
 		MemUsage:   rss * uint64(os.Getpagesize()),
 		MemLimit:   uint64(pr.memMB) << 20,
@@ -217,7 +221,7 @@ func (p *Process) SetCPULimit(_ context.Context, id string, cpus float64) error 
 	q := cpuQuota{
 		quota:   time.Duration(cpus * float64(quotaPeriod)),
 		period:  quotaPeriod,
-		threads: max(1, int(pr.inst.CPULimit+0.999)),
+		threads: threadsFor(pr.inst.CPULimit),
 	}
 	go pr.throttleTo(q, pr.throttle, pr.throttled)
 	return nil
