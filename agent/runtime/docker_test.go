@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"math"
 	"net/http"
 	"strconv"
 	"sync"
@@ -205,7 +206,9 @@ func TestSetCPULimitSlowsAWorker(t *testing.T) {
 		}
 		t.Logf("%s: CPU share %.2f at a limit of 0.2 (its own %.2f), its own %.2f at 1", name, limited, limitedOwn, full)
 		assert.Greater(t, full, want, "%s: back at a whole CPU the worker's own share was %.2f in its best window, %.2f limited", name, full, limitedOwn)
-		assert.ErrorContains(t, rt.SetCPULimit(ctx, w.ID, 0), "cpu limit", name)
+		for _, bad := range []float64{0, -1, math.NaN(), math.Inf(1), 65} {
+			assert.ErrorContains(t, rt.SetCPULimit(ctx, w.ID, bad), "cpu limit", "%s: %v", name, bad)
+		}
 	}
 }
 
