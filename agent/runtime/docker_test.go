@@ -2,7 +2,9 @@ package runtime_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"math"
@@ -12,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
 	"github.com/prometheus/procfs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -112,13 +116,16 @@ func TestParseSpecs(t *testing.T) {
 // limit is a ceiling on the worker's share of a CPU, and contention from
 // other processes can only push that share lower, so the ceiling is checked
 // on CPU time per second of wall time under a steady CPU-bound load instead
-// of timing requests (which a busy machine slows either way). The floor and
-// the rise once the limit is lifted are checked on the worker's own share:
-// a container is a cgroup of its own, which the scheduler gives a group's
-// share however many processes run beside it, so there it is the wall-time
-// share; a worker process competes with every process on the machine (beside
-// six busy loops an unlimited one got 0.14 of a CPU), so there it is
-// CPU time per second it did not spend waiting for a CPU.
+// of timing requests (which a busy machine slows either way). Whether the
+// limit still holds the worker down once it is lifted is asked of what
+// enforces it. A container's quota is the kernel's, which counts the
+// periods it ran out in (the engine's throttling data): many at a fifth of
+// a CPU, none at a whole one, however busy the machine — its wall-time
+// share at 1 read 0.29 in CI beside the kind cluster, no more than a 0.2
+// limit lets through plus a margin. A worker process's quota is the
+// runtime's own stop and continue, so there it is the worker's own share:
+// CPU time per second it did not spend waiting for a CPU (beside six busy
+// loops an unlimited worker process got 0.14 of a CPU).
 func TestSetCPULimitSlowsAWorker(t *testing.T) {
 	ctx := context.Background()
 	type throttler interface {
@@ -128,49 +135,72 @@ func TestSetCPULimitSlowsAWorker(t *testing.T) {
 	}
 	// A worker the throttle left stopped fails the request, not the run.
 	hc := &http.Client{Timeout: 10 * time.Second}
-	// share keeps the worker busy for a second and a half and returns the
-	// CPU it used per second of wall time and, with a pid to read run
-	// delays from, per second it was not waiting for a CPU.
-	share := func(rt throttler, w runtime.Instance, pid int) (wall, own float64) {
-		before, err := rt.Sample(ctx, w)
-		require.NoError(t, err)
-		var waited time.Duration
-		if pid != 0 {
-			waited = -runDelay(t, pid)
-		}
-		start := time.Now()
-		for time.Since(start) < 1500*time.Millisecond {
-			resp, err := hc.Get("http://" + w.Addr + "/work?cost=1000000") // ~75 ms of CPU
-			require.NoError(t, err)
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
-		after, err := rt.Sample(ctx, w)
-		require.NoError(t, err)
-		elapsed, cpu := time.Since(start), time.Duration(after.CPUTotal-before.CPUTotal)
-		if pid != 0 {
-			waited += runDelay(t, pid)
-		}
-		// The delays of threads that waited at once add up, so the time
-		// left is never taken below the CPU time used (a share above 1).
-		return float64(cpu) / float64(elapsed), float64(cpu) / float64(max(elapsed-waited, cpu, 1))
-	}
+	// usage is one window of steady load: CPU used per second of wall
+	// time, per second not spent waiting for a CPU (with a pid to read run
+	// delays from), and the share of the quota's periods it ran out in
+	// (with a container's throttling data).
+	type usage struct{ wall, own, held float64 }
 	bin := dockertest.WorkerBinary(t)
 	proc := runtime.NewProcess(bin)
 	defer proc.RemoveAll(ctx)
+	docker := dockertest.Pool(t)
 	for _, c := range []struct {
 		name string
 		rt   throttler
-		pid  func(runtime.Instance) int // nil: the wall-time share is the worker's own
+		// pid is the worker's process, for its run delays (nil: none).
+		pid func(runtime.Instance) int
+		// periods counts the quota's periods and those it ran out in
+		// (nil: the runtime has no such count).
+		periods func(runtime.Instance) (all, throttled uint64)
 	}{
-		{"docker", dockertest.Pool(t), nil},
+		{"docker", docker, nil, func(w runtime.Instance) (uint64, uint64) {
+			return throttling(t, docker, w.ID)
+		}},
 		{"process", proc, func(w runtime.Instance) int {
 			pid, err := strconv.Atoi(w.ID)
 			require.NoError(t, err)
 			return pid
-		}},
+		}, nil},
 	} {
 		name, rt := c.name, c.rt
+		// share keeps the worker busy for a second and a half.
+		share := func(w runtime.Instance) usage {
+			before, err := rt.Sample(ctx, w)
+			require.NoError(t, err)
+			var waited time.Duration
+			var pid int
+			if c.pid != nil {
+				pid = c.pid(w)
+				waited = -runDelay(t, pid)
+			}
+			var periods, throttled uint64
+			if c.periods != nil {
+				periods, throttled = c.periods(w)
+			}
+			start := time.Now()
+			for time.Since(start) < 1500*time.Millisecond {
+				resp, err := hc.Get("http://" + w.Addr + "/work?cost=1000000") // ~75 ms of CPU
+				require.NoError(t, err)
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			after, err := rt.Sample(ctx, w)
+			require.NoError(t, err)
+			elapsed, cpu := time.Since(start), time.Duration(after.CPUTotal-before.CPUTotal)
+			u := usage{wall: float64(cpu) / float64(elapsed)}
+			u.own = u.wall
+			if pid != 0 {
+				// The delays of threads that waited at once add up, so the
+				// time left is never taken below the CPU time used.
+				waited += runDelay(t, pid)
+				u.own = float64(cpu) / float64(max(elapsed-waited, cpu, 1))
+			}
+			if c.periods != nil {
+				p, th := c.periods(w)
+				u.held = float64(th-throttled) / float64(max(p-periods, 1))
+			}
+			return u
+		}
 		w, err := rt.Start(ctx, runtime.Spec{CPULimit: 1})
 		require.NoError(t, err, name)
 		require.Eventually(t, func() bool {
@@ -180,36 +210,60 @@ func TestSetCPULimitSlowsAWorker(t *testing.T) {
 			}
 			return err == nil
 		}, 10*time.Second, 20*time.Millisecond, "%s: the worker answers", name)
-		pid := 0
-		if c.pid != nil {
-			pid = c.pid(w)
-		}
 		require.NoError(t, rt.SetCPULimit(ctx, w.ID, 0.2), name)
-		limited, limitedOwn := share(rt, w, pid)
+		limited := share(w)
 		// 0.3: the process runtime's quota overshoots by its timers' slack.
-		assert.Less(t, limited, 0.3, "%s: at a fifth of a CPU the worker used %.2f", name, limited)
-		assert.Greater(t, limitedOwn, 0.05, "%s: at a fifth of a CPU the worker still works (%.2f)", name, limitedOwn)
+		assert.Less(t, limited.wall, 0.3, "%s: at a fifth of a CPU the worker used %.2f", name, limited.wall)
+		assert.Greater(t, limited.own, 0.05, "%s: at a fifth of a CPU the worker still works (%.2f)", name, limited.own)
 		require.NoError(t, rt.SetCPULimit(ctx, w.ID, 1), name)
-		// Lifted, the limit no longer holds the worker down. Its own share
-		// must pass 0.3, the most the 0.2 limit ever let through, and a
-		// quarter more than the limited window's — unless it passes half a
-		// CPU: a limit the machine's load kept from binding leaves nothing
-		// to rise from. A busy machine may hold a container down for a
-		// while: window after window, for up to 20 s, until one shows it.
-		want := min(0.5, max(0.3, 1.25*limitedOwn))
-		var full float64
+		// Lifted, the limit no longer holds the worker down. A busy machine
+		// may hold a worker process down for a while, and the window after
+		// an update may still hold a period of the old quota: window after
+		// window, for up to 20 s, until one shows it.
+		lifted := func(u usage) bool { return u.held < 0.05 }
+		if c.periods == nil {
+			// Its own share must pass 0.3, the most the 0.2 limit ever let
+			// through, and a quarter more than the limited window's —
+			// unless it passes half a CPU: a limit the machine's load kept
+			// from binding leaves nothing to rise from.
+			want := min(0.5, max(0.3, 1.25*limited.own))
+			lifted = func(u usage) bool { return u.own > want }
+		}
+		var full usage
 		for deadline := time.Now().Add(20 * time.Second); ; {
-			_, own := share(rt, w, pid)
-			if full = max(full, own); full > want || time.Now().After(deadline) {
+			full = share(w)
+			if lifted(full) || time.Now().After(deadline) {
 				break
 			}
 		}
-		t.Logf("%s: CPU share %.2f at a limit of 0.2 (its own %.2f), its own %.2f at 1", name, limited, limitedOwn, full)
-		assert.Greater(t, full, want, "%s: back at a whole CPU the worker's own share was %.2f in its best window, %.2f limited", name, full, limitedOwn)
+		report := func(u usage) string {
+			if c.periods != nil {
+				return fmt.Sprintf("CPU share %.2f, quota out in %.2f of its periods", u.wall, u.held)
+			}
+			return fmt.Sprintf("CPU share %.2f, its own %.2f", u.wall, u.own)
+		}
+		t.Logf("%s: at a limit of 0.2 %s; at 1 %s", name, report(limited), report(full))
+		if c.periods != nil {
+			assert.Greater(t, limited.held, 0.25, "%s: at a fifth of a CPU the quota ran out in only %.2f of the worker's periods", name, limited.held)
+		}
+		assert.True(t, lifted(full), "%s: back at a whole CPU the limit still holds the worker down (%s in its last window, 20 s on; limited %s)", name, report(full), report(limited))
 		for _, bad := range []float64{0, -1, math.NaN(), math.Inf(1), 65} {
 			assert.ErrorContains(t, rt.SetCPULimit(ctx, w.ID, bad), "cpu limit", "%s: %v", name, bad)
 		}
 	}
+}
+
+// throttling reads a container's CFS periods and how many of them its
+// quota ran out in, from the engine's stats.
+func throttling(t *testing.T, d *runtime.Docker, id string) (periods, throttled uint64) {
+	t.Helper()
+	res, err := d.Client().ContainerStats(context.Background(), id, client.ContainerStatsOptions{})
+	require.NoError(t, err)
+	defer res.Body.Close()
+	var st container.StatsResponse
+	require.NoError(t, json.NewDecoder(res.Body).Decode(&st))
+	td := st.CPUStats.ThrottlingData
+	return td.Periods, td.ThrottledPeriods
 }
 
 // runDelay is how long the threads of process pid have waited on a
