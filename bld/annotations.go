@@ -53,10 +53,20 @@ func (l *EndpointsLock) Annotations(ctx context.Context) (map[string]string, err
 	return ep.Annotations, nil
 }
 
-// Annotate merges ann into the Endpoints object's annotations.
+// Annotate merges ann into the Endpoints object's annotations. When the
+// patched object still holds the record last read or written here, it
+// becomes the next compare-and-swap's base (see trackedLeaseLock).
 func (l *EndpointsLock) Annotate(ctx context.Context, ann map[string]string) error {
-	_, err := l.Client.Endpoints(l.EndpointsMeta.Namespace).Patch(ctx, l.EndpointsMeta.Name, types.MergePatchType, annotationPatch(ann), metav1.PatchOptions{})
-	return err
+	e, err := l.Client.Endpoints(l.EndpointsMeta.Namespace).Patch(ctx, l.EndpointsMeta.Name, types.MergePatchType, annotationPatch(ann), metav1.PatchOptions{})
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.e != nil && l.e.Annotations[LeaderAnnotation] == e.Annotations[LeaderAnnotation] {
+		l.e = e
+	}
+	return nil
 }
 
 func annotationPatch(ann map[string]string) []byte {

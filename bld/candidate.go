@@ -96,7 +96,7 @@ type Candidate struct {
 	// The coordinated Lease as last seen (cle-balanced).
 	lease *coordinationv1.Lease
 	// bld-optimistic's lock and its picture of the namespace.
-	nodeLock *nodeLeaseLock
+	nodeLock *trackedLeaseLock
 	view     *view
 }
 
@@ -134,8 +134,13 @@ func NewCandidate(cfg CandidateConfig) (*Candidate, error) {
 	case cfg.Algorithm == balance.BLDOptimistic && cfg.Lock != LockLease && cfg.Lock != "":
 		return nil, fmt.Errorf("lock %q: bld-optimistic keeps its leader record in the namespace's Leases, so it runs on the lease lock", cfg.Lock)
 	case cfg.Algorithm == balance.BLDOptimistic:
-		c.nodeLock = &nodeLeaseLock{meta: meta, client: cfg.Client.CoordinationV1(), identity: cfg.Identity}
+		c.nodeLock = &trackedLeaseLock{meta: meta, client: cfg.Client.CoordinationV1(), identity: cfg.Identity}
 		c.lock = c.nodeLock
+	case cfg.Algorithm == balance.Ranked && (cfg.Lock == LockLease || cfg.Lock == ""):
+		// The leader annotates the Lease with its ranking every
+		// RankInterval: a lock that keeps track of those writes hands
+		// over without a write that fails on them.
+		c.lock = &trackedLeaseLock{meta: meta, client: cfg.Client.CoordinationV1(), identity: cfg.Identity}
 	case cfg.Lock == LockLease || cfg.Lock == "":
 		c.lock = leaseLock{&resourcelock.LeaseLock{LeaseMeta: meta, Client: cfg.Client.CoordinationV1(), LockConfig: lc}}
 	case cfg.Lock == LockEndpoints:

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,12 +19,15 @@ const LeaderAnnotation = "control-plane.alpha.kubernetes.io/leader"
 
 // EndpointsLock is a resourcelock.Interface that stores the election
 // record as a JSON annotation on an Endpoints object. Update is a
-// compare-and-swap on the resourceVersion read by the last Get or Create.
+// compare-and-swap on the resourceVersion read or written last, which an
+// annotation it writes itself (Annotate) moves along.
 type EndpointsLock struct {
 	EndpointsMeta metav1.ObjectMeta
 	Client        corev1client.EndpointsGetter
 	LockConfig    resourcelock.ResourceLockConfig
-	e             *v1.Endpoints
+
+	mu sync.Mutex // guards e: ranked succession annotates beside the elector
+	e  *v1.Endpoints
 }
 
 var _ resourcelock.Interface = (*EndpointsLock)(nil)
@@ -34,7 +38,7 @@ func (l *EndpointsLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRe
 	if err != nil {
 		return nil, nil, err
 	}
-	l.e = e
+	l.set(e)
 	raw, ok := e.Annotations[LeaderAnnotation]
 	if !ok {
 		return &resourcelock.LeaderElectionRecord{}, nil, nil
@@ -80,20 +84,33 @@ func (l *EndpointsLock) Create(ctx context.Context, rec resourcelock.LeaderElect
 	if err != nil {
 		return err
 	}
-	l.e = e
+	l.set(e)
 	return nil
+}
+
+func (l *EndpointsLock) set(e *v1.Endpoints) {
+	l.mu.Lock()
+	l.e = e
+	l.mu.Unlock()
+}
+
+func (l *EndpointsLock) last() *v1.Endpoints {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.e
 }
 
 // Update replaces the record, failing on a concurrent change.
 func (l *EndpointsLock) Update(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
-	if l.e == nil {
+	last := l.last()
+	if last == nil {
 		return errors.New("endpoints lock not initialized: call Get or Create first")
 	}
 	raw, err := json.Marshal(rec)
 	if err != nil {
 		return err
 	}
-	e := l.e.DeepCopy()
+	e := last.DeepCopy()
 	if e.Annotations == nil {
 		e.Annotations = map[string]string{}
 	}
@@ -102,16 +119,17 @@ func (l *EndpointsLock) Update(ctx context.Context, rec resourcelock.LeaderElect
 	if err != nil {
 		return err
 	}
-	l.e = e
+	l.set(e)
 	return nil
 }
 
 // RecordEvent records an event when a recorder is configured.
 func (l *EndpointsLock) RecordEvent(s string) {
-	if l.LockConfig.EventRecorder == nil || l.e == nil {
+	e := l.last()
+	if l.LockConfig.EventRecorder == nil || e == nil {
 		return
 	}
-	l.LockConfig.EventRecorder.Eventf(l.e, v1.EventTypeNormal, "LeaderElection", "%s %s", l.LockConfig.Identity, s)
+	l.LockConfig.EventRecorder.Eventf(e, v1.EventTypeNormal, "LeaderElection", "%s %s", l.LockConfig.Identity, s)
 }
 
 // Describe names the lock.

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -547,4 +548,42 @@ func TestOptimisticValidatesAgainstEarlierCommits(t *testing.T) {
 	lease, err := cs.CoordinationV1().Leases(ns).Get(ctx, "d", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, "w3", lease.Annotations[LeaderNodeAnnotation], "the Lease names its holder's node")
+}
+
+// A ranked leader annotates its lock with the ranking while it leads, and
+// hands over with a write made without a read first. Its own annotation
+// must move the lock's compare-and-swap base along, or that write fails
+// on the resourceVersion the annotation moved on; a record someone else
+// wrote in between must still make it fail.
+func TestOwnAnnotationKeepsTheLockCurrent(t *testing.T) {
+	ns, ctx := namespace(t), context.Background()
+	for _, kind := range []string{LockLease, LockEndpoints} {
+		lock := func(id string) annotatedLock {
+			c, err := NewCandidate(CandidateConfig{Algorithm: balance.Ranked, Lock: kind, Election: "e-" + kind, Namespace: ns, Identity: id, Client: cs,
+				LeaseDuration: 10 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 2 * time.Second})
+			require.NoError(t, err)
+			return c.lock.(termLock).annotatedLock
+		}
+		// Seconds apart: the Endpoints lock's record keeps whole seconds,
+		// and a record equal to the one last written is no change.
+		start := time.Now()
+		record := func(holder string, renewed int) resourcelock.LeaderElectionRecord {
+			return resourcelock.LeaderElectionRecord{HolderIdentity: holder, LeaseDurationSeconds: 10,
+				AcquireTime: metav1.NewTime(start), RenewTime: metav1.NewTime(start.Add(time.Duration(renewed) * time.Second))}
+		}
+		a, b := lock("a"), lock("b")
+		require.NoError(t, a.Create(ctx, record("a", 0)), kind)
+		require.NoError(t, a.Annotate(ctx, map[string]string{SuccessorAnnotation: "ranking 1"}), kind)
+		require.NoError(t, a.Update(ctx, record("b", 1)), "%s: a hand-over after the leader's own annotation", kind)
+		ann, err := a.Annotations(ctx)
+		require.NoError(t, err, kind)
+		assert.Equal(t, "ranking 1", ann[SuccessorAnnotation], "%s: the record's write keeps the annotation", kind)
+
+		_, _, err = b.Get(ctx)
+		require.NoError(t, err, kind)
+		require.NoError(t, b.Update(ctx, record("b", 2)), "%s: b renews", kind)
+		require.NoError(t, a.Annotate(ctx, map[string]string{SuccessorAnnotation: "ranking 2"}), kind)
+		err = a.Update(ctx, record("a", 3))
+		assert.True(t, apierrors.IsConflict(err), "%s: a write over b's renewal, which a never read: %v", kind, err)
+	}
 }

@@ -2,8 +2,10 @@ package kubeexp
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -193,6 +195,10 @@ func (s *SplitBrain) Run(ctx context.Context, env *experiments.Env) error {
 	return experiments.RunGrid(ctx, env, grid, func(ctx context.Context, tk experiments.Task) ([]splitRow, error) {
 		cell := cells[tk.Cell]
 		row, err := s.once(ctx, c, env.Backend, cell, t)
+		for try := 2; errors.Is(err, errLeadMoved) && try <= setupTries; try++ {
+			env.Log.Warn("kube-split-brain: setting the repetition up again", "cell", cell.String(), "rep", tk.Rep, "try", try, "err", err)
+			row, err = s.once(ctx, c, env.Backend, cell, t)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", cell, err)
 		}
@@ -201,6 +207,11 @@ func (s *SplitBrain) Run(ctx context.Context, env *experiments.Env) error {
 	})
 }
 
+// setupTries bounds how often a repetition is set up again when its
+// victim lost the lead before the fault (errLeadMoved).
+const setupTries = 3
+
+// once runs one repetition of cell.
 func (s *SplitBrain) once(ctx context.Context, c *kube.Cluster, backend string, cell splitCell, t kube.Timing) (splitRow, error) {
 	newRun := newSplitProcs
 	if backend == kube.BackendPods {
@@ -220,6 +231,11 @@ func (s *SplitBrain) once(ctx context.Context, c *kube.Cluster, backend string, 
 	// A lease of load before the fault; after it, long enough for a
 	// successor to take over and the victim to learn it.
 	time.Sleep(t.Lease)
+	if err := followVictim(ctx, r.pods, r.url, &http.Client{Transport: r.hc.Transport, Timeout: time.Second}); err != nil {
+		close(stop)
+		wait()
+		return splitRow{}, err
+	}
 	at := time.Now()
 	ferr := r.inject(ctx, length)
 	time.Sleep(t.Lease + 4*t.Retry)
