@@ -33,6 +33,12 @@ func (c *Candidate) successors(ctx context.Context) ([]Follower, error) {
 	if err != nil {
 		return nil, err
 	}
+	return RankingOf(ann)
+}
+
+// RankingOf reads the ranking a leader stored in its lock object's
+// annotations; none stored is an empty ranking.
+func RankingOf(ann map[string]string) ([]Follower, error) {
 	raw, ok := ann[SuccessorAnnotation]
 	if !ok {
 		return nil, nil

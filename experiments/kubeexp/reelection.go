@@ -11,6 +11,9 @@ import (
 	"syscall"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ringside/ringside/bld"
 	"github.com/ringside/ringside/bld/balance"
 	"github.com/ringside/ringside/experiments"
 	"github.com/ringside/ringside/experiments/backend/kube"
@@ -94,8 +97,14 @@ func (r *Reelection) once(ctx context.Context, c *kube.Cluster, alg, kill string
 		return reelected{}, fmt.Errorf("no first leader within %s: %s", 2*t.Lease+30*time.Second, eventCounts(c.Events(ns)))
 	}
 	if alg == balance.Ranked {
-		// Let the leader measure its followers and store the ranking.
-		time.Sleep(1500 * time.Millisecond)
+		// The hand-over is to the best-ranked follower: wait until the
+		// leader's ranking names them all. A fixed 1.5 s was too short
+		// for the 10-s profile, whose leader lists its followers at most
+		// every retry period (2 s): it released to nobody, and the next
+		// leader came a retry period later (650 ms instead of 16).
+		if err := waitRanking(ctx, c, ns, app.Name, r.k.lock, r.replicas-1, 2*t.Retry+10*time.Second); err != nil {
+			return reelected{}, err
+		}
 	}
 	old, _ := c.Leader(ns, app.Name)
 	sig := syscall.SIGTERM
@@ -232,4 +241,42 @@ func (r *Reelection) Report(in *experiments.ReportInput) (string, error) {
 		"Times run from the signal — on kind, from the Pod's deletion, after which the kubelet sends the SIGTERM; a SIGTERM is split where the old leader's elector saw it, " +
 		"and the target is judged from there: what comes before is the kubelet's.\n"
 	return out, nil
+}
+
+// waitRanking waits until the ranking on election's lock object in ns
+// names n followers.
+func waitRanking(ctx context.Context, c *kube.Cluster, ns, election, lock string, n int, limit time.Duration) error {
+	annotations := func() (map[string]string, error) {
+		if lock == bld.LockEndpoints {
+			e, err := c.CS.CoreV1().Endpoints(ns).Get(ctx, election, metav1.GetOptions{})
+			if err != nil {
+				return nil, err
+			}
+			return e.Annotations, nil
+		}
+		l, err := c.CS.CoordinationV1().Leases(ns).Get(ctx, election, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return l.Annotations, nil
+	}
+	var ranked []bld.Follower
+	var err error
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); {
+		ann, aerr := annotations()
+		if aerr == nil {
+			ranked, err = bld.RankingOf(ann)
+			if err == nil && len(ranked) >= n {
+				return nil
+			}
+		} else {
+			err = aerr
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("the leader's ranking named %d of %d followers within %s (%v)", len(ranked), n, limit, err)
 }
