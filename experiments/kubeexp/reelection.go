@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -27,6 +28,10 @@ type Reelection struct {
 	profiles experiments.ChoiceList
 	replicas int
 	k        kubeFlags
+	// handover times one SIGTERM hand-over at a time: repetitions set up
+	// side by side reach their signal together, and a dozen hand-overs at
+	// once timed the API server's queue, not the algorithm.
+	handover sync.Mutex
 }
 
 // Lease profiles: seed 003's 10 s lease, and a short one.
@@ -112,6 +117,10 @@ func (r *Reelection) once(ctx context.Context, c *kube.Cluster, alg, kill string
 		sig = syscall.SIGKILL
 	}
 	pod := strings.TrimPrefix(old, ns+"/")
+	if sig == syscall.SIGTERM {
+		r.handover.Lock()
+		defer r.handover.Unlock()
+	}
 	at, err := c.Signal(ctx, ns, pod, sig)
 	if err != nil {
 		return reelected{}, err
