@@ -248,7 +248,8 @@ func (r *Reelection) Report(in *experiments.ReportInput) (string, error) {
 		"A SIGTERMed cle-balanced leader unregisters its LeaseCandidate and lets its Lease run out at once; the strategy controller pings the other candidates and names one. " +
 		"A SIGKILLed leader cannot do any of this: the lease must expire, and ranked followers then go in rank order. " +
 		"Times run from the signal — on kind, from the Pod's deletion, after which the kubelet sends the SIGTERM; a SIGTERM is split where the old leader's elector saw it, " +
-		"and the target is judged from there: what comes before is the kubelet's.\n"
+		"and the target is judged from there: what comes before is the kubelet's. " +
+		"A ranked leader is signalled once its ranking names every follower, and one SIGTERM hand-over is timed at a time: repetitions run side by side, and hand-overs at once would time each other.\n"
 	return out, nil
 }
 
