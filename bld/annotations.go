@@ -7,6 +7,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
@@ -72,4 +73,15 @@ func (l *EndpointsLock) Annotate(ctx context.Context, ann map[string]string) err
 func annotationPatch(ann map[string]string) []byte {
 	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}}) // strings only: cannot fail
 	return b
+}
+
+// LockAnnotations reads the annotations of election's lock object in ns
+// (lock: LockLease or LockEndpoints) — where a ranked leader keeps its
+// ranking (RankingOf); nil, with no error, while the object does not exist.
+func LockAnnotations(ctx context.Context, cs kubernetes.Interface, lock, ns, election string) (map[string]string, error) {
+	meta := metav1.ObjectMeta{Name: election, Namespace: ns}
+	if lock == LockEndpoints {
+		return (&EndpointsLock{EndpointsMeta: meta, Client: cs.CoreV1()}).Annotations(ctx)
+	}
+	return leaseLock{&resourcelock.LeaseLock{LeaseMeta: meta, Client: cs.CoordinationV1()}}.Annotations(ctx)
 }

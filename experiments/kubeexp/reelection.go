@@ -12,8 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/ringside/ringside/bld"
 	"github.com/ringside/ringside/bld/balance"
 	"github.com/ringside/ringside/experiments"
@@ -256,24 +254,10 @@ func (r *Reelection) Report(in *experiments.ReportInput) (string, error) {
 // waitRanking waits until the ranking on election's lock object in ns
 // names n followers.
 func waitRanking(ctx context.Context, c *kube.Cluster, ns, election, lock string, n int, limit time.Duration) error {
-	annotations := func() (map[string]string, error) {
-		if lock == bld.LockEndpoints {
-			e, err := c.CS.CoreV1().Endpoints(ns).Get(ctx, election, metav1.GetOptions{})
-			if err != nil {
-				return nil, err
-			}
-			return e.Annotations, nil
-		}
-		l, err := c.CS.CoordinationV1().Leases(ns).Get(ctx, election, metav1.GetOptions{})
-		if err != nil {
-			return nil, err
-		}
-		return l.Annotations, nil
-	}
 	var ranked []bld.Follower
 	var err error
 	for deadline := time.Now().Add(limit); time.Now().Before(deadline); {
-		ann, aerr := annotations()
+		ann, aerr := bld.LockAnnotations(ctx, c.CS, lock, ns, election)
 		if aerr == nil {
 			ranked, err = bld.RankingOf(ann)
 			if err == nil && len(ranked) >= n {
