@@ -248,8 +248,9 @@ func (c *Candidate) Run(ctx context.Context) error {
 	switch {
 	case c.cfg.Algorithm == balance.BLDOptimistic:
 		c.nodeLock.node = c.cfg.Node // known now (publish)
-		c.view = newView(c.cfg.Election, c.cfg.Identity, c.cfg.Clock, c.Kick)
+		c.view = newView(c.cfg.Election, c.cfg.Identity, c.cfg.Node, c.cfg.Clock, c.Kick)
 		c.view.start(ctx, c.cfg.Client, c.cfg.Namespace)
+		go c.countWorkers(ctx)
 		cfg.Prefetch, cfg.Unclaimed = c.view.waitSynced, c.view.unclaimed
 		cfg.Gate, cfg.Validate = c.optimisticGate, c.validateInOrder
 		cfg.GateRetry = c.cfg.RetryPeriod / 40

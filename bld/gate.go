@@ -52,6 +52,9 @@ func (c *Candidate) workerNodes(ctx context.Context) ([]string, error) {
 	c.mu.Lock()
 	c.nodes, c.nodesAt = out, c.cfg.Clock.Now()
 	c.mu.Unlock()
+	if c.view != nil {
+		c.view.setWorkers(len(out))
+	}
 	return out, nil
 }
 

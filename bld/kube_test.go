@@ -520,8 +520,9 @@ func TestOptimisticValidatesAgainstEarlierCommits(t *testing.T) {
 			LeaseDuration: 10 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 2 * time.Second})
 		require.NoError(t, err)
 		c.nodeLock.node = node
-		c.view = newView(app, id, clock.RealClock{}, func() {})
+		c.view = newView(app, id, node, clock.RealClock{}, func() {})
 		c.view.start(ctx, cs, ns)
+		go c.countWorkers(ctx)
 		c.view.waitSynced(ctx)
 		return c
 	}
@@ -541,10 +542,19 @@ func TestOptimisticValidatesAgainstEarlierCommits(t *testing.T) {
 	// would hold 2 of L = 5, and N·c = 6 > 5).
 	place(t, balance.BLDOptimistic, ns, "e", "w3")
 	place(t, balance.BLDOptimistic, ns, "f", "w3")
-	require.Eventually(t, func() bool { return ok.view.placement()["f"] == "w3" }, 10*time.Second, 5*time.Millisecond, "d's watch delivers them")
+	require.Eventually(t, func() bool {
+		ok.view.mu.Lock()
+		defer ok.view.mu.Unlock()
+		_, seen := ok.view.leases["f"]
+		return seen
+	}, 10*time.Second, 5*time.Millisecond, "d's watch delivers them")
 	valid, err = ok.validateInOrder(ctx, "")
 	require.NoError(t, err)
 	assert.True(t, valid, "w3 held none of the leaders committed before d's write")
+	// e met the condition after d (N·c = 3 ≤ L = 3), f did not (6 > 4):
+	// its holder frees it, and until then it is nobody's leader.
+	assert.Equal(t, balance.Placement{"a": "w1", "b": "w2", "e": "w3"}, ok.view.placement(), "d's view: the valid leaders but its own")
+	assert.Equal(t, balance.Placement{"a": "w1", "b": "w2", "d": "w3", "e": "w3"}, late.view.placement(), "c's view: d's write was valid, c's own was not")
 	lease, err := cs.CoordinationV1().Leases(ns).Get(ctx, "d", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, "w3", lease.Annotations[LeaderNodeAnnotation], "the Lease names its holder's node")

@@ -24,7 +24,10 @@ func (c *Candidate) sharesRecord() bool {
 // BLD's condition on the Leases as watched, which costs no round trip.
 // Validation checks the condition again, exactly, after the write.
 func (c *Candidate) optimisticGate(ctx context.Context, _ *resourcelock.LeaderElectionRecord, _ time.Duration) (bool, error) {
-	return c.qualifies(ctx, c.view.placement())
+	p, seen := c.view.placementSeen()
+	ok, err := c.qualifies(ctx, p)
+	c.view.gated(ok && err == nil, seen)
+	return ok, err
 }
 
 // validateInOrder is BLD's condition on the leaders of the elections
@@ -35,4 +38,32 @@ func (c *Candidate) validateInOrder(ctx context.Context, _ string) (bool, error)
 		return false, err
 	}
 	return c.qualifies(ctx, p)
+}
+
+// countWorkers lists the worker nodes once the view needs N to judge a
+// Lease (its watch waits meanwhile). A failed list is tried again, at
+// most every retry period.
+func (c *Candidate) countWorkers(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-c.view.need:
+	case <-c.view.ready: // the gate listed them
+		return
+	}
+	wait := c.cfg.RetryPeriod / 40
+	for {
+		nodes, err := c.workerNodes(ctx)
+		if err == nil {
+			c.view.setWorkers(len(nodes))
+			return
+		}
+		c.cfg.Log.Warn("bld-optimistic: listing the worker nodes failed", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.cfg.Clock.After(wait):
+		}
+		wait = min(2*wait, c.cfg.RetryPeriod)
+	}
 }

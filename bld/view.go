@@ -1,8 +1,10 @@
 package bld
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -41,6 +43,13 @@ type leaseView struct {
 	holder, node string
 	renew        time.Time
 	duration     time.Duration
+	// valid: its holder's acquisition met BLD's condition on the valid
+	// leaders the watch delivered before it. A holder that did not frees
+	// the Lease moments later, and until then it is no leader: counted,
+	// it would make a crowded node look fair to the writes after it
+	// (seen on kind: three such holders raised L from 2 to 5, a third
+	// leader landed on a node that held one, the holders freed, 3:1:3).
+	valid bool
 }
 
 // held reports whether the Lease names a holder whose term runs at now.
@@ -61,13 +70,34 @@ type view struct {
 	atOrder []string
 	arrived chan struct{} // closed, and replaced, whenever at grows
 	held    bool          // this election's Lease named a holder when last seen
+	moves   uint64        // changes of the other elections' holders or nodes seen
+	node    string        // this candidate's node
+	workers int           // N, the worker nodes BLD counts, once ready
+	ready   chan struct{} // closed once workers is set
+	need    chan struct{} // closed once judging a Lease needs workers
+	refused bool          // the gate refused this candidate since its last kick
 	synced  chan struct{} // closed once the watch's first list is applied
 }
 
-func newView(election, identity string, clk clock.PassiveClock, kick func()) *view {
-	return &view{election: election, identity: identity, clock: clk, kick: kick,
+func newView(election, identity, node string, clk clock.PassiveClock, kick func()) *view {
+	return &view{election: election, identity: identity, node: node, clock: clk, kick: kick,
 		leases: map[string]leaseView{}, at: map[string]balance.Placement{},
-		arrived: make(chan struct{}), synced: make(chan struct{})}
+		arrived: make(chan struct{}), synced: make(chan struct{}), ready: make(chan struct{}), need: make(chan struct{})}
+}
+
+// setWorkers gives the view N. Only an acquisition onto a node that holds
+// a valid leader needs it (onto an empty node one always qualifies), so
+// it is listed when one first comes: the watch's handler waits for it
+// then (needed), and a burst's first elections pay no list.
+func (v *view) setWorkers(n int) {
+	v.mu.Lock()
+	v.workers = n
+	v.mu.Unlock()
+	select {
+	case <-v.ready:
+	default:
+		close(v.ready)
+	}
 }
 
 // start watches the namespace's Leases until ctx ends. A reflector feeds
@@ -76,7 +106,7 @@ func newView(election, identity string, clk clock.PassiveClock, kick func()) *vi
 // loaded machine, and the first list is the election's first read.
 func (v *view) start(ctx context.Context, client kubernetes.Interface, namespace string) {
 	leases := client.CoordinationV1().Leases(namespace)
-	ls := &viewStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc), v: v}
+	ls := &viewStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc), v: v, done: ctx.Done()}
 	lr := cache.NewReflectorWithOptions(&cache.ListWatch{
 		ListFunc:  func(o metav1.ListOptions) (runtime.Object, error) { return leases.List(ctx, o) },
 		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) { return leases.Watch(ctx, o) },
@@ -89,26 +119,45 @@ func (v *view) start(ctx context.Context, client kubernetes.Interface, namespace
 type viewStore struct {
 	cache.Store
 	v      *view
+	done   <-chan struct{}
 	synced sync.Once
 }
 
+// apply hands a change to the view, first waiting for N when judging it
+// needs N; without N (the watch is ending) it is not applied.
+func (s *viewStore) apply(obj any, deleted bool) {
+	if !deleted && s.v.needed(obj) {
+		select {
+		case <-s.v.ready:
+		case <-s.done:
+			return
+		}
+	}
+	s.v.lease(obj, deleted)
+}
+
 func (s *viewStore) Add(obj any) error {
-	s.v.lease(obj, false)
+	s.apply(obj, false)
 	return s.Store.Add(obj)
 }
 
 func (s *viewStore) Update(obj any) error {
-	s.v.lease(obj, false)
+	s.apply(obj, false)
 	return s.Store.Update(obj)
 }
 
 func (s *viewStore) Delete(obj any) error {
-	s.v.lease(obj, true)
+	s.apply(obj, true)
 	return s.Store.Delete(obj)
 }
 
-// Replace applies a list: what it no longer holds is deleted.
+// Replace applies a list: what it no longer holds is deleted. A list
+// has no commit order; its Leases are judged in the order their holders
+// took them (acquireTime, by the writers' clocks), which puts a leader
+// that has held for a while before a write still being validated.
 func (s *viewStore) Replace(objs []any, rv string) error {
+	objs = slices.Clone(objs)
+	slices.SortStableFunc(objs, func(a, b any) int { return cmp.Compare(acquiredAt(a), acquiredAt(b)) })
 	keep := map[string]bool{}
 	for _, o := range objs {
 		if k, err := cache.MetaNamespaceKeyFunc(o); err == nil {
@@ -117,15 +166,23 @@ func (s *viewStore) Replace(objs []any, rv string) error {
 	}
 	for _, old := range s.Store.List() {
 		if k, err := cache.MetaNamespaceKeyFunc(old); err == nil && !keep[k] {
-			s.v.lease(old, true)
+			s.apply(old, true)
 		}
 	}
 	for _, o := range objs {
-		s.v.lease(o, false)
+		s.apply(o, false)
 	}
 	err := s.Store.Replace(objs, rv)
 	s.synced.Do(func() { close(s.v.synced) })
 	return err
+}
+
+// acquiredAt is a listed Lease's acquireTime in nanoseconds (0: none).
+func acquiredAt(obj any) int64 {
+	if l, ok := obj.(*coordinationv1.Lease); ok && l.Spec.AcquireTime != nil {
+		return l.Spec.AcquireTime.UnixNano()
+	}
+	return 0
 }
 
 // waitSynced blocks until the watch has delivered its first list: the
@@ -160,19 +217,38 @@ func (v *view) lease(obj any, deleted bool) {
 		close(v.arrived)
 		v.arrived = make(chan struct{})
 	}
-	lv := leaseView{}
+	lv, was := leaseView{}, v.leases[l.Name]
 	if deleted {
 		delete(v.leases, l.Name)
 	} else {
 		lv = leaseOf(l)
+		switch {
+		case lv.holder == "":
+		case lv.holder == was.holder && lv.node == was.node:
+			lv.valid = was.valid // a renewal: judged when its holder took it
+		default:
+			lv.valid = v.qualifiesLocked(l.Name, lv.node, now)
+		}
 		v.leases[l.Name] = lv
 	}
-	// A Lease that stops naming a holder (released, or freed after a
-	// failed validation) is free at once: look again now.
 	kick := false
 	if l.Name == v.election {
+		// A Lease that stops naming a holder (released, or freed after a
+		// failed validation) is free at once: look again now.
 		kick = v.held && lv.holder == ""
 		v.held = lv.holder != ""
+	} else if lv.holder != was.holder || lv.node != was.node {
+		// Another application's leader came, went or moved: the balance
+		// the gate refused this candidate on is not the balance now (a
+		// leader elsewhere can make a crowded node qualify). When it now
+		// would pass, look again at once rather than at the end of the
+		// gate's backoff, which grows to a retry period. Renewals change
+		// neither and kick no one.
+		v.moves++
+		kick = v.refused && !v.held && v.qualifiesLocked(v.election, v.node, now)
+		if kick {
+			v.refused = false
+		}
 	}
 	v.mu.Unlock()
 	if kick {
@@ -202,21 +278,89 @@ func leaseOf(l *coordinationv1.Lease) leaseView {
 // the record leaves out such an entry, so that it cannot hold a node for
 // ever.
 func (v *view) placementLocked(now time.Time) balance.Placement {
+	return v.leadersLocked(v.election, now)
+}
+
+// leadersLocked is placementLocked for any election: the valid leaders
+// of every other one.
+func (v *view) leadersLocked(election string, now time.Time) balance.Placement {
 	p := balance.Placement{}
 	for name, l := range v.leases {
-		if name != v.election && l.node != "" && l.held(now) && l.duration <= MaxLease && !l.renew.After(now.Add(MaxLease)) {
+		if name != election && l.valid && l.node != "" && l.held(now) && l.duration <= MaxLease && !l.renew.After(now.Add(MaxLease)) {
 			p[name] = l.node
 		}
 	}
 	return p
 }
 
-// placement is the other elections' leaders now.
-func (v *view) placement() balance.Placement {
+// needed reports whether judging obj needs N and the view lacks it (then
+// asking for it): a new holder onto a node that holds a valid leader.
+func (v *view) needed(obj any) bool {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	l, ok := obj.(*coordinationv1.Lease)
+	if !ok {
+		return false
+	}
+	lv := leaseOf(l)
 	now := v.clock.Now()
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return v.placementLocked(now)
+	select {
+	case <-v.ready:
+		return false
+	default:
+	}
+	was := v.leases[l.Name]
+	if lv.holder == "" || lv.holder == was.holder && lv.node == was.node || v.leadersLocked(l.Name, now).Counts(l.Name)[lv.node] == 0 {
+		return false
+	}
+	select {
+	case <-v.need:
+	default:
+		close(v.need)
+	}
+	return true
+}
+
+// qualifiesLocked judges an acquisition of election's Lease by a holder
+// on node, as its candidate's validation does: BLD's condition on the
+// valid leaders before it. A holder that names no node is judged by no
+// node's count.
+func (v *view) qualifiesLocked(election, node string, now time.Time) bool {
+	return balance.Qualifies(balance.BLDOptimistic, election, node, v.leadersLocked(election, now), make([]string, v.workers), nil)
+}
+
+// placement is the other elections' leaders now.
+func (v *view) placement() balance.Placement {
+	p, _ := v.placementSeen()
+	return p
+}
+
+// placementSeen is placement and how many changes of those leaders the
+// view had seen, for gated.
+func (v *view) placementSeen() (balance.Placement, uint64) {
+	now := v.clock.Now()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.placementLocked(now), v.moves
+}
+
+// gated learns the gate's answer on the placement taken with seen: a
+// refused candidate is kicked at the next change of the others' leaders
+// that lets it pass — at once, when one came in while the gate decided.
+func (v *view) gated(ok bool, seen uint64) {
+	v.mu.Lock()
+	v.refused = !ok
+	now := v.refused && v.moves != seen && v.qualifiesLocked(v.election, v.node, v.clock.Now())
+	if now {
+		v.refused = false
+	}
+	v.mu.Unlock()
+	if now {
+		v.kick()
+	}
 }
 
 // unclaimed reports whether this election's Lease does not exist.

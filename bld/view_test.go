@@ -2,6 +2,7 @@ package bld
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -32,7 +33,7 @@ func testLease(name, holder, node, rv string, renewed time.Time) *coordinationv1
 func TestViewPlacesWritesInTheWatchOrder(t *testing.T) {
 	fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	var kicks atomic.Int32
-	v := newView("c", "c-0", fc, func() { kicks.Add(1) })
+	v := newView("c", "c-0", "w1", fc, func() { kicks.Add(1) })
 	now := fc.Now()
 	assert.True(t, v.unclaimed())
 	v.lease(testLease("a", "a-0", "w1", "10", now), false)
@@ -76,6 +77,111 @@ func TestViewPlacesWritesInTheWatchOrder(t *testing.T) {
 	assert.False(t, v.unclaimed(), "the Lease exists")
 }
 
+// Holders whose acquisitions did not meet BLD's condition are no leaders,
+// not even until they free their Leases: counted, they raise L and let a
+// crowded node qualify. On kind a burst went that way: a leader on w1,
+// one on w3, then three more writes onto w3 (each refused, freeing), and
+// a second leader on w1 validated against L = 5 instead of 2.
+func TestViewCountsOnlyValidLeaders(t *testing.T) {
+	fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	v := newView("g", "g-0", "w1", fc, func() {})
+	v.setWorkers(3)
+	now := fc.Now()
+	v.lease(testLease("a", "a-0", "w1", "1", now), false)
+	v.lease(testLease("b", "b-0", "w3", "2", now), false)
+	for i, app := range []string{"c", "d", "e"} {
+		v.lease(testLease(app, app+"-0", "w3", fmt.Sprint(3+i), now), false)
+	}
+	assert.Equal(t, balance.Placement{"a": "w1", "b": "w3"}, v.placement(), "c, d and e took w3 after b: N·c = 3 > L = 2")
+	v.lease(testLease("g", "g-0", "w1", "6", now), false) // ours, on w1 beside a
+	p, err := v.placementAt(context.Background(), "6", time.Second)
+	require.NoError(t, err)
+	assert.False(t, balance.Qualifies(balance.BLDOptimistic, "g", "w1", p, []string{"w1", "w2", "w3"}, nil), "our write onto w1 is refused: %v", p)
+
+	// A renewal keeps its verdict; a new holder is judged anew.
+	v.lease(testLease("c", "c-0", "w3", "7", now.Add(time.Second)), false)
+	assert.NotContains(t, v.placement(), "c", "renewed, still no leader")
+	v.lease(testLease("b", "", "w3", "8", now), false) // b freed
+	v.lease(testLease("c", "c-1", "w3", "9", now), false)
+	assert.Equal(t, balance.Placement{"a": "w1", "c": "w3"}, v.placement(), "w3 empty again: c's new holder qualifies")
+
+	// A list has no commit order: judged in the order the holders took
+	// their Leases, the long-held leader comes first.
+	l := newView("z", "z-0", "w1", fc, func() {})
+	l.setWorkers(3)
+	older, newer := testLease("y", "y-0", "w1", "20", now), testLease("x", "x-0", "w1", "21", now)
+	older.Spec.AcquireTime = &metav1.MicroTime{Time: now.Add(-time.Hour)}
+	newer.Spec.AcquireTime = &metav1.MicroTime{Time: now}
+	store := &viewStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc), v: l}
+	require.NoError(t, store.Replace([]any{newer, older}, "21"))
+	assert.Equal(t, balance.Placement{"y": "w1"}, l.placement(), "y took w1 an hour before x's write")
+}
+
+// A candidate the gate refused looks again as soon as another
+// application's leader comes, goes or moves — the balance it was refused
+// on has changed — once per refusal, never for a renewal, and never while
+// its own election has a holder. A change that came in while the gate
+// was deciding kicks it at once.
+func TestViewKicksARefusedCandidateWhenTheBalanceChanges(t *testing.T) {
+	fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	var kicks atomic.Int32
+	v := newView("c", "c-0", "w1", fc, func() { kicks.Add(1) })
+	now := fc.Now()
+	v.lease(testLease("a", "a-0", "w1", "1", now), false)
+	assert.Zero(t, kicks.Load(), "not refused: nothing to look again at")
+
+	_, seen := v.placementSeen()
+	v.gated(false, seen)
+	assert.Zero(t, kicks.Load())
+	v.lease(testLease("a", "a-0", "w1", "2", now.Add(time.Second)), false) // a renewal
+	assert.Zero(t, kicks.Load(), "a renewal changes no balance")
+	v.lease(testLease("b", "b-0", "w2", "3", now), false)
+	assert.Equal(t, int32(1), kicks.Load(), "a leader elsewhere: look again")
+	v.lease(testLease("d", "d-0", "w3", "4", now), false)
+	assert.Equal(t, int32(1), kicks.Load(), "once per refusal")
+
+	_, seen = v.placementSeen()
+	v.gated(false, seen)
+	v.lease(testLease("b", "b-1", "w2", "5", now), false)
+	assert.Equal(t, int32(2), kicks.Load(), "another holder is a change too")
+	_, seen = v.placementSeen()
+	v.gated(false, seen)
+	v.lease(testLease("d", "d-0", "w1", "6", now), false)
+	assert.Equal(t, int32(3), kicks.Load(), "so is a leader on another node")
+	_, seen = v.placementSeen()
+	v.gated(false, seen)
+	v.lease(testLease("d", "", "w1", "7", now), false)
+	assert.Equal(t, int32(4), kicks.Load(), "and a leader gone")
+
+	_, seen = v.placementSeen()
+	v.lease(testLease("e", "e-0", "w2", "8", now), false)
+	v.gated(false, seen)
+	assert.Equal(t, int32(5), kicks.Load(), "a change while the gate decided: at once")
+
+	_, seen = v.placementSeen()
+	v.gated(true, seen)
+	v.lease(testLease("f", "f-0", "w3", "9", now), false)
+	assert.Equal(t, int32(5), kicks.Load(), "admitted: no kick")
+
+	_, seen = v.placementSeen()
+	v.gated(false, seen)
+	v.lease(testLease("c", "c-1", "w2", "10", now), false)
+	v.lease(testLease("g", "g-0", "w3", "11", now), false)
+	assert.Equal(t, int32(5), kicks.Load(), "our election has a holder: its followers wait on it")
+
+	// With N known, only a change that lets this candidate's node pass
+	// kicks it: c-0 sits on w1 beside a.
+	n := newView("c", "c-0", "w1", fc, func() { kicks.Add(1) })
+	n.setWorkers(3)
+	n.lease(testLease("a", "a-0", "w1", "1", now), false)
+	_, seen = n.placementSeen()
+	n.gated(false, seen) // N·c = 3 > L = 1
+	n.lease(testLease("b", "b-0", "w2", "2", now), false)
+	assert.Equal(t, int32(5), kicks.Load(), "N·c = 3 > L = 2: still refused, no kick")
+	n.lease(testLease("d", "d-0", "w3", "3", now), false)
+	assert.Equal(t, int32(6), kicks.Load(), "N·c = 3 ≤ L = 3: look again")
+}
+
 // A Lease is anyone's to write who may update it: whatever it holds, the
 // placement counts it exactly when it names a holder and a node and its
 // term runs now, within what a candidate can claim.
@@ -88,7 +194,7 @@ func FuzzViewPlacement(f *testing.F) {
 	f.Fuzz(func(t *testing.T, holder, node string, renewOffset int64, secs int32) {
 		fc := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
 		now := fc.Now()
-		v := newView("mine", "me", fc, func() {})
+		v := newView("mine", "me", "w1", fc, func() {})
 		l := testLease("theirs", holder, node, "1", now.Add(time.Duration(renewOffset)))
 		*l.Spec.LeaseDurationSeconds = secs
 		v.lease(l, false)
