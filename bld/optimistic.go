@@ -53,9 +53,8 @@ func (c *Candidate) countWorkers(ctx context.Context) {
 	}
 	wait := c.cfg.RetryPeriod / 40
 	for {
-		nodes, err := c.workerNodes(ctx)
+		_, err := c.workerNodes(ctx) // which gives the view N
 		if err == nil {
-			c.view.setWorkers(len(nodes))
 			return
 		}
 		c.cfg.Log.Warn("bld-optimistic: listing the worker nodes failed", "err", err)

@@ -47,9 +47,15 @@ type leaseView struct {
 	// leaders the watch delivered before it. A holder that did not frees
 	// the Lease moments later, and until then it is no leader: counted,
 	// it would make a crowded node look fair to the writes after it
-	// (seen on kind: three such holders raised L from 2 to 5, a third
-	// leader landed on a node that held one, the holders freed, 3:1:3).
+	// (seen on kind: three such holders raised L from 2 to 5, a leader
+	// landed on a node that already held one, the holders freed, 3:1:3).
 	valid bool
+}
+
+// sameHolder reports whether l is o's holder on o's node still: a
+// renewal, which changes no balance.
+func (l leaseView) sameHolder(o leaseView) bool {
+	return l.holder == o.holder && l.node == o.node
 }
 
 // held reports whether the Lease names a holder whose term runs at now.
@@ -91,13 +97,29 @@ func newView(election, identity, node string, clk clock.PassiveClock, kick func(
 // then (needed), and a burst's first elections pay no list.
 func (v *view) setWorkers(n int) {
 	v.mu.Lock()
+	defer v.mu.Unlock()
 	v.workers = n
-	v.mu.Unlock()
+	closeOnce(v.ready)
+}
+
+// closeOnce closes ch unless it is closed; the caller holds v.mu, so two
+// callers cannot both close it.
+func closeOnce(ch chan struct{}) {
 	select {
-	case <-v.ready:
+	case <-ch:
 	default:
-		close(v.ready)
+		close(ch)
 	}
+}
+
+// asLease is a watched object as a Lease, and whether it was a deletion
+// the watch missed (a tombstone).
+func asLease(obj any) (l *coordinationv1.Lease, tombstone, ok bool) {
+	if d, isTomb := obj.(cache.DeletedFinalStateUnknown); isTomb {
+		obj, tombstone = d.Obj, true
+	}
+	l, ok = obj.(*coordinationv1.Lease)
+	return l, tombstone, ok
 }
 
 // start watches the namespace's Leases until ctx ends. A reflector feeds
@@ -197,13 +219,11 @@ func (v *view) waitSynced(ctx context.Context) {
 }
 
 func (v *view) lease(obj any, deleted bool) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj, deleted = d.Obj, true
-	}
-	l, ok := obj.(*coordinationv1.Lease)
+	l, tombstone, ok := asLease(obj)
 	if !ok {
 		return
 	}
+	deleted = deleted || tombstone
 	now := v.clock.Now()
 	v.mu.Lock()
 	if !deleted && l.Name == v.election && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == v.identity {
@@ -224,7 +244,7 @@ func (v *view) lease(obj any, deleted bool) {
 		lv = leaseOf(l)
 		switch {
 		case lv.holder == "":
-		case lv.holder == was.holder && lv.node == was.node:
+		case lv.sameHolder(was):
 			lv.valid = was.valid // a renewal: judged when its holder took it
 		default:
 			lv.valid = v.qualifiesLocked(l.Name, lv.node, now)
@@ -237,7 +257,7 @@ func (v *view) lease(obj any, deleted bool) {
 		// failed validation) is free at once: look again now.
 		kick = v.held && lv.holder == ""
 		v.held = lv.holder != ""
-	} else if lv.holder != was.holder || lv.node != was.node {
+	} else if !lv.sameHolder(was) {
 		// Another application's leader came, went or moved: the balance
 		// the gate refused this candidate on is not the balance now (a
 		// leader elsewhere can make a crowded node qualify). When it now
@@ -296,31 +316,22 @@ func (v *view) leadersLocked(election string, now time.Time) balance.Placement {
 // needed reports whether judging obj needs N and the view lacks it (then
 // asking for it): a new holder onto a node that holds a valid leader.
 func (v *view) needed(obj any) bool {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
+	select {
+	case <-v.ready:
+		return false // every change once N is known: renewals cost nothing here
+	default:
 	}
-	l, ok := obj.(*coordinationv1.Lease)
+	l, _, ok := asLease(obj)
 	if !ok {
 		return false
 	}
-	lv := leaseOf(l)
-	now := v.clock.Now()
+	lv, now := leaseOf(l), v.clock.Now()
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	select {
-	case <-v.ready:
-		return false
-	default:
-	}
-	was := v.leases[l.Name]
-	if lv.holder == "" || lv.holder == was.holder && lv.node == was.node || v.leadersLocked(l.Name, now).Counts(l.Name)[lv.node] == 0 {
+	if lv.holder == "" || lv.sameHolder(v.leases[l.Name]) || v.leadersLocked(l.Name, now).Counts(l.Name)[lv.node] == 0 {
 		return false
 	}
-	select {
-	case <-v.need:
-	default:
-		close(v.need)
-	}
+	closeOnce(v.need)
 	return true
 }
 

@@ -130,8 +130,12 @@ func TestViewKicksARefusedCandidateWhenTheBalanceChanges(t *testing.T) {
 	v.lease(testLease("a", "a-0", "w1", "1", now), false)
 	assert.Zero(t, kicks.Load(), "not refused: nothing to look again at")
 
-	_, seen := v.placementSeen()
-	v.gated(false, seen)
+	// refuse is the gate's refusal on the placement as the view has it.
+	refuse := func(v *view) {
+		_, seen := v.placementSeen()
+		v.gated(false, seen)
+	}
+	refuse(v)
 	assert.Zero(t, kicks.Load())
 	v.lease(testLease("a", "a-0", "w1", "2", now.Add(time.Second)), false) // a renewal
 	assert.Zero(t, kicks.Load(), "a renewal changes no balance")
@@ -140,20 +144,17 @@ func TestViewKicksARefusedCandidateWhenTheBalanceChanges(t *testing.T) {
 	v.lease(testLease("d", "d-0", "w3", "4", now), false)
 	assert.Equal(t, int32(1), kicks.Load(), "once per refusal")
 
-	_, seen = v.placementSeen()
-	v.gated(false, seen)
+	refuse(v)
 	v.lease(testLease("b", "b-1", "w2", "5", now), false)
 	assert.Equal(t, int32(2), kicks.Load(), "another holder is a change too")
-	_, seen = v.placementSeen()
-	v.gated(false, seen)
+	refuse(v)
 	v.lease(testLease("d", "d-0", "w1", "6", now), false)
 	assert.Equal(t, int32(3), kicks.Load(), "so is a leader on another node")
-	_, seen = v.placementSeen()
-	v.gated(false, seen)
+	refuse(v)
 	v.lease(testLease("d", "", "w1", "7", now), false)
 	assert.Equal(t, int32(4), kicks.Load(), "and a leader gone")
 
-	_, seen = v.placementSeen()
+	_, seen := v.placementSeen()
 	v.lease(testLease("e", "e-0", "w2", "8", now), false)
 	v.gated(false, seen)
 	assert.Equal(t, int32(5), kicks.Load(), "a change while the gate decided: at once")
@@ -163,8 +164,7 @@ func TestViewKicksARefusedCandidateWhenTheBalanceChanges(t *testing.T) {
 	v.lease(testLease("f", "f-0", "w3", "9", now), false)
 	assert.Equal(t, int32(5), kicks.Load(), "admitted: no kick")
 
-	_, seen = v.placementSeen()
-	v.gated(false, seen)
+	refuse(v)
 	v.lease(testLease("c", "c-1", "w2", "10", now), false)
 	v.lease(testLease("g", "g-0", "w3", "11", now), false)
 	assert.Equal(t, int32(5), kicks.Load(), "our election has a holder: its followers wait on it")
@@ -174,8 +174,7 @@ func TestViewKicksARefusedCandidateWhenTheBalanceChanges(t *testing.T) {
 	n := newView("c", "c-0", "w1", fc, func() { kicks.Add(1) })
 	n.setWorkers(3)
 	n.lease(testLease("a", "a-0", "w1", "1", now), false)
-	_, seen = n.placementSeen()
-	n.gated(false, seen) // N·c = 3 > L = 1
+	refuse(n) // N·c = 3 > L = 1
 	n.lease(testLease("b", "b-0", "w2", "2", now), false)
 	assert.Equal(t, int32(5), kicks.Load(), "N·c = 3 > L = 2: still refused, no kick")
 	n.lease(testLease("d", "d-0", "w3", "3", now), false)
