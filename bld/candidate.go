@@ -229,7 +229,7 @@ func (c *Candidate) Run(ctx context.Context) error {
 		// lease, so campaign again.
 		for ctx.Err() == nil {
 			le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-				Lock: freshLock{c.lock}, LeaseDuration: c.cfg.LeaseDuration, RenewDeadline: c.cfg.RenewDeadline,
+				Lock: freshLock{timedLock{c.lock, c.cfg.Log, c.cfg.Clock}}, LeaseDuration: c.cfg.LeaseDuration, RenewDeadline: c.cfg.RenewDeadline,
 				RetryPeriod: c.cfg.RetryPeriod, ReleaseOnCancel: true, Name: c.cfg.Election,
 				Callbacks: leaderelection.LeaderCallbacks{OnStartedLeading: started, OnStoppedLeading: stopped, OnNewLeader: c.setLeader},
 			})
