@@ -135,7 +135,12 @@ func NewCandidate(cfg CandidateConfig) (*Candidate, error) {
 		return nil, fmt.Errorf("lock %q: bld-optimistic keeps its leader record in the namespace's Leases, so it runs on the lease lock", cfg.Lock)
 	case cfg.Algorithm == balance.BLDOptimistic:
 		c.nodeLock = &trackedLeaseLock{meta: meta, client: cfg.Client.CoordinationV1(), identity: cfg.Identity}
-		c.lock = c.nodeLock
+		c.lock = &watchedLock{trackedLeaseLock: c.nodeLock, own: func() (*coordinationv1.Lease, bool) {
+			if c.view == nil { // set before the elector runs
+				return nil, false
+			}
+			return c.view.own()
+		}}
 	case cfg.Algorithm == balance.Ranked && (cfg.Lock == LockLease || cfg.Lock == ""):
 		// The leader annotates the Lease with its ranking every
 		// RankInterval: a lock that keeps track of those writes hands

@@ -74,15 +74,16 @@ type view struct {
 	leases  map[string]leaseView
 	at      map[string]balance.Placement // the others' placement just before each write of ours landed
 	atOrder []string
-	arrived chan struct{} // closed, and replaced, whenever at grows
-	held    bool          // this election's Lease named a holder when last seen
-	moves   uint64        // changes of the other elections' holders or nodes seen
-	node    string        // this candidate's node
-	workers int           // N, the worker nodes BLD counts, once ready
-	ready   chan struct{} // closed once workers is set
-	need    chan struct{} // closed once judging a Lease needs workers
-	refused bool          // the gate refused this candidate since its last kick
-	synced  chan struct{} // closed once the watch's first list is applied
+	arrived chan struct{}         // closed, and replaced, whenever at grows
+	held    bool                  // this election's Lease named a holder when last seen
+	moves   uint64                // changes of the other elections' holders or nodes seen
+	node    string                // this candidate's node
+	workers int                   // N, the worker nodes BLD counts, once ready
+	ready   chan struct{}         // closed once workers is set
+	need    chan struct{}         // closed once judging a Lease needs workers
+	refused bool                  // the gate refused this candidate since its last kick
+	mine    *coordinationv1.Lease // this election's Lease as last delivered (nil: absent)
+	synced  chan struct{}         // closed once the watch's first list is applied
 }
 
 func newView(election, identity, node string, clk clock.PassiveClock, kick func()) *view {
@@ -237,6 +238,12 @@ func (v *view) lease(obj any, deleted bool) {
 		close(v.arrived)
 		v.arrived = make(chan struct{})
 	}
+	if l.Name == v.election {
+		v.mine = l
+		if deleted {
+			v.mine = nil
+		}
+	}
 	lv, was := leaseView{}, v.leases[l.Name]
 	if deleted {
 		delete(v.leases, l.Name)
@@ -372,6 +379,19 @@ func (v *view) gated(ok bool, seen uint64) {
 	if now {
 		v.kick()
 	}
+}
+
+// own is this election's Lease as the watch last delivered it (nil:
+// absent), and whether the watch has delivered its first list.
+func (v *view) own() (*coordinationv1.Lease, bool) {
+	select {
+	case <-v.synced:
+	default:
+		return nil, false
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.mine, true
 }
 
 // unclaimed reports whether this election's Lease does not exist.

@@ -212,3 +212,28 @@ func TestOptimisticRunsOnTheLeaseLockOnly(t *testing.T) {
 		LeaseDuration: 10 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 2 * time.Second})
 	assert.ErrorContains(t, err, `lock "endpoints": bld-optimistic keeps its leader record in the namespace's Leases`)
 }
+
+// The view keeps its own election's Lease as last delivered, for the
+// lock's reads, and answers only once the first list is in.
+func TestViewKeepsItsOwnLease(t *testing.T) {
+	fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	v := newView("c", "c-0", "w1", fc, func() {})
+	_, ok := v.own()
+	assert.False(t, ok, "before the first list")
+	v.setWorkers(3)
+	s := &viewStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc), v: v}
+	require.NoError(t, s.Replace([]any{testLease("a", "a-0", "w2", "5", fc.Now())}, "5"))
+	l, ok := v.own()
+	assert.True(t, ok)
+	assert.Nil(t, l, "listed, and absent")
+	mine := testLease("c", "b-0", "w2", "6", fc.Now())
+	require.NoError(t, s.Add(mine))
+	l, _ = v.own()
+	assert.Same(t, mine, l)
+	require.NoError(t, s.Add(testLease("a", "a-1", "w3", "7", fc.Now())))
+	l, _ = v.own()
+	assert.Same(t, mine, l, "another election's Lease is not ours")
+	require.NoError(t, s.Delete(mine))
+	l, _ = v.own()
+	assert.Nil(t, l, "deleted")
+}
