@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -175,12 +177,12 @@ func (s *viewStore) Delete(obj any) error {
 }
 
 // Replace applies a list: what it no longer holds is deleted. A list
-// has no commit order; its Leases are judged in the order their holders
-// took them (acquireTime, by the writers' clocks), which puts a leader
-// that has held for a while before a write still being validated.
+// has no commit order; its Leases are judged in the order their holders'
+// acquisitions were committed (acquiredRevision), as a watch would have
+// delivered them.
 func (s *viewStore) Replace(objs []any, rv string) error {
 	objs = slices.Clone(objs)
-	slices.SortStableFunc(objs, func(a, b any) int { return cmp.Compare(acquiredAt(a), acquiredAt(b)) })
+	slices.SortStableFunc(objs, func(a, b any) int { return cmp.Compare(acquiredRevision(a), acquiredRevision(b)) })
 	keep := map[string]bool{}
 	for _, o := range objs {
 		if k, err := cache.MetaNamespaceKeyFunc(o); err == nil {
@@ -200,12 +202,22 @@ func (s *viewStore) Replace(objs []any, rv string) error {
 	return err
 }
 
-// acquiredAt is a listed Lease's acquireTime in nanoseconds (0: none).
-func acquiredAt(obj any) int64 {
-	if l, ok := obj.(*coordinationv1.Lease); ok && l.Spec.AcquireTime != nil {
-		return l.Spec.AcquireTime.UnixNano()
+// acquiredRevision is the revision that committed a listed Lease's
+// holder's acquisition: the one its holder names on renewal
+// (AcquiredAnnotation), or, before its first renewal, the Lease's own
+// resourceVersion. 0, judged first, for a Lease without a holder and for
+// one whose revision is not a number (not the API server's).
+func acquiredRevision(obj any) uint64 {
+	l, ok := obj.(*coordinationv1.Lease)
+	if !ok || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
+		return 0
 	}
-	return 0
+	rv := l.ResourceVersion
+	if who, at, ok := strings.Cut(l.Annotations[AcquiredAnnotation], "@"); ok && who == *l.Spec.HolderIdentity {
+		rv = at
+	}
+	n, _ := strconv.ParseUint(rv, 10, 64)
+	return n
 }
 
 // waitSynced blocks until the watch has delivered its first list: the

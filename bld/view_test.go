@@ -105,16 +105,49 @@ func TestViewCountsOnlyValidLeaders(t *testing.T) {
 	v.lease(testLease("c", "c-1", "w3", "9", now), false)
 	assert.Equal(t, balance.Placement{"a": "w1", "c": "w3"}, v.placement(), "w3 empty again: c's new holder qualifies")
 
-	// A list has no commit order: judged in the order the holders took
-	// their Leases, the long-held leader comes first.
-	l := newView("z", "z-0", "w1", fc, func() {})
+	// A list has no commit order: judged in the order the acquisitions
+	// were committed — the revision a renewed holder names, a fresh
+	// holder's own — whatever the writers' clocks say (the processes run
+	// that ended 3:1:1: a3's try began before a2's, its write landed after).
+	l := newView("a4", "a4-0", "n2", fc, func() {})
 	l.setWorkers(3)
-	older, newer := testLease("y", "y-0", "w1", "20", now), testLease("x", "x-0", "w1", "21", now)
-	older.Spec.AcquireTime = &metav1.MicroTime{Time: now.Add(-time.Hour)}
-	newer.Spec.AcquireTime = &metav1.MicroTime{Time: now}
+	at := func(lease *coordinationv1.Lease, acquired time.Time, annotation string) *coordinationv1.Lease {
+		lease.Spec.AcquireTime = &metav1.MicroTime{Time: acquired}
+		if annotation != "" {
+			lease.Annotations[AcquiredAnnotation] = annotation
+		}
+		return lease
+	}
+	listed := []any{
+		at(testLease("a3", "a3-2", "n2", "11", now), now.Add(time.Second), ""),
+		at(testLease("a2", "a2-2", "n0", "10", now), now.Add(2*time.Second), ""),
+		at(testLease("a1", "a1-3", "n2", "50", now), now.Add(-time.Hour), "a1-3@6"), // renewed since
+		at(testLease("a0", "a0-4", "n1", "5", now), now.Add(-time.Hour), ""),
+		// An earlier holder's annotation does not date the new holder's
+		// acquisition (60, last): judged at 1, z would have been first
+		// onto an empty n2, and a1 refused after it.
+		at(testLease("z", "z-1", "n2", "60", now), now.Add(-time.Hour), "z-0@1"),
+	}
 	store := &viewStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc), v: l}
-	require.NoError(t, store.Replace([]any{newer, older}, "21"))
-	assert.Equal(t, balance.Placement{"y": "w1"}, l.placement(), "y took w1 an hour before x's write")
+	require.NoError(t, store.Replace(listed, "60"))
+	assert.Equal(t, balance.Placement{"a0": "n1", "a1": "n2", "a2": "n0", "a3": "n2"}, l.placement(),
+		"a3 came after a2 (3·1 ≤ 3); z's new holder came last onto a crowded n2 (3·2 > 4)")
+	l.mu.Lock()
+	assert.False(t, l.qualifiesLocked("a4", "n2", now), "a fifth leader onto n2 is refused")
+	l.mu.Unlock()
+
+	// A renewal moves a Lease's resourceVersion past later acquisitions:
+	// b1 took n2 at 6 and has renewed since (50); b3's write onto n2 at 11
+	// came after it, and does not count (3·1 > 2).
+	r := newView("b9", "b9-0", "n0", fc, func() {})
+	r.setWorkers(3)
+	store = &viewStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc), v: r}
+	require.NoError(t, store.Replace([]any{
+		testLease("b3", "b3-0", "n2", "11", now),
+		at(testLease("b1", "b1-0", "n2", "50", now), now.Add(-time.Hour), "b1-0@6"),
+		testLease("b0", "b0-0", "n1", "5", now),
+	}, "50"))
+	assert.Equal(t, balance.Placement{"b0": "n1", "b1": "n2"}, r.placement())
 }
 
 // A candidate the gate refused looks again as soon as another

@@ -2,6 +2,7 @@ package bld
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -128,4 +129,40 @@ func TestOlderRV(t *testing.T) {
 	assert.False(t, olderRV("11", "10"))
 	assert.True(t, olderRV("", "10"), "unknown: read the API server")
 	assert.True(t, olderRV("10", "x"))
+}
+
+// bld-optimistic's lock names, on every renewal, the revision of the
+// write that made it the holder; an acquisition and a release name none.
+func TestTrackedLockNamesItsAcquisitionOnRenewal(t *testing.T) {
+	ctx := context.Background()
+	prior := lease("other", "")
+	prior.Annotations = map[string]string{AcquiredAnnotation: "other@2"}
+	cs := fake.NewSimpleClientset(prior)
+	rv := 10
+	cs.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		rv++ // the fake API server keeps no revisions
+		a.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease).ResourceVersion = fmt.Sprint(rv)
+		return false, nil, nil
+	})
+	l := &trackedLeaseLock{meta: metav1.ObjectMeta{Name: "app", Namespace: "ns"}, client: cs.CoordinationV1(), identity: "me", node: "w1"}
+	stored := func() map[string]string {
+		got, err := cs.CoordinationV1().Leases("ns").Get(ctx, "app", metav1.GetOptions{})
+		require.NoError(t, err)
+		return got.Annotations
+	}
+	_, _, err := l.Get(ctx)
+	require.NoError(t, err)
+	require.NoError(t, l.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me"})) // acquires: 11
+	assert.NotContains(t, stored(), AcquiredAnnotation, "the acquisition's own revision dates it")
+	assert.Equal(t, "w1", stored()[LeaderNodeAnnotation])
+	require.NoError(t, l.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me"})) // renews: 12
+	assert.Equal(t, "me@11", stored()[AcquiredAnnotation])
+	require.NoError(t, l.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me"})) // renews: 13
+	assert.Equal(t, "me@11", stored()[AcquiredAnnotation], "still the acquisition's")
+	require.NoError(t, l.Update(ctx, resourcelock.LeaderElectionRecord{})) // releases: 14
+	assert.NotContains(t, stored(), AcquiredAnnotation)
+	require.NoError(t, l.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me"})) // acquires again: 15
+	assert.NotContains(t, stored(), AcquiredAnnotation, "not the earlier term's")
+	require.NoError(t, l.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me"})) // renews: 16
+	assert.Equal(t, "me@15", stored()[AcquiredAnnotation])
 }
