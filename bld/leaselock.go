@@ -138,6 +138,21 @@ func (l *trackedLeaseLock) wrote(lease *coordinationv1.Lease, err error, acquiri
 	l.mu.Unlock()
 }
 
+// base is the Lease as last read or written: the next write's base.
+func (l *trackedLeaseLock) base() *coordinationv1.Lease {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lease
+}
+
+// adopt makes lease, read elsewhere (bld-optimistic's watch), the next
+// write's base; a write copies it first.
+func (l *trackedLeaseLock) adopt(lease *coordinationv1.Lease) {
+	l.mu.Lock()
+	l.lease = lease
+	l.mu.Unlock()
+}
+
 // lastWrite is the resourceVersion of this lock's last successful write.
 func (l *trackedLeaseLock) lastWrite() string {
 	l.mu.Lock()

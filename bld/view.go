@@ -77,7 +77,6 @@ type view struct {
 	at      map[string]balance.Placement // the others' placement just before each write of ours landed
 	atOrder []string
 	arrived chan struct{}         // closed, and replaced, whenever at grows
-	held    bool                  // this election's Lease named a holder when last seen
 	moves   uint64                // changes of the other elections' holders or nodes seen
 	node    string                // this candidate's node
 	workers int                   // N, the worker nodes BLD counts, once ready
@@ -274,8 +273,7 @@ func (v *view) lease(obj any, deleted bool) {
 	if l.Name == v.election {
 		// A Lease that stops naming a holder (released, or freed after a
 		// failed validation) is free at once: look again now.
-		kick = v.held && lv.holder == ""
-		v.held = lv.holder != ""
+		kick = was.holder != "" && lv.holder == ""
 	} else if !lv.sameHolder(was) {
 		// Another application's leader came, went or moved: the balance
 		// the gate refused this candidate on is not the balance now (a
@@ -284,7 +282,7 @@ func (v *view) lease(obj any, deleted bool) {
 		// gate's backoff, which grows to a retry period. Renewals change
 		// neither and kick no one.
 		v.moves++
-		kick = v.refused && !v.held && v.qualifiesLocked(v.election, v.node, now)
+		kick = v.refused && v.leases[v.election].holder == "" && v.qualifiesLocked(v.election, v.node, now)
 		if kick {
 			v.refused = false
 		}

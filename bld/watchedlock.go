@@ -2,8 +2,7 @@ package bld
 
 import (
 	"context"
-	"strconv"
-	"sync"
+	"sync/atomic"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,9 +28,9 @@ type watchedLock struct {
 	// own is the Lease as the view last saw it (nil: absent), and
 	// whether the view has listed yet.
 	own func() (*coordinationv1.Lease, bool)
-
-	mu       sync.Mutex
-	distrust bool // a write failed on what the view showed
+	// distrust: a write failed on what the view showed; the next read
+	// asks the API server.
+	distrust atomic.Bool
 }
 
 func (l *watchedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
@@ -39,16 +38,14 @@ func (l *watchedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionReco
 	if !ok || !l.trust(lease) {
 		rec, raw, err := l.trackedLeaseLock.Get(ctx)
 		if err == nil || apierrors.IsNotFound(err) {
-			l.setDistrust(false)
+			l.distrust.Store(false)
 		}
 		return rec, raw, err
 	}
 	if lease == nil {
 		return nil, nil, apierrors.NewNotFound(coordinationv1.Resource("leases"), l.meta.Name)
 	}
-	l.trackedLeaseLock.mu.Lock()
-	l.lease = lease // the next write's base; writes copy it first
-	l.trackedLeaseLock.mu.Unlock()
+	l.adopt(lease)
 	return leaseRecord(lease)
 }
 
@@ -57,36 +54,21 @@ func (l *watchedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionReco
 // does not hold the lease as its lock last knew it, and the copy is no
 // older than the lock's own (after a write of ours the watch may lag).
 func (l *watchedLock) trust(watched *coordinationv1.Lease) bool {
-	l.mu.Lock()
-	distrust := l.distrust
-	l.mu.Unlock()
-	if distrust {
+	if l.distrust.Load() {
 		return false
 	}
-	l.trackedLeaseLock.mu.Lock()
-	mine := l.lease
-	l.trackedLeaseLock.mu.Unlock()
-	if mine == nil {
+	mine := l.base()
+	switch {
+	case mine == nil:
 		return true
-	}
-	if mine.Spec.HolderIdentity != nil && *mine.Spec.HolderIdentity == l.identity {
+	case mine.Spec.HolderIdentity != nil && *mine.Spec.HolderIdentity == l.identity:
 		return false
-	}
-	if watched == nil {
+	case watched == nil:
 		// Absent now, present when the lock last saw it: deleted since,
 		// unless the watch has yet to deliver the Lease the lock saw.
 		return false
 	}
-	return !olderRV(watched.ResourceVersion, mine.ResourceVersion)
-}
-
-// olderRV reports whether resourceVersion a is older than b. The API
-// server's are etcd revisions; one that is not a number is taken as
-// older, which sends the read to the API server.
-func olderRV(a, b string) bool {
-	x, errA := strconv.ParseUint(a, 10, 64)
-	y, errB := strconv.ParseUint(b, 10, 64)
-	return errA != nil || errB != nil || x < y
+	return !OlderVersion(watched, mine)
 }
 
 func (l *watchedLock) Create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
@@ -105,12 +87,6 @@ func (l *watchedLock) Update(ctx context.Context, rec resourcelock.LeaderElectio
 // (the Lease had changed, or existed), until a read from the API server.
 func (l *watchedLock) learn(err error) {
 	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
-		l.setDistrust(true)
+		l.distrust.Store(true)
 	}
-}
-
-func (l *watchedLock) setDistrust(d bool) {
-	l.mu.Lock()
-	l.distrust = d
-	l.mu.Unlock()
 }

@@ -123,14 +123,6 @@ func TestWatchedLockReadsTheAPIServerBeforeTheFirstList(t *testing.T) {
 	assert.Equal(t, 1, f.gets())
 }
 
-func TestOlderRV(t *testing.T) {
-	assert.True(t, olderRV("9", "10"), "numbers, not strings")
-	assert.False(t, olderRV("10", "10"))
-	assert.False(t, olderRV("11", "10"))
-	assert.True(t, olderRV("", "10"), "unknown: read the API server")
-	assert.True(t, olderRV("10", "x"))
-}
-
 // bld-optimistic's lock names, on every renewal, the revision of the
 // write that made it the holder; an acquisition and a release name none.
 func TestTrackedLockNamesItsAcquisitionOnRenewal(t *testing.T) {
