@@ -42,5 +42,10 @@ func (l timedLock) Update(ctx context.Context, rec resourcelock.LeaderElectionRe
 }
 
 func (l timedLock) took(op string, start time.Time, attrs ...any) {
+	// Renewals call this every retry period for the life of the leader:
+	// build nothing when debug is off.
+	if !l.log.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
 	l.log.Debug("lock request", append([]any{"op", op, "took", l.clock.Since(start)}, attrs...)...)
 }
