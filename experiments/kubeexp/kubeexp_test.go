@@ -301,10 +301,19 @@ func TestSplitBrainFencesStaleLeaders(t *testing.T) {
 // kube-rebalance, both cases: the default election does not rebalance;
 // cle-balanced spreads the leaders within one after a node joins and after
 // the fullest returns from a drain, in (about) the fewest moves, never two
-// leaders at once.
+// leaders at once. The leases are longer than the experiment's default
+// (2 s, renewed within 1.5 s every 0.5 s): a leader's term there ends by
+// its own clock 0.5 s before the controller or another candidate may take
+// the Lease (no time at all for the default election: 0.5 s of retry
+// period and the 1.5-s deadline), and with make test and two busy loops on
+// two cores a leader once stopped a term late enough to overlap the next,
+// and lost renewals moved leaders four and seven times where one and two
+// were needed. Here a term ends 1.5 s (the default election: 1 s) before
+// the Lease may be taken, and a renewal may take 2.5 s.
 func TestRebalanceJoinAndDrain(t *testing.T) {
 	dir := t.TempDir()
-	tab := runKube(t, &Rebalance{}, dir, 1, "--algorithms", "default,cle-balanced", "--apps", "4", "--window", "4")
+	tab := runKube(t, &Rebalance{}, dir, 1, "--algorithms", "default,cle-balanced", "--apps", "4", "--window", "4",
+		"--lease-duration", "4s", "--renew-deadline", "2500ms", "--retry-period", "500ms")
 	require.Len(t, tab.Rows, 4)
 	for i := range tab.Rows {
 		alg, cs := tab.Str(i, "algorithm"), tab.Str(i, "case")
