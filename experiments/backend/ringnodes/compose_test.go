@@ -76,14 +76,15 @@ func TestComposeSplit(t *testing.T) {
 	// two, the third server on the larger side outside the ring, and
 	// neither side had a majority to remove the other.
 	var servers []string
-	require.NoError(t, Poll(ctx, time.Minute, func() (bool, error) {
+	err := Poll(ctx, time.Minute, func() (bool, error) {
 		if err := WaitMembers(ctx, addrs, 5); err != nil {
 			return false, err
 		}
 		st, err := GetStatus(ctx, addrs[0])
 		servers = st.Servers
 		return err == nil && len(servers) == 5, nil
-	}), "five servers before the split: %v", servers)
+	})
+	require.NoError(t, err, "five servers before the split, last seen %v", servers)
 	minority, majority := servers[:2], servers[2:]
 
 	// What the last look saw, for a failure to name: CI once ran out of
