@@ -190,6 +190,9 @@ func (c *Candidate) lead(ctx context.Context, leases <-chan *coordinationv1.Leas
 			// controller may name the next one), and an elector that has
 			// not taken the Lease yet would only fail every retry period.
 			if !c.named() {
+				if led != nil {
+					c.cfg.Log.Info("stepping down", "election", c.cfg.Election, "why", c.notNamed())
+				}
 				cancel()
 			}
 		}
@@ -237,6 +240,27 @@ func (c *Candidate) named() bool {
 		return false
 	}
 	return l.Spec.RenewTime != nil && c.cfg.Clock.Now().Before(l.Spec.RenewTime.Add(leaseDuration(l, c.cfg.LeaseDuration)))
+}
+
+// notNamed says why the Lease as last seen does not name this candidate
+// (for the step-down's log line: a move, another holder, or a term run
+// out by this candidate's clock).
+func (c *Candidate) notNamed() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := c.lease
+	switch {
+	case l == nil || l.Spec.HolderIdentity == nil:
+		return "no holder"
+	case *l.Spec.HolderIdentity != c.cfg.Identity:
+		return "held by " + *l.Spec.HolderIdentity
+	case l.Spec.PreferredHolder != nil && *l.Spec.PreferredHolder != "" && *l.Spec.PreferredHolder != c.cfg.Identity:
+		return "moved to " + *l.Spec.PreferredHolder
+	case l.Spec.RenewTime == nil:
+		return "no renewal"
+	}
+	return fmt.Sprintf("renewed at %s for %s, run out by this clock at %s", l.Spec.RenewTime.Format(time.RFC3339Nano),
+		leaseDuration(l, c.cfg.LeaseDuration), c.cfg.Clock.Now().Format(time.RFC3339Nano))
 }
 
 // leaseDuration is l's duration, or def where it has none.

@@ -73,7 +73,7 @@ func (f *Failover) Run(ctx context.Context, env *experiments.Env) error {
 		if c, ok := r.(*cleanup); ok && n == slices.Max(ns) && alg == algs[0] && t.Rep == 0 {
 			profiled = profileFailover(ctx, env, c)
 		}
-		res, err := ringnodes.KillCoordinator(ctx, r)
+		res, err := killQuiet(ctx, env, r, n)
 		if profiled != nil {
 			if perr := <-profiled; perr != nil && err == nil {
 				err = perr
@@ -98,6 +98,26 @@ func (f *Failover) Run(ctx context.Context, env *experiments.Env) error {
 		}
 		return []ringsim.FailoverRow{row}, nil
 	})
+}
+
+// killQuiet kills r's coordinator (ringnodes.KillCoordinator) until the
+// kill meets a ring that was not electing already, at most three times;
+// each disturbed try is logged, its server brought back.
+func killQuiet(ctx context.Context, env *experiments.Env, r ringnodes.Ring, n int) (ringnodes.Failover, error) {
+	const tries = 3
+	for try := 1; ; try++ {
+		res, err := ringnodes.KillCoordinator(ctx, r)
+		if !errors.Is(err, ringnodes.ErrDisturbed) || try == tries {
+			return res, err
+		}
+		env.Log.Warn("ring-failover: killing the coordinator again", "n", n, "try", try, "err", err)
+		if err := r.Restart(ctx, res.Killed); err != nil {
+			return res, fmt.Errorf("restart %s: %w", res.Killed, err)
+		}
+		if err := ringnodes.WaitMembers(ctx, r.Addrs(), n); err != nil {
+			return res, fmt.Errorf("rejoin: %w", err)
+		}
+	}
 }
 
 // The profiles ring-failover keeps of one ringnode (local backend): CPU

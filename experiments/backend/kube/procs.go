@@ -269,9 +269,22 @@ func (ps *Processes) startControllers(ctx context.Context) error {
 	const ns = "kube-system"
 	before := controllerLease(ctx, ps.c.CS, ns)
 	for i := range 2 {
-		cmd := exec.Command(bin, "--kubeconfig", ps.c.kubeconfig, "--id", fmt.Sprintf("cle-balanced-%d", i),
-			"--namespace", ns, "--ack-wait", "500ms", "--http", "127.0.0.1:0", "--log-level", "error")
-		cmd.Stderr = os.Stderr // errors only
+		id := fmt.Sprintf("cle-balanced-%d", i)
+		var log io.Writer = os.Stderr // errors only
+		level := "error"
+		if ps.logDir != "" {
+			// Its decisions beside the electors' logs (Cluster.KeepLogs):
+			// which holders it named, which leaders it moved.
+			f, err := os.Create(filepath.Join(ps.logDir, id+".log"))
+			if err != nil {
+				return fmt.Errorf("strategy controller log: %w", err)
+			}
+			defer f.Close() // the process has its own descriptor
+			log, level = f, "debug"
+		}
+		cmd := exec.Command(bin, "--kubeconfig", ps.c.kubeconfig, "--id", id,
+			"--namespace", ns, "--ack-wait", "500ms", "--http", "127.0.0.1:0", "--log-level", level)
+		cmd.Stderr = log
 		if err := cmd.Start(); err != nil {
 			return fmt.Errorf("start the strategy controller: %w", err)
 		}

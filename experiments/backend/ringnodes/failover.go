@@ -2,6 +2,7 @@ package ringnodes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -46,34 +47,44 @@ func Coordinator(ctx context.Context, addrs []string) (string, map[string]server
 // WaitSettled waits until all servers follow one coordinator with a ring
 // of exactly their number.
 func WaitSettled(ctx context.Context, addrs []string, limit time.Duration) (string, error) {
+	coord, _, err := settledStatus(ctx, addrs, limit)
+	return coord, err
+}
+
+// settledStatus is WaitSettled that also returns the statuses that showed
+// the ring settled: none of them electing.
+func settledStatus(ctx context.Context, addrs []string, limit time.Duration) (string, map[string]server.Status, error) {
 	var coord string
+	var sts map[string]server.Status
 	err := Poll(ctx, limit, func() (bool, error) {
-		c, sts, err := Coordinator(ctx, addrs)
+		c, all, err := Coordinator(ctx, addrs)
 		if err != nil {
 			return false, nil
 		}
-		for _, st := range sts {
+		for _, st := range all {
 			if len(st.Servers) != len(addrs) {
 				return false, nil
 			}
 		}
-		coord = c
+		coord, sts = c, all
 		return true, nil
 	})
-	return coord, err
+	return coord, sts, err
 }
 
 // KillCoordinator crashes the settled coordinator of r and measures the
 // failover until every live server follows the new one.
+//
+// The kill must meet a quiet ring. A server whose detector fired falsely
+// between the settled look and the kill (a loaded machine) has an
+// election under way that the kill only joins: no detector fires after
+// it, and the times would not be a failover's. Such a run returns
+// ErrDisturbed, with Killed set, to be run again.
 func KillCoordinator(ctx context.Context, r Ring) (Failover, error) {
 	addrs := r.Addrs()
-	coord, err := WaitSettled(ctx, addrs, 20*time.Second)
+	coord, before, err := settledStatus(ctx, addrs, 20*time.Second)
 	if err != nil {
 		return Failover{}, fmt.Errorf("before the kill: %w; %s", err, Describe(ctx, addrs))
-	}
-	before, err := StatusAll(ctx, addrs)
-	if err != nil {
-		return Failover{}, err
 	}
 	election := before[coord].Election
 	for a, st := range before {
@@ -140,6 +151,13 @@ func KillCoordinator(ctx context.Context, r Ring) (Failover, error) {
 		}
 		return time.Duration(t - kill)
 	}
+	if detect == 0 {
+		var b strings.Builder
+		for _, a := range live {
+			fmt.Fprintf(&b, " %s %s;", a, sinceKill(after[a].Events.Suspected, kill))
+		}
+		return Failover{Killed: coord}, fmt.Errorf("%w: no detector fired after killing %s; last suspicions:%s", ErrDisturbed, coord, b.String())
+	}
 	f.Detect, f.AllKnow, f.Metadata = since(detect), since(allKnow), since(meta)
 	if won > 0 && firstSent > 0 {
 		f.Propagation = time.Duration(won - firstSent)
@@ -148,6 +166,18 @@ func KillCoordinator(ctx context.Context, r Ring) (Failover, error) {
 		f.ElectedRound = time.Duration(won - announced)
 	}
 	return f, nil
+}
+
+// ErrDisturbed: an election was under way when the coordinator was
+// killed (KillCoordinator).
+var ErrDisturbed = errors.New("the ring was electing at the kill")
+
+// sinceKill describes instant t (Unix ns, 0 never) against the kill.
+func sinceKill(t, kill int64) string {
+	if t == 0 {
+		return "never"
+	}
+	return fmt.Sprintf("%+.1f ms from the kill", float64(t-kill)/1e6)
 }
 
 // Describe summarises what each server believes, for error messages.

@@ -1,0 +1,101 @@
+package ringnodes
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ringside/ringside/ring"
+	"github.com/ringside/ringside/ring/server"
+)
+
+// scriptedRing serves /internal/status from statuses it changes on Kill,
+// as the servers of a ring would report a failover: the largest survivor
+// takes over, each survivor's detector having fired at suspect(kill).
+type scriptedRing struct {
+	mu      sync.Mutex
+	sts     map[string]*server.Status
+	addrs   []string
+	suspect func(kill time.Time) time.Time
+}
+
+func newScriptedRing(t *testing.T, n int, suspect func(time.Time) time.Time) *scriptedRing {
+	r := &scriptedRing{sts: map[string]*server.Status{}, suspect: suspect}
+	for range n {
+		var addr string
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			json.NewEncoder(w).Encode(r.sts[addr])
+		}))
+		t.Cleanup(srv.Close)
+		addr = strings.TrimPrefix(srv.URL, "http://")
+		r.addrs = append(r.addrs, addr)
+	}
+	// Settled on the smallest UID, as a fresh ring is on its starter.
+	first := slices.MinFunc(r.addrs, func(a, b string) int { return ring.UIDOf(a).Cmp(ring.UIDOf(b)) })
+	for _, a := range r.addrs {
+		r.sts[a] = &server.Status{Addr: a, Election: "chang-roberts", Leader: first, Coordinator: a == first, Servers: r.addrs}
+	}
+	return r
+}
+
+func (r *scriptedRing) Addrs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.addrs)
+}
+
+func (r *scriptedRing) Kill(_ context.Context, addr string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	kill := time.Now()
+	r.addrs = slices.DeleteFunc(r.addrs, func(a string) bool { return a == addr })
+	winner := slices.MaxFunc(r.addrs, func(a, b string) int { return ring.UIDOf(a).Cmp(ring.UIDOf(b)) })
+	sus := r.suspect(kill)
+	at := sus.Add(time.Millisecond).UnixNano()
+	for _, a := range r.addrs {
+		st := r.sts[a]
+		st.Leader, st.Coordinator, st.Servers = winner, a == winner, r.addrs
+		st.Events = server.Events{Suspected: sus.UnixNano(), ElectionSent: at, LeaderKnown: at, MetaApplied: at}
+		if a == winner {
+			st.Events.Announced, st.Events.Won = at, at
+		}
+	}
+	return nil
+}
+
+func (r *scriptedRing) Restart(context.Context, string) error { return nil }
+func (r *scriptedRing) Add(context.Context) (string, error)   { return "", nil }
+func (r *scriptedRing) Close() error                          { return nil }
+
+func TestKillCoordinatorTimesTheDetectorAfterTheKill(t *testing.T) {
+	r := newScriptedRing(t, 3, func(kill time.Time) time.Time { return kill.Add(5 * time.Millisecond) })
+	coord := r.sts[r.addrs[0]].Leader
+	f, err := KillCoordinator(context.Background(), r)
+	require.NoError(t, err)
+	assert.Equal(t, coord, f.Killed)
+	assert.True(t, f.NewIsMaxLive)
+	assert.Greater(t, f.Detect, time.Duration(0))
+	assert.GreaterOrEqual(t, f.AllKnow, f.Detect)
+}
+
+// A detector that fired before the kill (falsely, on a loaded machine)
+// started the election the kill joined: no failover to time.
+func TestKillCoordinatorRefusesARingAlreadyElecting(t *testing.T) {
+	r := newScriptedRing(t, 3, func(kill time.Time) time.Time { return kill.Add(-time.Millisecond) })
+	coord := r.sts[r.addrs[0]].Leader
+	f, err := KillCoordinator(context.Background(), r)
+	require.ErrorIs(t, err, ErrDisturbed)
+	assert.Equal(t, coord, f.Killed, "the killed server, to bring back")
+	assert.Contains(t, err.Error(), "-1.0 ms from the kill")
+}
