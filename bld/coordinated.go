@@ -191,7 +191,7 @@ func (c *Candidate) lead(ctx context.Context, leases <-chan *coordinationv1.Leas
 			// not taken the Lease yet would only fail every retry period.
 			if !c.named() {
 				if led != nil {
-					c.cfg.Log.Info("stepping down", "election", c.cfg.Election, "why", c.notNamed())
+					c.cfg.Log.Info("stepping down", "why", c.notNamed())
 				}
 				cancel()
 			}

@@ -331,19 +331,19 @@ func (c *Controller) election(now time.Time, name string, el *election, soon fun
 		if lc.Spec.PingTime != nil {
 			ping = lc.Spec.PingTime.Time
 		}
+		cand := strategy.Candidate{Identity: lc.Name, Node: node, Leaving: c.podLeaving(lc)}
 		switch strategy.Liveness(now, since, renew, ping, c.cfg.AckWait) {
 		case strategy.Dead:
 			continue
 		case strategy.Unasked:
 			ask = append(ask, lc)
 			soon(now.Add(c.cfg.AckWait))
-			e.Candidates = append(e.Candidates, strategy.Candidate{Identity: lc.Name, Node: node, Pending: true})
+			cand.Pending = true
 		case strategy.Pending:
 			soon(ping.Add(c.cfg.AckWait))
-			e.Candidates = append(e.Candidates, strategy.Candidate{Identity: lc.Name, Node: node, Pending: true})
-		default:
-			e.Candidates = append(e.Candidates, strategy.Candidate{Identity: lc.Name, Node: node})
+			cand.Pending = true
 		}
+		e.Candidates = append(e.Candidates, cand)
 	}
 	if !free {
 		e.Candidates = append(e.Candidates, c.unregisteredHolder(e.Holder, el)...)

@@ -160,6 +160,23 @@ func TestCandidatesCountAtTheirPodsNode(t *testing.T) {
 	}
 }
 
+// A candidate whose Pod is being deleted (its node drained) is not named,
+// though its node is the emptier: the Lease goes to the other.
+func TestACandidateWhosePodIsDeletedIsNotNamed(t *testing.T) {
+	now := time.Now()
+	node := func(n string) map[string]string { return map[string]string{bld.NodeAnnotation: n} }
+	deleted := metav1.NewTime(now)
+	r := run(t, fake.NewClientset(
+		lease("a", "a-1", now, 60), candidate("a-1", "a", node("w1"), now),
+		lease("b", bld.Unassigned, now.Add(-2*time.Second), 2),
+		candidate("b-1", "b", node("w1"), now), candidate("b-2", "b", node("w2"), now),
+		&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "b-2", Namespace: "x", DeletionTimestamp: &deleted, Finalizers: []string{"x/y"},
+			Labels: map[string]string{bld.ElectionLabel: "b"}}, Spec: v1.PodSpec{NodeName: "w2"}},
+	), 0, slog.New(slog.DiscardHandler))
+	require.Equal(t, strategy.Decision{Election: "b", Holder: "b-1"}, r.next(t))
+	r.stop()
+}
+
 // A new application's Lease waits for a candidate whose Pod is bound to
 // an emptier node and that has not registered yet, and names it once it
 // does; with no such Pod (or once Gather has passed) the registered

@@ -194,6 +194,15 @@ func (c *Controller) candidateNode(lc *v1alpha2.LeaseCandidate) string {
 	return claimed
 }
 
+// podLeaving reports whether lc's Pod is being deleted (a drained node, a
+// rollout): the candidate is on its way out, and the strategy names it
+// nothing (strategy.Candidate.Leaving).
+func (c *Controller) podLeaving(lc *v1alpha2.LeaseCandidate) bool {
+	obj, ok, _ := c.pods.GetByKey(lc.Namespace + "/" + lc.Name)
+	p, _ := obj.(*v1.Pod)
+	return ok && p != nil && p.DeletionTimestamp != nil
+}
+
 // absentElection is an election with no Lease yet, its Pods as its
 // candidates; it waits up to an ack wait from its first Pod for a Pod on
 // the emptiest node.

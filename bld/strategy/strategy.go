@@ -20,9 +20,14 @@ const Name = "ringside.io/balanced"
 // Candidate is a LeaseCandidate not known to be dead: who, and on which
 // node. Pending marks one asked whether it is still there (a ping) and
 // not answered yet (Liveness): it may lead later, it is not named now.
+// Leaving marks one whose Pod is being deleted (a drain, a rollout): it
+// counts where it leads until it steps down, but is never named holder
+// nor a move's target — a leader moved onto a node being drained would
+// only have to move again.
 type Candidate struct {
 	Identity, Node string
 	Pending        bool
+	Leaving        bool
 }
 
 // Election is one application's Lease and its live candidates.
@@ -166,6 +171,9 @@ func Decide(now time.Time, elections []Election) []Decision {
 func (e Election) choose(now time.Time, count map[string]int) (Candidate, bool) {
 	var live, pending []Candidate
 	for _, c := range e.Candidates {
+		if c.Leaving {
+			continue
+		}
 		if c.Pending {
 			pending = append(pending, c)
 		} else {
@@ -175,14 +183,14 @@ func (e Election) choose(now time.Time, count map[string]int) (Candidate, bool) 
 	if e.Absent {
 		// Nobody can answer a ping before the Lease exists (v1.32 refuses
 		// a LeaseCandidate without it): the Pods are all there is.
-		live, pending = e.Candidates, nil
+		live, pending = slices.DeleteFunc(slices.Clone(e.Candidates), func(c Candidate) bool { return c.Leaving }), nil
 	}
 	if len(live) == 0 {
 		return Candidate{}, false
 	}
 	// A move's target, once it answers (until then the Lease waits; if it
 	// does not, it is dropped as dead and the Lease goes to the best).
-	if c, ok := e.candidate(e.Preferred); ok {
+	if c, ok := e.candidate(e.Preferred); ok && !c.Leaving {
 		return c, !c.Pending
 	}
 	best := slices.MinFunc(live, func(a, b Candidate) int {
@@ -233,7 +241,7 @@ func move(now time.Time, es []Election, leaderNode map[string]string, moved map[
 		}
 		var to Candidate
 		for _, c := range e.Candidates {
-			if !c.Pending && count[c.Node] < count[full]-1 && (to.Node == "" || count[c.Node] < count[to.Node] ||
+			if !c.Pending && !c.Leaving && count[c.Node] < count[full]-1 && (to.Node == "" || count[c.Node] < count[to.Node] ||
 				count[c.Node] == count[to.Node] && cmp.Or(cmp.Compare(c.Node, to.Node), cmp.Compare(c.Identity, to.Identity)) < 0) {
 				to = c
 			}

@@ -103,7 +103,7 @@ func TestDecideProperties(t *testing.T) {
 			var cs []Candidate
 			for _, n := range nodes[:1+r.IntN(len(nodes))] {
 				if r.IntN(3) > 0 {
-					cs = append(cs, Candidate{Identity: name + "@" + n, Node: n})
+					cs = append(cs, Candidate{Identity: name + "@" + n, Node: n, Leaving: r.IntN(6) == 0})
 				}
 			}
 			e := Election{Name: name, Candidates: cs, LeaseDuration: lease}
@@ -127,12 +127,13 @@ func TestDecideProperties(t *testing.T) {
 			require.False(t, seen[d.Election], "trial %d: two decisions for %s", trial, d.Election)
 			seen[d.Election] = true
 			id := d.Holder + d.Preferred
-			_, live := e.candidate(id)
+			c, live := e.candidate(id)
 			require.True(t, live, "trial %d: %s names %q, not a live candidate", trial, d.Election, id)
+			require.False(t, c.Leaving, "trial %d: %s names %q, whose Pod is being deleted", trial, d.Election, id)
 			require.True(t, (d.Holder != "") == e.Free(now), "trial %d: %s: a holder exactly for a free Lease (%+v)", trial, d.Election, d)
 		}
 		for _, e := range es {
-			if e.Free(now) && len(e.Candidates) > 0 {
+			if e.Free(now) && slices.ContainsFunc(e.Candidates, func(c Candidate) bool { return !c.Leaving }) {
 				require.True(t, seen[e.Name], "trial %d: %s starves", trial, e.Name)
 			}
 		}
@@ -181,7 +182,7 @@ func checkBalanced(t *testing.T, trial int, es []Election, ds []Decision) {
 			continue
 		}
 		for _, c := range e.Candidates {
-			require.False(t, count[c.Node] < hi-1, "trial %d: spread %d–%d, yet %s could move to %s", trial, lo, hi, e.Name, c.Node)
+			require.False(t, !c.Leaving && count[c.Node] < hi-1, "trial %d: spread %d–%d, yet %s could move to %s", trial, lo, hi, e.Name, c.Node)
 		}
 	}
 }
@@ -266,6 +267,39 @@ func TestAFreeLeaseGathersCandidates(t *testing.T) {
 	e.Gather = now.Add(time.Second)
 	e.Candidates = append(e.Candidates, Candidate{Identity: "a@n2", Node: "n2"})
 	assert.Equal(t, []Decision{{Election: "a", Holder: "a@n2"}}, Decide(now, []Election{busy, other, e}), "one came: no need to wait")
+}
+
+// A candidate whose Pod is being deleted (a node drained) is neither
+// named holder nor made a move's target, yet counts where it leads.
+func TestLeavingCandidatesAreNeverChosen(t *testing.T) {
+	leaving := func(cs []Candidate, node string) []Candidate {
+		for i := range cs {
+			cs[i].Leaving = cs[i].Node == node
+		}
+		return cs
+	}
+	// n3 is being drained, and holds no leader: a's free Lease goes to
+	// n1, as full as n2 and before it by name.
+	es := []Election{
+		{Name: "a", Candidates: leaving(cands("a", "n1", "n2", "n3"), "n3")},
+		held("b", "b@n1", leaving(cands("b", "n1", "n3"), "n3")),
+		held("c", "c@n2", cands("c", "n1", "n2")),
+	}
+	assert.Equal(t, []Decision{{Election: "a", Holder: "a@n1"}}, Decide(now, es))
+	// n1 holds two leaders and the drained n3 none: no move goes there.
+	es = []Election{
+		held("a", "a@n1", leaving(cands("a", "n1", "n3"), "n3")),
+		held("b", "b@n1", leaving(cands("b", "n1", "n3"), "n3")),
+		held("c", "c@n2", leaving(cands("c", "n2", "n3"), "n3")),
+	}
+	assert.Empty(t, Decide(now, es))
+	// A move's target whose Pod is being deleted is dropped: the free
+	// Lease goes to the best of the others.
+	e := Election{Name: "a", Preferred: "a@n3", Candidates: leaving(cands("a", "n1", "n3"), "n3")}
+	assert.Equal(t, []Decision{{Election: "a", Holder: "a@n1"}}, Decide(now, []Election{e}))
+	// Only leaving candidates: nobody is named.
+	e = Election{Name: "a", Candidates: leaving(cands("a", "n3"), "n3")}
+	assert.Empty(t, Decide(now, []Election{e}))
 }
 
 func pods(app string, nodes ...string) []Candidate {

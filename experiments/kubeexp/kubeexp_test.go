@@ -88,9 +88,21 @@ func TestKubeExperimentsWriteCSVAndReport(t *testing.T) {
 	require.Len(t, l.Rows, 4*3)
 	// --elector-logs kept every elector's debug log: the BLD family's
 	// acquisition attempts with their read, gate and write times.
-	files, err := filepath.Glob(filepath.Join(logs, "*.log"))
+	files, err := filepath.Glob(filepath.Join(logs, "*_*.log"))
 	require.NoError(t, err)
 	assert.Len(t, files, 4*3*5, "one log per elector")
+	// And the strategy controller's replicas', with cle-balanced's
+	// decisions in the one that controlled.
+	ctls, err := filepath.Glob(filepath.Join(logs, "cle-balanced-*.log"))
+	require.NoError(t, err)
+	require.Len(t, ctls, 2)
+	decisions := 0
+	for _, f := range ctls {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		decisions += bytes.Count(b, []byte("msg=decision"))
+	}
+	assert.GreaterOrEqual(t, decisions, 3, "a holder named for each application at least")
 	won := 0
 	for _, f := range files {
 		b, err := os.ReadFile(f)

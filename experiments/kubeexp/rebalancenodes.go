@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,20 +19,39 @@ import (
 // kube-rebalance's changes to the cluster's nodes: a node drained and
 // cordoned, a node joining and leaving again.
 
-// drain cordons node and stops every candidate on it (SIGTERM: its
-// leaders let go), then waits until every application leads again on the
-// other nodes.
-func (r *Rebalance) drain(ctx context.Context, c *kube.Cluster, ns, node string, names []string, podNode map[string]string) error {
+// drain evicts node's candidates as kubectl drain does: the node
+// cordoned, then every Pod on it deleted at once and its elector
+// SIGTERMed (on kind the kubelet signals; on the process backend, which
+// has no kubelet, the Pod keeps its deletion mark and the harness
+// signals). It returns once every application leads elsewhere. One Pod
+// at a time, as a first version had it, left the node's last candidates
+// registered for a second or more on a loaded machine, and cle-balanced
+// moved leaders onto them.
+func (r *Rebalance) drain(ctx context.Context, c *kube.Cluster, backend, ns, node string, names []string, podNode map[string]string) error {
 	if err := cordon(ctx, c, node, true); err != nil {
 		return err
 	}
+	g, gctx := errgroup.WithContext(ctx)
 	for id, n := range podNode {
 		if n != node {
 			continue
 		}
-		if _, err := c.Signal(ctx, ns, strings.TrimPrefix(id, ns+"/"), syscall.SIGTERM); err != nil {
-			return fmt.Errorf("drain %s: %w", node, err)
-		}
+		pod := strings.TrimPrefix(id, ns+"/")
+		g.Go(func() error {
+			if backend != kube.BackendPods {
+				err := c.CS.CoreV1().Pods(ns).Delete(gctx, pod, metav1.DeleteOptions{})
+				if err != nil && !apierrors.IsNotFound(err) {
+					return fmt.Errorf("drain %s: delete pod %s: %w", node, pod, err)
+				}
+			}
+			if _, err := c.Signal(gctx, ns, pod, syscall.SIGTERM); err != nil {
+				return fmt.Errorf("drain %s: %w", node, err)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	limit := 2*r.timing.Lease + 30*time.Second
 	deadline := time.Now().Add(limit)
