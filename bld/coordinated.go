@@ -189,9 +189,9 @@ func (c *Candidate) lead(ctx context.Context, leases <-chan *coordinationv1.Leas
 			// deadline, which ends as the Lease runs out — the moment the
 			// controller may name the next one), and an elector that has
 			// not taken the Lease yet would only fail every retry period.
-			if !c.named() {
+			if why := c.notNamed(); why != "" {
 				if led != nil {
-					c.cfg.Log.Info("stepping down", "why", c.notNamed())
+					c.cfg.Log.Info("stepping down", "why", why)
 				}
 				cancel()
 			}
@@ -229,22 +229,12 @@ func renewedBy(l *coordinationv1.Lease, now time.Time) time.Time {
 // named reports whether the Lease as last seen names this candidate
 // holder, valid by this candidate's clock (a Lease it let run out does
 // not invite it back), with no move away under way.
-func (c *Candidate) named() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	l := c.lease
-	if l == nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != c.cfg.Identity {
-		return false
-	}
-	if l.Spec.PreferredHolder != nil && *l.Spec.PreferredHolder != "" && *l.Spec.PreferredHolder != c.cfg.Identity {
-		return false
-	}
-	return l.Spec.RenewTime != nil && c.cfg.Clock.Now().Before(l.Spec.RenewTime.Add(leaseDuration(l, c.cfg.LeaseDuration)))
-}
+func (c *Candidate) named() bool { return c.notNamed() == "" }
 
-// notNamed says why the Lease as last seen does not name this candidate
-// (for the step-down's log line: a move, another holder, or a term run
-// out by this candidate's clock).
+// notNamed is why the Lease as last seen does not name this candidate
+// ("" when it does): no holder, another holder, a move away, or a term
+// run out by this candidate's clock — for named, and for a step-down's
+// log line.
 func (c *Candidate) notNamed() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -259,8 +249,10 @@ func (c *Candidate) notNamed() string {
 	case l.Spec.RenewTime == nil:
 		return "no renewal"
 	}
-	return fmt.Sprintf("renewed at %s for %s, run out by this clock at %s", l.Spec.RenewTime.Format(time.RFC3339Nano),
-		leaseDuration(l, c.cfg.LeaseDuration), c.cfg.Clock.Now().Format(time.RFC3339Nano))
+	if end := l.Spec.RenewTime.Add(leaseDuration(l, c.cfg.LeaseDuration)); !c.cfg.Clock.Now().Before(end) {
+		return "its term ran out at " + end.Format(time.RFC3339Nano)
+	}
+	return ""
 }
 
 // leaseDuration is l's duration, or def where it has none.

@@ -183,7 +183,7 @@ func (e Election) choose(now time.Time, count map[string]int) (Candidate, bool) 
 	if e.Absent {
 		// Nobody can answer a ping before the Lease exists (v1.32 refuses
 		// a LeaseCandidate without it): the Pods are all there is.
-		live, pending = slices.DeleteFunc(slices.Clone(e.Candidates), func(c Candidate) bool { return c.Leaving }), nil
+		live, pending = append(live, pending...), nil
 	}
 	if len(live) == 0 {
 		return Candidate{}, false

@@ -180,7 +180,7 @@ func (r *Rebalance) once(ctx context.Context, c *kube.Cluster, backend, join, al
 		node, nodes = fullest(before, c.WorkerNodes), c.WorkerNodes
 		// Never leave a node of the cluster cordoned, whatever happens.
 		defer cordon(context.WithoutCancel(ctx), c, node, false)
-		if err := r.drain(ctx, c, backend, ns, node, names, podNode); err != nil {
+		if err := r.drain(ctx, c, ns, node, names, podNode); err != nil {
 			return rebalanceRow{}, err
 		}
 		if err := cordon(ctx, c, node, false); err != nil {

@@ -20,14 +20,12 @@ import (
 // cordoned, a node joining and leaving again.
 
 // drain evicts node's candidates as kubectl drain does: the node
-// cordoned, then every Pod on it deleted at once and its elector
-// SIGTERMed (on kind the kubelet signals; on the process backend, which
-// has no kubelet, the Pod keeps its deletion mark and the harness
-// signals). It returns once every application leads elsewhere. One Pod
+// cordoned, then every Pod on it deleted at once (Cluster.Signal with
+// SIGTERM). It returns once every application leads elsewhere. One Pod
 // at a time, as a first version had it, left the node's last candidates
 // registered for a second or more on a loaded machine, and cle-balanced
 // moved leaders onto them.
-func (r *Rebalance) drain(ctx context.Context, c *kube.Cluster, backend, ns, node string, names []string, podNode map[string]string) error {
+func (r *Rebalance) drain(ctx context.Context, c *kube.Cluster, ns, node string, names []string, podNode map[string]string) error {
 	if err := cordon(ctx, c, node, true); err != nil {
 		return err
 	}
@@ -36,15 +34,8 @@ func (r *Rebalance) drain(ctx context.Context, c *kube.Cluster, backend, ns, nod
 		if n != node {
 			continue
 		}
-		pod := strings.TrimPrefix(id, ns+"/")
 		g.Go(func() error {
-			if backend != kube.BackendPods {
-				err := c.CS.CoreV1().Pods(ns).Delete(gctx, pod, metav1.DeleteOptions{})
-				if err != nil && !apierrors.IsNotFound(err) {
-					return fmt.Errorf("drain %s: delete pod %s: %w", node, pod, err)
-				}
-			}
-			if _, err := c.Signal(gctx, ns, pod, syscall.SIGTERM); err != nil {
+			if _, err := c.Signal(gctx, ns, strings.TrimPrefix(id, ns+"/"), syscall.SIGTERM); err != nil {
 				return fmt.Errorf("drain %s: %w", node, err)
 			}
 			return nil

@@ -90,11 +90,8 @@ func (f *Failover) Run(ctx context.Context, env *experiments.Env) error {
 			AllKnow: res.AllKnow, Metadata: res.Metadata, ElectionMsgs: int(res.Sent["election"]), ElectedMsgs: int(res.Sent["elected"]),
 			EndMsgs: int(res.Sent["end"]), Suspect: f.srv.suspect, Seed: t.Seed, ElectedRound: res.ElectedRound}
 		// Bring the killed server back so every repetition sees n servers.
-		if err := r.Restart(ctx, res.Killed); err != nil {
-			return nil, fmt.Errorf("n=%d: restart %s: %w", n, res.Killed, err)
-		}
-		if err := ringnodes.WaitMembers(ctx, r.Addrs(), n); err != nil {
-			return nil, fmt.Errorf("n=%d: rejoin: %w", n, err)
+		if err := bringBack(ctx, r, res.Killed, n); err != nil {
+			return nil, fmt.Errorf("n=%d: %w", n, err)
 		}
 		return []ringsim.FailoverRow{row}, nil
 	})
@@ -111,13 +108,21 @@ func killQuiet(ctx context.Context, env *experiments.Env, r ringnodes.Ring, n in
 			return res, err
 		}
 		env.Log.Warn("ring-failover: killing the coordinator again", "n", n, "try", try, "err", err)
-		if err := r.Restart(ctx, res.Killed); err != nil {
-			return res, fmt.Errorf("restart %s: %w", res.Killed, err)
-		}
-		if err := ringnodes.WaitMembers(ctx, r.Addrs(), n); err != nil {
-			return res, fmt.Errorf("rejoin: %w", err)
+		if err := bringBack(ctx, r, res.Killed, n); err != nil {
+			return res, err
 		}
 	}
+}
+
+// bringBack restarts killed and waits until the ring has its n servers.
+func bringBack(ctx context.Context, r ringnodes.Ring, killed string, n int) error {
+	if err := r.Restart(ctx, killed); err != nil {
+		return fmt.Errorf("restart %s: %w", killed, err)
+	}
+	if err := ringnodes.WaitMembers(ctx, r.Addrs(), n); err != nil {
+		return fmt.Errorf("rejoin: %w", err)
+	}
+	return nil
 }
 
 // The profiles ring-failover keeps of one ringnode (local backend): CPU

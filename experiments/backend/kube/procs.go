@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ringside/ringside/bld/balance"
@@ -198,6 +199,17 @@ func (ps *Processes) signal(ctx context.Context, ns, pod string, sig syscall.Sig
 	ps.mu.Unlock()
 	if p == nil {
 		return time.Time{}, fmt.Errorf("no elector %s/%s", ns, pod)
+	}
+	if sig == syscall.SIGTERM {
+		// As on a cluster, where a Pod's deletion is what makes its
+		// kubelet send SIGTERM: the Pod is marked deleted first (with no
+		// kubelet here the mark stays), so what watches the Pods — the
+		// strategy controller — sees the candidate leaving. The signal's
+		// instant is still the SIGTERM's.
+		err := ps.c.CS.CoreV1().Pods(ns).Delete(ctx, pod, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return time.Time{}, fmt.Errorf("delete pod %s/%s: %w", ns, pod, err)
+		}
 	}
 	at := time.Now()
 	p.signalled.Store(true)
