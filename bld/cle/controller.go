@@ -9,6 +9,7 @@
 package cle
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -72,6 +73,9 @@ type Controller struct {
 	pods       cache.Indexer // candidate Pods (bld.ElectionLabel), by election
 	wake       chan struct{}
 	warned     map[string]bool // candidates and Pods already reported (unusable, or annotated with another node than their Pod's)
+	// When this replica first saw each absent election ("ns/name"): its
+	// wait for a Pod on the emptiest node runs from then.
+	absentSince map[string]time.Time
 }
 
 // New checks cfg.
@@ -100,7 +104,7 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.OnDecision == nil {
 		cfg.OnDecision = func(string, strategy.Decision) {}
 	}
-	return &Controller{cfg: cfg, wake: make(chan struct{}, 1), warned: map[string]bool{}}, nil
+	return &Controller{cfg: cfg, wake: make(chan struct{}, 1), warned: map[string]bool{}, absentSince: map[string]time.Time{}}, nil
 }
 
 // Run controls the elections until ctx ends.
@@ -191,10 +195,13 @@ func (c *Controller) reconcile(ctx context.Context) time.Time {
 	slices.Sort(namespaces)
 	var pings []*v1alpha2.LeaseCandidate
 	es := map[string][]strategy.Election{}
+	absentSince := map[string]time.Time{}
 	for _, ns := range namespaces {
 		for name, el := range byNS[ns] {
 			if el.pods != nil {
-				es[ns] = append(es[ns], c.absentElection(now, name, el, soon))
+				key := ns + "/" + name
+				absentSince[key] = cmp.Or(c.absentSince[key], now)
+				es[ns] = append(es[ns], c.absentElection(absentSince[key], name, el, soon))
 				continue
 			}
 			e, ask := c.election(now, name, el, soon)
@@ -202,6 +209,7 @@ func (c *Controller) reconcile(ctx context.Context) time.Time {
 			pings = append(pings, ask...)
 		}
 	}
+	c.absentSince = absentSince
 	c.ping(ctx, pings, now)
 	var writes []write
 	for _, ns := range namespaces {

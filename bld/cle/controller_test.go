@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/ringside/ringside/bld"
 	"github.com/ringside/ringside/bld/strategy"
@@ -292,4 +293,70 @@ func TestNamingLosesToAWriteInBetween(t *testing.T) {
 	l, err := cs.CoordinationV1().Leases("x").Get(context.Background(), "a", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, "intruder", *l.Spec.HolderIdentity, "the write in between stands")
+}
+
+// A new application's first holder is named from its Pods, but only an
+// ack wait after the controller first saw them may it settle for a Pod
+// on a fuller node: its Pods are created one by one, and the first
+// Pod's creationTimestamp, in whole seconds, may already lie an ack wait
+// back when it comes (seen under load: 2:1:0 leaders for three
+// applications). The clock stands still until the case moves it, so
+// nothing else can end the wait.
+func TestAnAbsentElectionWaitsFromWhenItsPodsWereSeen(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		late bool // b's Pod on the emptier node comes during the wait
+		want string
+	}{
+		{"a Pod on the emptier node comes", true, "b-2"},
+		{"none comes: the wait ends an ack wait after", false, "b-1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fc := clocktesting.NewFakeClock(time.Date(2026, 12, 1, 2, 24, 42, 775_000_000, time.UTC))
+			now := fc.Now()
+			node := func(n string) map[string]string { return map[string]string{bld.NodeAnnotation: n} }
+			pod := func(name, node string) *v1.Pod {
+				return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "x", Labels: map[string]string{bld.ElectionLabel: "b"},
+					Annotations:       map[string]string{bld.StrategyAnnotation: strategy.Name, bld.LeaseDurationAnnotation: "10s"},
+					CreationTimestamp: metav1.NewTime(now.Truncate(time.Second))},
+					Spec: v1.PodSpec{NodeName: node}}
+			}
+			cs := fake.NewClientset(
+				lease("a", "a-1", now, 60), // a leader on w1; w2 has none
+				candidate("a-1", "a", node("w1"), now),
+				candidate("a-2", "a", node("w2"), now),
+				pod("b-1", "w1"), // b's first Pod, on the fuller node
+			)
+			decided := make(chan strategy.Decision, 4)
+			ctl, err := New(Config{Client: cs, Namespace: "x", AckWait: 500 * time.Millisecond, Clock: fc, Log: slog.New(slog.DiscardHandler),
+				OnDecision: func(_ string, d strategy.Decision) { decided <- d }})
+			require.NoError(t, err)
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() { done <- ctl.Run(ctx) }()
+			defer func() { cancel(); require.NoError(t, <-done) }()
+			// Several looks at b while only b-1 is there: no decision.
+			for range 5 {
+				ctl.poke()
+				select {
+				case d := <-decided:
+					t.Fatalf("decided %+v during b's wait", d)
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+			if tc.late {
+				_, err = cs.CoreV1().Pods("x").Create(t.Context(), pod("b-2", "w2"), metav1.CreateOptions{})
+				require.NoError(t, err)
+			} else {
+				fc.Step(500 * time.Millisecond)
+				ctl.poke()
+			}
+			select {
+			case d := <-decided:
+				assert.Equal(t, strategy.Decision{Election: "b", Holder: tc.want}, d)
+			case <-time.After(30 * time.Second):
+				t.Fatal("no decision within 30 s")
+			}
+		})
+	}
 }

@@ -204,18 +204,19 @@ func (c *Controller) podLeaving(lc *v1alpha2.LeaseCandidate) bool {
 }
 
 // absentElection is an election with no Lease yet, its Pods as its
-// candidates; it waits up to an ack wait from its first Pod for a Pod on
-// the emptiest node.
-func (c *Controller) absentElection(now time.Time, name string, el *election, soon func(time.Time)) strategy.Election {
-	e := strategy.Election{Name: name, Absent: true, LeaseDuration: leaseDuration(el.lease)}
-	first := now
+// candidates; it waits up to an ack wait from when this replica first
+// saw it (seen) for a Pod on the emptiest node. Not from its first Pod's
+// creationTimestamp: that is in whole seconds, so the wait would end
+// anywhere from at once to an ack wait after the Pod came, and an
+// application whose Pods were still being created (one by one, on a
+// loaded machine) was named from the first of them — on a fuller node,
+// a move to undo (seen: TestKubeExperimentsWriteCSVAndReport with two
+// busy loops beside it, 2:1:0 leaders for three applications).
+func (c *Controller) absentElection(seen time.Time, name string, el *election, soon func(time.Time)) strategy.Election {
+	e := strategy.Election{Name: name, Absent: true, LeaseDuration: leaseDuration(el.lease), Gather: seen.Add(c.cfg.AckWait)}
 	for _, p := range el.pods {
 		e.Candidates = append(e.Candidates, strategy.Candidate{Identity: p.Name, Node: p.Spec.NodeName, Pending: true})
-		if t := p.CreationTimestamp.Time; t.Before(first) {
-			first = t
-		}
 	}
-	e.Gather = first.Add(c.cfg.AckWait)
 	soon(e.Gather)
 	return e
 }
