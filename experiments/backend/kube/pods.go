@@ -1,19 +1,14 @@
 package kube
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -302,145 +297,6 @@ func (r *podRunner) create(ctx context.Context, ns string, o *unstructured.Unstr
 		return fmt.Errorf("kubernetes backend: create %s %s: %w", o.GetKind(), o.GetName(), err)
 	}
 	return nil
-}
-
-// watch follows the Pods of ns and reads the elector log of each from
-// its start — a replacement Pod's too.
-func (r *podRunner) watch(ns string) {
-	r.mu.Lock()
-	if r.cancel[ns] != nil {
-		r.mu.Unlock()
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel[ns] = cancel
-	r.mu.Unlock()
-	go func() {
-		for ctx.Err() == nil {
-			list, err := r.c.CS.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-			if err == nil {
-				for _, p := range list.Items {
-					if started(&p) {
-						r.stream(ctx, ns, p.Name)
-					}
-				}
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}()
-}
-
-func started(p *v1.Pod) bool {
-	for _, s := range p.Status.ContainerStatuses {
-		if s.Name == "elector" && (s.State.Running != nil || s.State.Terminated != nil) {
-			return true
-		}
-	}
-	return false
-}
-
-// stream reads pod's elector log once, from its first line.
-func (r *podRunner) stream(ctx context.Context, ns, pod string) {
-	key := ns + "/" + pod
-	r.mu.Lock()
-	if r.streamed[key] {
-		r.mu.Unlock()
-		return
-	}
-	r.streamed[key] = true
-	ended := make(chan struct{})
-	r.ended[key] = ended
-	logDir := r.logDir
-	r.mu.Unlock()
-	go func() {
-		defer close(ended)
-		rc, err := r.c.CS.CoreV1().Pods(ns).GetLogs(pod, &v1.PodLogOptions{Container: "elector", Follow: true}).Stream(ctx)
-		if err != nil {
-			return
-		}
-		defer rc.Close()
-		var keep *bufio.Writer
-		if logDir != "" {
-			f, err := os.Create(filepath.Join(logDir, ns+"_"+pod+".log"))
-			if err != nil {
-				slog.Warn("kubernetes backend: an elector's log is not kept", "pod", key, "err", err)
-			} else {
-				defer f.Close()
-				keep = bufio.NewWriter(f)
-				defer keep.Flush()
-			}
-		}
-		sc := bufio.NewScanner(rc)
-		for sc.Scan() {
-			if keep != nil {
-				keep.Write(sc.Bytes())
-				keep.WriteByte('\n')
-			}
-			if e, ok := parseEvent(sc.Bytes(), ns); ok {
-				r.c.record(e)
-			}
-		}
-	}()
-}
-
-// signal loses pod's elector. SIGTERM deletes the Pod with the
-// manifest's grace period: the kubelet sends SIGTERM and the elector
-// releases its lease. SIGKILL must leave the lease unreleased, and the
-// kubelet cannot do that: a Pod deleted with no grace period still gets
-// SIGTERM and the 2 s minimum, and an elector killed in place is restarted
-// under the same identity at once and takes its own lease straight back
-// (seen: renewals went on). So SIGKILL stops the elector (SIGSTOP, through
-// the node's containerd: a kind node is a container named after it) — from
-// that instant it neither renews nor releases, as if killed — and deletes
-// its Pod with no grace period; the kubelet's SIGTERM stays pending and
-// its SIGKILL ends the process. It waits until the elector's log has
-// ended.
-func (r *podRunner) signal(ctx context.Context, ns, pod string, sig syscall.Signal) (time.Time, error) {
-	kill := sig == syscall.SIGKILL
-	key := ns + "/" + pod
-	r.mu.Lock()
-	r.signalled[key] = true
-	ended := r.ended[key]
-	r.mu.Unlock()
-	opts := metav1.DeleteOptions{}
-	at := time.Now()
-	if kill {
-		node, id, err := r.c.container(ctx, ns, pod, "elector")
-		if err != nil {
-			return at, err
-		}
-		at = time.Now()
-		if _, err := onNode(ctx, node, ctr("task", "kill", "--signal", "SIGSTOP", id)...); err != nil {
-			return at, err
-		}
-		r.c.record(Event{TS: at, Event: "killed", ID: key, Election: ns + "/" + electionOf(pod)})
-		zero := int64(0)
-		opts.GracePeriodSeconds = &zero
-	}
-	if err := r.c.CS.CoreV1().Pods(ns).Delete(ctx, pod, opts); err != nil {
-		return at, fmt.Errorf("kubernetes backend: delete pod %s: %w", key, err)
-	}
-	if ended != nil {
-		select {
-		case <-ended:
-		case <-ctx.Done():
-			return at, ctx.Err()
-		}
-	}
-	return at, nil
-}
-
-// electionOf is a Deployment Pod's application: its name less the
-// ReplicaSet hash and the Pod suffix.
-func electionOf(pod string) string {
-	parts := strings.Split(pod, "-")
-	if len(parts) < 3 {
-		return pod
-	}
-	return strings.Join(parts[:len(parts)-2], "-")
 }
 
 // waiting says why the Pods selected in ns are not running (an image not
