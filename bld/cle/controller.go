@@ -354,7 +354,15 @@ func (c *Controller) election(now time.Time, name string, el *election, soon fun
 		e.Candidates = append(e.Candidates, cand)
 	}
 	if !free {
-		e.Candidates = append(e.Candidates, c.unregisteredHolder(e.Holder, el)...)
+		// The Pods whose candidates have not registered: a holder named
+		// from the Pods counts at its Pod's node, and the others tell
+		// where candidates are on their way. Without them a node that so
+		// far hosts only such Pods is unknown, and a new application
+		// would settle for a fuller node than it at once (seen under
+		// load: three applications' first Pods on two nodes, the third
+		// node's still to register, the third application named beside
+		// the second's leader, a move to undo).
+		e.Candidates = append(e.Candidates, c.unregistered(el)...)
 	}
 	if free && el.lease.Spec.AcquireTime == nil {
 		if exp := c.expected(now, since, el); len(exp) > 0 {

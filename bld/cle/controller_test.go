@@ -315,48 +315,93 @@ func TestAnAbsentElectionWaitsFromWhenItsPodsWereSeen(t *testing.T) {
 			fc := clocktesting.NewFakeClock(time.Date(2026, 12, 1, 2, 24, 42, 775_000_000, time.UTC))
 			now := fc.Now()
 			node := func(n string) map[string]string { return map[string]string{bld.NodeAnnotation: n} }
-			pod := func(name, node string) *v1.Pod {
-				return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "x", Labels: map[string]string{bld.ElectionLabel: "b"},
-					Annotations:       map[string]string{bld.StrategyAnnotation: strategy.Name, bld.LeaseDurationAnnotation: "10s"},
-					CreationTimestamp: metav1.NewTime(now.Truncate(time.Second))},
-					Spec: v1.PodSpec{NodeName: node}}
-			}
+			pod := func(name, node string) *v1.Pod { return strategyPod(name, "b", node, now.Truncate(time.Second)) }
 			cs := fake.NewClientset(
 				lease("a", "a-1", now, 60), // a leader on w1; w2 has none
 				candidate("a-1", "a", node("w1"), now),
 				candidate("a-2", "a", node("w2"), now),
 				pod("b-1", "w1"), // b's first Pod, on the fuller node
 			)
-			decided := make(chan strategy.Decision, 4)
-			ctl, err := New(Config{Client: cs, Namespace: "x", AckWait: 500 * time.Millisecond, Clock: fc, Log: slog.New(slog.DiscardHandler),
-				OnDecision: func(_ string, d strategy.Decision) { decided <- d }})
-			require.NoError(t, err)
-			ctx, cancel := context.WithCancel(t.Context())
-			done := make(chan error, 1)
-			go func() { done <- ctl.Run(ctx) }()
-			defer func() { cancel(); require.NoError(t, <-done) }()
-			// Several looks at b while only b-1 is there: no decision.
-			for range 5 {
-				ctl.poke()
-				select {
-				case d := <-decided:
-					t.Fatalf("decided %+v during b's wait", d)
-				case <-time.After(50 * time.Millisecond):
-				}
-			}
+			ctl, decided := runStill(t, cs, fc)
+			noDecision(t, ctl, decided) // only b-1 is there
 			if tc.late {
-				_, err = cs.CoreV1().Pods("x").Create(t.Context(), pod("b-2", "w2"), metav1.CreateOptions{})
+				_, err := cs.CoreV1().Pods("x").Create(t.Context(), pod("b-2", "w2"), metav1.CreateOptions{})
 				require.NoError(t, err)
 			} else {
 				fc.Step(500 * time.Millisecond)
 				ctl.poke()
 			}
-			select {
-			case d := <-decided:
-				assert.Equal(t, strategy.Decision{Election: "b", Holder: tc.want}, d)
-			case <-time.After(30 * time.Second):
-				t.Fatal("no decision within 30 s")
-			}
+			assert.Equal(t, strategy.Decision{Election: "b", Holder: tc.want}, nextDecision(t, decided))
 		})
 	}
+}
+
+// strategyPod is a candidate Pod of election that announces the strategy,
+// bound to node.
+func strategyPod(name, election, node string, created time.Time) *v1.Pod {
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "x", Labels: map[string]string{bld.ElectionLabel: election},
+		Annotations:       map[string]string{bld.StrategyAnnotation: strategy.Name, bld.LeaseDurationAnnotation: "10s"},
+		CreationTimestamp: metav1.NewTime(created)},
+		Spec: v1.PodSpec{NodeName: node}}
+}
+
+// runStill runs a controller on cs in namespace x with an ack wait of
+// 500 ms by fc, a clock that moves only when the test steps it.
+func runStill(t *testing.T, cs *fake.Clientset, fc *clocktesting.FakeClock) (*Controller, chan strategy.Decision) {
+	t.Helper()
+	decided := make(chan strategy.Decision, 4)
+	ctl, err := New(Config{Client: cs, Namespace: "x", AckWait: 500 * time.Millisecond, Clock: fc, Log: slog.New(slog.DiscardHandler),
+		OnDecision: func(_ string, d strategy.Decision) { decided <- d }})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- ctl.Run(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	return ctl, decided
+}
+
+// noDecision makes the controller look several times and fails on any
+// decision.
+func noDecision(t *testing.T, ctl *Controller, decided chan strategy.Decision) {
+	t.Helper()
+	for range 5 {
+		ctl.poke()
+		select {
+		case d := <-decided:
+			t.Fatalf("decided %+v during the wait", d)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func nextDecision(t *testing.T, decided chan strategy.Decision) strategy.Decision {
+	t.Helper()
+	select {
+	case d := <-decided:
+		return d
+	case <-time.After(30 * time.Second):
+		t.Fatal("no decision within 30 s")
+		return strategy.Decision{}
+	}
+}
+
+// The nodes a new application's wait compares include those where the
+// other applications' candidates are still on their way: Pods of held
+// Leases that have not registered. Two applications named from their
+// Pods, onto w1 and w2, their other Pods on w3 not registered yet; the
+// third application's first Pod is on w2, and w3 is emptier (seen under
+// load: named at once beside the second's leader, a move to undo).
+func TestAnAbsentElectionCountsTheNodesOfPodsStillToRegister(t *testing.T) {
+	fc := clocktesting.NewFakeClock(time.Date(2026, 12, 1, 2, 35, 36, 564_000_000, time.UTC))
+	now := fc.Now()
+	cs := fake.NewClientset(
+		lease("a", "a-0", now, 10), strategyPod("a-0", "a", "w1", now), strategyPod("a-1", "a", "w3", now),
+		lease("b", "b-2", now, 10), strategyPod("b-2", "b", "w2", now), strategyPod("b-0", "b", "w3", now),
+		strategyPod("c-0", "c", "w2", now),
+	)
+	ctl, decided := runStill(t, cs, fc)
+	noDecision(t, ctl, decided)
+	_, err := cs.CoreV1().Pods("x").Create(t.Context(), strategyPod("c-1", "c", "w3", now), metav1.CreateOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, strategy.Decision{Election: "c", Holder: "c-1"}, nextDecision(t, decided))
 }

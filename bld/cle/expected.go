@@ -2,7 +2,6 @@ package cle
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -45,6 +44,13 @@ func (c *Controller) expected(now, since time.Time, el *election) []strategy.Can
 	if !now.Before(since.Add(c.cfg.Gather)) {
 		return nil
 	}
+	return c.unregistered(el)
+}
+
+// unregistered returns the Pods of el's election that are bound to a
+// node and have not registered a candidate, as candidates asked and not
+// yet answered (strategy.Candidate.Pending).
+func (c *Controller) unregistered(el *election) []strategy.Candidate {
 	registered := map[string]bool{}
 	for _, lc := range el.candidates {
 		registered[lc.Name] = true
@@ -219,22 +225,4 @@ func (c *Controller) absentElection(seen time.Time, name string, el *election, s
 	}
 	soon(e.Gather)
 	return e
-}
-
-// unregisteredHolder is the holder of a held Lease as a candidate of its
-// Pod's node when it has not registered (a holder named from the Pods):
-// it counts there like any leader.
-func (c *Controller) unregisteredHolder(holder string, el *election) []strategy.Candidate {
-	if holder == "" || slices.ContainsFunc(el.candidates, func(lc *v1alpha2.LeaseCandidate) bool { return lc.Name == holder }) {
-		return nil
-	}
-	obj, exists, _ := c.pods.GetByKey(el.lease.Namespace + "/" + holder)
-	p, ok := obj.(*v1.Pod)
-	if !exists || !ok || p.Labels[bld.ElectionLabel] != el.lease.Name {
-		return nil
-	}
-	if node, ok := boundNode(p); ok && node != "" {
-		return []strategy.Candidate{{Identity: holder, Node: node, Pending: true}}
-	}
-	return nil
 }
