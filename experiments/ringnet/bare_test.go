@@ -26,14 +26,25 @@ func TestBareSectionPerMessage(t *testing.T) {
 	// chang-roberts: 2 ms / 10 = 200 µs, 4× the 50 µs busy hop; ELECTED
 	// round 0.4 ms / 4 hops = 100 µs, 2× busy, 1.25× the 80 µs hop at rest,
 	// 1.6× the 62.5 µs woken hop.
-	assert.Contains(t, out, "| chang-roberts | 5 | 50 | 80 | 62.5 | 100 | 2 | 1.25 | 1.6 | 200 | 4 | ≤ 2× busy: inconclusive (no interval: too few repetitions) |")
+	// No server's share in this CSV (from before it was kept): a dash.
+	assert.Contains(t, out, "| chang-roberts | 5 | 50 | 80 | 62.5 | 100 | — | 2 | 1.25 | 1.6 | 200 | 4 | ≤ 2× busy: inconclusive (no interval: too few repetitions) |")
 	// bully: (620 − 600) ms / 20 = 1,000 µs, 20× the hop; no round.
-	assert.Contains(t, out, "| bully | 5 | 50 | 80 | 62.5 | — | — | — | — | 1000 | 20 | — |")
+	assert.Contains(t, out, "| bully | 5 | 50 | 80 | 62.5 | — | — | — | — | — | 1000 | 20 | — |")
+
+	// The survivors' own share of a hop, p50 over the repetitions that
+	// report one (0: none did).
+	shared, err := experiments.ReadTable(strings.NewReader("backend,algorithm,n,detect_ms,propagation_ms,all_know_ms,election_msgs,elected_round_ms,elected_forward_ms\n" +
+		"local,chang-roberts,5,600,2,610,10,0.4,0.012\n" +
+		"local,chang-roberts,5,600,2,610,10,0.4,0\n" +
+		"local,chang-roberts,5,600,2,610,10,0.4,0.014\n" +
+		"local,chang-roberts,5,600,2,610,10,0.4,0.013\n"))
+	require.NoError(t, err)
+	assert.Contains(t, bareSection(shared, bare, 1), "| chang-roberts | 5 | 50 | 80 | 62.5 | 100 | 13 | 2 |")
 
 	// A CSV from before the rest mode: busy trips only.
 	old, err := experiments.ReadTable(strings.NewReader("backend,n,hop_ms\nlocal,5,0.05\n"))
 	require.NoError(t, err)
-	assert.Contains(t, bareSection(runs, old, 1), "| chang-roberts | 5 | 50 | — | — | 100 | 2 | — | — | 200 | 4 |")
+	assert.Contains(t, bareSection(runs, old, 1), "| chang-roberts | 5 | 50 | — | — | 100 | — | 2 | — | — | 200 | 4 |")
 }
 
 // The ≤ 2× busy verdict rests on the ratio's bootstrap interval: met only

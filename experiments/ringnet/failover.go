@@ -88,7 +88,7 @@ func (f *Failover) Run(ctx context.Context, env *experiments.Env) error {
 		row := ringsim.FailoverRow{Backend: env.Backend, Algorithm: alg, N: n, Rep: t.Rep, Killed: res.Killed, NewCoordinator: res.NewCoordinator,
 			NewIsMaxLive: res.NewIsMaxLive, Coordinators: res.Coordinators, Detect: res.Detect, Propagation: res.Propagation,
 			AllKnow: res.AllKnow, Metadata: res.Metadata, ElectionMsgs: int(res.Sent["election"]), ElectedMsgs: int(res.Sent["elected"]),
-			EndMsgs: int(res.Sent["end"]), Suspect: f.srv.suspect, Seed: t.Seed, ElectedRound: res.ElectedRound}
+			EndMsgs: int(res.Sent["end"]), Suspect: f.srv.suspect, Seed: t.Seed, ElectedRound: res.ElectedRound, ElectedForward: res.ElectedForward}
 		// Bring the killed server back so every repetition sees n servers.
 		if err := bringBack(ctx, r, res.Killed, n); err != nil {
 			return nil, fmt.Errorf("n=%d: %w", n, err)
@@ -279,12 +279,15 @@ func bareSection(t, bare *experiments.Table, seed uint64) string {
 		if !ok || n < 3 || err != nil {
 			continue
 		}
-		round, ratio, verdict := "—", "—", "—"
+		round, ratio, verdict, own := "—", "—", "—", "—"
 		elected := math.NaN() // per hop; Bully has no round
 		if alg.Topology != ring.Complete {
 			rounds := t.Floats(g.Rows, "elected_round_ms")
 			elected = experiments.Summarize(rounds).P50 / float64(n-1)
 			round, ratio = experiments.Num(elected*1000, 1), experiments.Num(elected/b, 2)
+			if fw := positive(t.Floats(g.Rows, "elected_forward_ms")); len(fw) > 0 {
+				own = experiments.Num(experiments.Summarize(fw).P50*1000, 1)
+			}
 			perHop := make([]float64, len(rounds))
 			for i, r := range rounds {
 				perHop[i] = r / float64(n-1)
@@ -311,7 +314,7 @@ func bareSection(t, bare *experiments.Table, seed uint64) string {
 			// runs from the first suspicion until every server knows.
 			perMsg = experiments.Summarize(elections(t, g.Rows)).P50 / msgs
 		}
-		row := append(append([]string{g.Key[1], g.Key[2], experiments.Num(b*1000, 1)}, hops...), round, ratio)
+		row := append(append([]string{g.Key[1], g.Key[2], experiments.Num(b*1000, 1)}, hops...), round, own, ratio)
 		rows = append(rows, append(append(row, ratios...), experiments.Num(perMsg*1000, 1), experiments.Num(perMsg/b, 2), verdict))
 	}
 	if len(rows) == 0 {
@@ -323,12 +326,25 @@ func bareSection(t, bare *experiments.Table, seed uint64) string {
 		restGap.String() + " after the last, so every process has fallen idle, as in a ring between elections: waking an idle process costs a core's " +
 		"return from its idle state and cold caches) and *woken* (" + strconv.Itoa(restRounds) + " trips, each the second after such a pause: " +
 		"every process woken one trip earlier, as an election's ELECTED round meets the ring — each server handled the winner's ELECTION one round before). " +
-		"ringnode's time per hop, like for like, is its ELECTED round (one message once around the n−1 survivors) / (n−1); " +
+		"ringnode's time per hop, like for like, is its ELECTED round (one message once around the n−1 survivors) / (n−1), and its own share of it " +
+		"the survivors' time from reading the ELECTED to their forward's write returning (their clocks; the rest of a hop is loopback and the next server's wake-up); " +
 		"per election message is the election's propagation over its election messages (several travel at once, and the servers' detection instants spread) — " +
 		"for Bully, whose winner mostly announces before any ELECTION reaches it, the time from the first suspicion until every server knows, over its election messages:\n\n" +
 		experiments.MarkdownTable([]string{"algorithm", "n", "bare µs/hop busy (p50)", "bare µs/hop at rest (p50)", "bare µs/hop woken (p50)", "ringnode ELECTED µs/hop",
-			"ratio to busy", "ratio at rest", "ratio woken",
+			"of it in the server: read → forward µs (p50)", "ratio to busy", "ratio at rest", "ratio woken",
 			"propagation µs per election message", "ratio to busy", "target (ELECTED)"}, rows)
+}
+
+// positive is vs without its zeros: a share no server reported (the
+// Floats already left out a CSV's from before the column).
+func positive(vs []float64) []float64 {
+	var out []float64
+	for _, v := range vs {
+		if v > 0 {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // elections is each row's all_know_ms − detect_ms: the election from the

@@ -139,6 +139,12 @@ func (s *Server) sendOne(m ring.Message) {
 	s.sent[m.Type].Add(1)
 	s.m.sent.WithLabelValues(typeName(m.Type)).Inc()
 	s.tr.Send(m)
+	if m.Type == ring.MsgElected && !s.readAt.IsZero() {
+		d := time.Since(s.readAt)
+		s.mu.Lock()
+		s.events.ElectedForward = d.Nanoseconds()
+		s.mu.Unlock()
+	}
 }
 
 func typeName(t ring.MsgType) string {

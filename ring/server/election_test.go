@@ -26,6 +26,17 @@ func TestEveryElectionFailsOver(t *testing.T) {
 			// whole load (-race, the kind cluster beside it) DKR once took
 			// more than 10 s; 40 runs here beside four busy loops passed.
 			requireFailedOver(t, nodes[1:], 30*time.Second)
+			if name == ring.ChangRoberts {
+				// ring-failover's share of a hop in the server: the
+				// survivors that passed the winner's ELECTED on timed it.
+				forwarded := 0
+				for _, n := range nodes[1:] {
+					if ev := n.Snapshot().Events; ev.ElectedForward > 0 && ev.ElectedForward < int64(10*time.Second) {
+						forwarded++
+					}
+				}
+				assert.Positive(t, forwarded, "no survivor timed its forward of the ELECTED")
+			}
 		})
 	}
 }

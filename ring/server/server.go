@@ -133,6 +133,11 @@ type Events struct {
 	LeaderKnown   int64 `json:"leader_known_ns"`   // it learned its current leader
 	MetaApplied   int64 `json:"meta_applied_ns"`   // it installed its current metadata
 	RebalanceDone int64 `json:"rebalance_done_ns"` // its last data move finished
+	// A duration, not an instant: how long its last ELECTED forward took
+	// from the read of the message it answered to the write's return —
+	// the server's own share of an ELECTED hop, the rest being the
+	// network and the wake-up of the next server.
+	ElectedForward int64 `json:"elected_forward_ns"`
 }
 
 // Server is one ringnode.
@@ -169,6 +174,9 @@ type Server struct {
 	last      ring.Status
 	seen      ring.Stats // the node's counters at the last observe
 	sentRound uint64
+	// When the peer message being handled was read (zero outside one):
+	// an ELECTED forwarded in answer is timed from it.
+	readAt time.Time
 
 	// Shared state, read by handlers.
 	mu      sync.RWMutex
@@ -281,8 +289,13 @@ func New(cfg Config) (*Server, error) {
 	s.m = newMetrics(s.reg)
 	s.tr = transport.New(cfg.Secret, cfg.Network.DialContext, transport.Handler{
 		Deliver: func(m ring.Message) {
+			at := time.Now()
 			if !s.onLease(m) {
-				s.locked(func() { s.onMessage(m) })
+				s.locked(func() {
+					s.readAt = at
+					s.onMessage(m)
+					s.readAt = time.Time{}
+				})
 			}
 		},
 		// Send may report a message unreachable while lmu is held. A lease

@@ -23,9 +23,13 @@ type Failover struct {
 	// ElectedRound is the winner's ELECTED going once around the
 	// survivors: n−1 hops of one message, no detection skew in it.
 	ElectedRound time.Duration
-	AllKnow      time.Duration // every live server knows the new coordinator
-	Metadata     time.Duration // every live server has the new metadata
-	Sent         map[string]int64
+	// ElectedForward is the survivors' own share of an ELECTED hop: the
+	// mean, over those that passed the winner's ELECTED on, of the time
+	// from reading it to the forward's write returning (0: unknown).
+	ElectedForward time.Duration
+	AllKnow        time.Duration // every live server knows the new coordinator
+	Metadata       time.Duration // every live server has the new metadata
+	Sent           map[string]int64
 }
 
 // Coordinator returns the coordinator all servers agree on.
@@ -123,12 +127,13 @@ func KillCoordinator(ctx context.Context, r Ring) (Failover, error) {
 	}
 	f := Failover{Election: election, Killed: coord, NewCoordinator: newCoord, NewIsMaxLive: newCoord == maxLive, Sent: map[string]int64{}}
 	var detect, firstSent, allKnow, meta, won, announced int64
+	var ender string
 	for a, st := range after {
 		ev := st.Events
 		// The election ended where its announcement came back: at the
 		// winner, or (Dolev–Klawe–Rodeh) at the member that named it.
 		if ev.Won > kill && ev.Won > won {
-			won, announced = ev.Won, ev.Announced
+			won, announced, ender = ev.Won, ev.Announced, a
 		}
 		if st.Coordinator {
 			f.Coordinators++
@@ -164,8 +169,25 @@ func KillCoordinator(ctx context.Context, r Ring) (Failover, error) {
 	}
 	if won > 0 && announced > 0 {
 		f.ElectedRound = time.Duration(won - announced)
+		f.ElectedForward = forwardShare(after, ender, kill)
 	}
 	return f, nil
+}
+
+// forwardShare is the mean time the servers but ender took to pass on
+// the ELECTED of the election after kill (those that learned their
+// leader since), from their statuses; 0 when none says.
+func forwardShare(sts map[string]server.Status, ender string, kill int64) time.Duration {
+	var sum, n int64
+	for a, st := range sts {
+		if a != ender && st.Events.LeaderKnown > kill && st.Events.ElectedForward > 0 {
+			sum, n = sum+st.Events.ElectedForward, n+1
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return time.Duration(sum / n)
 }
 
 // ErrDisturbed: an election was under way when the coordinator was
