@@ -50,7 +50,7 @@ func TestFailoverLocal(t *testing.T) {
 	assert.Contains(t, md, "**0**", "no wrong coordinator")
 	// The bare token ring of the same sizes, timed in the same run.
 	assert.Contains(t, md, "The physical limit, measured in the same run")
-	assert.Regexp(t, `\| 5 \| ([0-9.]+ \| ){9}≤ 2× busy`, md, "busy, at rest and woken")
+	assert.Regexp(t, `\| 5 \| ([0-9.]+ \| ){10}≤ 2× busy`, md, "busy, at rest and woken, and the servers' own share of a hop")
 }
 
 // Every election over TCP, each on a ring of its own, the bare token ring
