@@ -36,7 +36,7 @@ type FailoverRow struct {
 	Suspect        time.Duration `csv:"suspect_ms"`
 	Seed           uint64        `csv:"seed"`
 	ElectedRound   time.Duration `csv:"elected_round_ms"`
-	// On processes: the survivors' mean time from reading the winner's
+	// On processes: the survivors' median time from reading the winner's
 	// ELECTED to their forward's write returning, their own share of a
 	// hop (0 in virtual time, where handling takes none).
 	ElectedForward time.Duration `csv:"elected_forward_ms"`

@@ -24,7 +24,7 @@ type Failover struct {
 	// survivors: n−1 hops of one message, no detection skew in it.
 	ElectedRound time.Duration
 	// ElectedForward is the survivors' own share of an ELECTED hop: the
-	// mean, over those that passed the winner's ELECTED on, of the time
+	// median, over those that passed the winner's ELECTED on, of the time
 	// from reading it to the forward's write returning (0: unknown).
 	ElectedForward time.Duration
 	AllKnow        time.Duration // every live server knows the new coordinator
@@ -174,20 +174,23 @@ func KillCoordinator(ctx context.Context, r Ring) (Failover, error) {
 	return f, nil
 }
 
-// forwardShare is the mean time the servers but ender took to pass on
+// forwardShare is the median time the servers but ender took to pass on
 // the ELECTED of the election after kill (those that learned their
-// leader since), from their statuses; 0 when none says.
+// leader since), from their statuses; 0 when none says. The median: a
+// server whose successor died dials its new one first, which takes a
+// connection set-up (0.5–0.8 ms seen) and is no hop's usual cost.
 func forwardShare(sts map[string]server.Status, ender string, kill int64) time.Duration {
-	var sum, n int64
+	var ds []int64
 	for a, st := range sts {
 		if a != ender && st.Events.LeaderKnown > kill && st.Events.ElectedForward > 0 {
-			sum, n = sum+st.Events.ElectedForward, n+1
+			ds = append(ds, st.Events.ElectedForward)
 		}
 	}
-	if n == 0 {
+	if len(ds) == 0 {
 		return 0
 	}
-	return time.Duration(sum / n)
+	slices.Sort(ds)
+	return time.Duration(ds[len(ds)/2])
 }
 
 // ErrDisturbed: an election was under way when the coordinator was

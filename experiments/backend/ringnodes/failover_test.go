@@ -100,22 +100,24 @@ func TestKillCoordinatorRefusesARingAlreadyElecting(t *testing.T) {
 	assert.Regexp(t, `last suspicions: \S+ -\d+\.\d ms from the kill;`, err.Error())
 }
 
-// A hop's share in the server is the mean over the survivors that passed
-// this election's ELECTED on: not the one where it ended, not one that
-// learned its leader before the kill (its forward is an older
-// election's), not one that never timed one.
+// A hop's share in the server is the median over the survivors that
+// passed this election's ELECTED on: not the one where it ended, not one
+// that learned its leader before the kill (its forward is an older
+// election's), not one that never timed one; a forward that had to dial
+// its new successor first does not move it.
 func TestForwardShareCountsThisElectionsForwarders(t *testing.T) {
 	const kill = 1000
 	st := func(known, forward int64) server.Status {
 		return server.Status{Events: server.Events{LeaderKnown: known, ElectedForward: forward}}
 	}
 	sts := map[string]server.Status{
-		"winner": st(2000, 90_000),
-		"a":      st(2000, 10_000),
-		"b":      st(2100, 20_000),
-		"stale":  st(900, 70_000),
-		"none":   st(2200, 0),
+		"winner":  st(2000, 90_000),
+		"a":       st(2000, 10_000),
+		"b":       st(2100, 20_000),
+		"dialled": st(2100, 780_000),
+		"stale":   st(900, 70_000),
+		"none":    st(2200, 0),
 	}
-	assert.Equal(t, 15*time.Microsecond, forwardShare(sts, "winner", kill))
+	assert.Equal(t, 20*time.Microsecond, forwardShare(sts, "winner", kill))
 	assert.Zero(t, forwardShare(map[string]server.Status{"winner": st(2000, 5)}, "winner", kill), "none passed it on")
 }
