@@ -212,15 +212,7 @@ func TestNewLeaseWaitsForTheCandidateOfAPodOnAnEmptierNode(t *testing.T) {
 			r := run(t, cs, tc.gather, slog.New(slog.DiscardHandler))
 			defer r.stop()
 			if tc.want == "b-2" {
-				// Several looks: b is not decided while b-2 is on its way.
-				for range 5 {
-					r.ctl.poke()
-					select {
-					case d := <-r.decided:
-						t.Fatalf("decided %+v before b-2 registered", d)
-					case <-time.After(100 * time.Millisecond):
-					}
-				}
+				r.none(t) // b is not decided while b-2 is on its way
 				_, err := cs.CoordinationV1alpha2().LeaseCandidates("x").Create(t.Context(), candidate("b-2", "b", node("w2"), time.Now()), metav1.CreateOptions{})
 				require.NoError(t, err)
 			}
@@ -322,16 +314,16 @@ func TestAnAbsentElectionWaitsFromWhenItsPodsWereSeen(t *testing.T) {
 				candidate("a-2", "a", node("w2"), now),
 				pod("b-1", "w1"), // b's first Pod, on the fuller node
 			)
-			ctl, decided := runStill(t, cs, fc)
-			noDecision(t, ctl, decided) // only b-1 is there
+			r := runStill(t, cs, fc)
+			r.none(t) // only b-1 is there
 			if tc.late {
 				_, err := cs.CoreV1().Pods("x").Create(t.Context(), pod("b-2", "w2"), metav1.CreateOptions{})
 				require.NoError(t, err)
 			} else {
 				fc.Step(500 * time.Millisecond)
-				ctl.poke()
+				r.ctl.poke()
 			}
-			assert.Equal(t, strategy.Decision{Election: "b", Holder: tc.want}, nextDecision(t, decided))
+			assert.Equal(t, strategy.Decision{Election: "b", Holder: tc.want}, r.next(t))
 		})
 	}
 }
@@ -346,42 +338,33 @@ func strategyPod(name, election, node string, created time.Time) *v1.Pod {
 }
 
 // runStill runs a controller on cs in namespace x with an ack wait of
-// 500 ms by fc, a clock that moves only when the test steps it.
-func runStill(t *testing.T, cs *fake.Clientset, fc *clocktesting.FakeClock) (*Controller, chan strategy.Decision) {
+// 500 ms by fc, a clock that moves only when the test steps it; it stops
+// with the test.
+func runStill(t *testing.T, cs *fake.Clientset, fc *clocktesting.FakeClock) running {
 	t.Helper()
-	decided := make(chan strategy.Decision, 4)
-	ctl, err := New(Config{Client: cs, Namespace: "x", AckWait: 500 * time.Millisecond, Clock: fc, Log: slog.New(slog.DiscardHandler),
-		OnDecision: func(_ string, d strategy.Decision) { decided <- d }})
+	r := running{decided: make(chan strategy.Decision, 16)}
+	var err error
+	r.ctl, err = New(Config{Client: cs, Namespace: "x", AckWait: 500 * time.Millisecond, Clock: fc, Log: slog.New(slog.DiscardHandler),
+		OnDecision: func(_ string, d strategy.Decision) { r.decided <- d }})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- ctl.Run(ctx) }()
+	go func() { done <- r.ctl.Run(ctx) }()
 	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
-	return ctl, decided
+	return r
 }
 
-// noDecision makes the controller look several times and fails on any
+// none makes the controller look several times and fails on any
 // decision.
-func noDecision(t *testing.T, ctl *Controller, decided chan strategy.Decision) {
+func (r running) none(t *testing.T) {
 	t.Helper()
 	for range 5 {
-		ctl.poke()
+		r.ctl.poke()
 		select {
-		case d := <-decided:
+		case d := <-r.decided:
 			t.Fatalf("decided %+v during the wait", d)
 		case <-time.After(50 * time.Millisecond):
 		}
-	}
-}
-
-func nextDecision(t *testing.T, decided chan strategy.Decision) strategy.Decision {
-	t.Helper()
-	select {
-	case d := <-decided:
-		return d
-	case <-time.After(30 * time.Second):
-		t.Fatal("no decision within 30 s")
-		return strategy.Decision{}
 	}
 }
 
@@ -399,9 +382,9 @@ func TestAnAbsentElectionCountsTheNodesOfPodsStillToRegister(t *testing.T) {
 		lease("b", "b-2", now, 10), strategyPod("b-2", "b", "w2", now), strategyPod("b-0", "b", "w3", now),
 		strategyPod("c-0", "c", "w2", now),
 	)
-	ctl, decided := runStill(t, cs, fc)
-	noDecision(t, ctl, decided)
+	r := runStill(t, cs, fc)
+	r.none(t)
 	_, err := cs.CoreV1().Pods("x").Create(t.Context(), strategyPod("c-1", "c", "w3", now), metav1.CreateOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, strategy.Decision{Election: "c", Holder: "c-1"}, nextDecision(t, decided))
+	assert.Equal(t, strategy.Decision{Election: "c", Holder: "c-1"}, r.next(t))
 }
