@@ -285,7 +285,9 @@ func bareSection(t, bare *experiments.Table, seed uint64) string {
 			rounds := t.Floats(g.Rows, "elected_round_ms")
 			elected = experiments.Summarize(rounds).P50 / float64(n-1)
 			round, ratio = experiments.Num(elected*1000, 1), experiments.Num(elected/b, 2)
-			if fw := positive(t.Floats(g.Rows, "elected_forward_ms")); len(fw) > 0 {
+			// 0: no server reported its share (Floats already left out a
+			// CSV's from before the column).
+			if fw := slices.DeleteFunc(t.Floats(g.Rows, "elected_forward_ms"), func(v float64) bool { return v <= 0 }); len(fw) > 0 {
 				own = experiments.Num(experiments.Summarize(fw).P50*1000, 1)
 			}
 			perHop := make([]float64, len(rounds))
@@ -333,18 +335,6 @@ func bareSection(t, bare *experiments.Table, seed uint64) string {
 		experiments.MarkdownTable([]string{"algorithm", "n", "bare µs/hop busy (p50)", "bare µs/hop at rest (p50)", "bare µs/hop woken (p50)", "ringnode ELECTED µs/hop",
 			"of it in the server: read → forward µs (p50)", "ratio to busy", "ratio at rest", "ratio woken",
 			"propagation µs per election message", "ratio to busy", "target (ELECTED)"}, rows)
-}
-
-// positive is vs without its zeros: a share no server reported (the
-// Floats already left out a CSV's from before the column).
-func positive(vs []float64) []float64 {
-	var out []float64
-	for _, v := range vs {
-		if v > 0 {
-			out = append(out, v)
-		}
-	}
-	return out
 }
 
 // elections is each row's all_know_ms − detect_ms: the election from the

@@ -174,8 +174,8 @@ type Server struct {
 	last      ring.Status
 	seen      ring.Stats // the node's counters at the last observe
 	sentRound uint64
-	// When the peer message being handled was read (zero outside one):
-	// an ELECTED forwarded in answer is timed from it.
+	// When the ELECTED being handled was read (zero outside one): its
+	// forward is timed from it.
 	readAt time.Time
 
 	// Shared state, read by handlers.
@@ -289,14 +289,18 @@ func New(cfg Config) (*Server, error) {
 	s.m = newMetrics(s.reg)
 	s.tr = transport.New(cfg.Secret, cfg.Network.DialContext, transport.Handler{
 		Deliver: func(m ring.Message) {
-			at := time.Now()
-			if !s.onLease(m) {
-				s.locked(func() {
-					s.readAt = at
-					s.onMessage(m)
-					s.readAt = time.Time{}
-				})
+			if s.onLease(m) {
+				return
 			}
+			var at time.Time // only an ELECTED's forward is timed
+			if m.Type == ring.MsgElected {
+				at = time.Now()
+			}
+			s.locked(func() {
+				s.readAt = at
+				s.onMessage(m)
+				s.readAt = time.Time{}
+			})
 		},
 		// Send may report a message unreachable while lmu is held. A lease
 		// frame that did not go out confirms nothing; that is all.

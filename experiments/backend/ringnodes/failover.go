@@ -177,8 +177,8 @@ func KillCoordinator(ctx context.Context, r Ring) (Failover, error) {
 // forwardShare is the median time the servers but ender took to pass on
 // the ELECTED of the election after kill (those that learned their
 // leader since), from their statuses; 0 when none says. The median: a
-// server whose successor died dials its new one first, which takes a
-// connection set-up (0.5–0.8 ms seen) and is no hop's usual cost.
+// server whose successor died dials its new one first, a connection
+// set-up that is no hop's usual cost.
 func forwardShare(sts map[string]server.Status, ender string, kill int64) time.Duration {
 	var ds []int64
 	for a, st := range sts {
