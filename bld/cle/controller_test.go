@@ -388,3 +388,21 @@ func TestAnAbsentElectionCountsTheNodesOfPodsStillToRegister(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, strategy.Decision{Election: "c", Holder: "c-1"}, r.next(t))
 }
+
+// A Pod is anyone's to create who may create Pods: one of a held Lease's
+// election bound to a node name that is none (reserved characters, past
+// 253 bytes) adds no node to the counts, so a new application does not
+// wait for a node that cannot come — it is named at once on the nodes
+// there are.
+func TestUnregisteredPodsOnUnusableNodesAreLeftOut(t *testing.T) {
+	fc := clocktesting.NewFakeClock(time.Date(2026, 12, 1, 2, 35, 36, 564_000_000, time.UTC))
+	now := fc.Now()
+	cs := fake.NewClientset(
+		lease("a", "a-0", now, 10), strategyPod("a-0", "a", "w1", now),
+		strategyPod("a-1", "a", "W3/../x", now), strategyPod("a-2", "a", strings.Repeat("w", 300), now),
+		lease("b", "b-2", now, 10), strategyPod("b-2", "b", "w2", now),
+		strategyPod("c-0", "c", "w2", now),
+	)
+	r := runStill(t, cs, fc)
+	assert.Equal(t, strategy.Decision{Election: "c", Holder: "c-0"}, r.next(t))
+}
