@@ -88,7 +88,7 @@ func (f *Failover) Run(ctx context.Context, env *experiments.Env) error {
 		row := ringsim.FailoverRow{Backend: env.Backend, Algorithm: alg, N: n, Rep: t.Rep, Killed: res.Killed, NewCoordinator: res.NewCoordinator,
 			NewIsMaxLive: res.NewIsMaxLive, Coordinators: res.Coordinators, Detect: res.Detect, Propagation: res.Propagation,
 			AllKnow: res.AllKnow, Metadata: res.Metadata, ElectionMsgs: int(res.Sent["election"]), ElectedMsgs: int(res.Sent["elected"]),
-			EndMsgs: int(res.Sent["end"]), Suspect: f.srv.suspect, Seed: t.Seed, ElectedRound: res.ElectedRound, ElectedForward: res.ElectedForward}
+			EndMsgs: int(res.Sent["end"]), Suspect: f.srv.suspect, Seed: t.Seed, ElectedRound: res.ElectedRound, ElectedForward: res.ElectedForward, ElectedAt: res.ElectedAt}
 		// Bring the killed server back so every repetition sees n servers.
 		if err := bringBack(ctx, r, res.Killed, n); err != nil {
 			return nil, fmt.Errorf("n=%d: %w", n, err)

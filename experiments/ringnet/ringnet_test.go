@@ -4,8 +4,10 @@ import (
 	"context"
 	"flag"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -45,8 +47,15 @@ func checkFailover(t *testing.T, tab *experiments.Table, rows int) {
 }
 
 func TestFailoverLocal(t *testing.T) {
+	start := time.Now().UnixNano()
 	tab, md := runExp(t, &Failover{}, "local", 3, "--n", "3,5")
 	checkFailover(t, tab, 6)
+	for i := range tab.Rows {
+		// Where the ELECTED round lies on the machine's clock.
+		at, err := strconv.ParseInt(tab.Str(i, "elected_at_unix_ns"), 10, 64)
+		require.NoError(t, err)
+		assert.True(t, at > start && at < time.Now().UnixNano(), "row %d: ELECTED sent at %d, not during the run", i, at)
+	}
 	assert.Contains(t, md, "**0**", "no wrong coordinator")
 	// The bare token ring of the same sizes, timed in the same run.
 	assert.Contains(t, md, "The physical limit, measured in the same run")

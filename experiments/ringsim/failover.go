@@ -40,6 +40,10 @@ type FailoverRow struct {
 	// ELECTED to their forward's write returning, their own share of a
 	// hop (0 in virtual time, where handling takes none).
 	ElectedForward time.Duration `csv:"elected_forward_ms"`
+	// On processes: when the winner sent its ELECTED (Unix ns), so that
+	// the round, elected_round_ms long from here, can be found in a trace
+	// of the whole machine (tools/sched-profile.sh); 0 in virtual time.
+	ElectedAt int64 `csv:"elected_at_unix_ns"`
 }
 
 // FailoverSim is ring-failover-sim: the coordinator crash of ring-failover

@@ -23,6 +23,9 @@ type Failover struct {
 	// ElectedRound is the winner's ELECTED going once around the
 	// survivors: n−1 hops of one message, no detection skew in it.
 	ElectedRound time.Duration
+	// ElectedAt is when the winner sent that ELECTED (Unix ns, its clock):
+	// with ElectedRound, the round's window in a system-wide trace.
+	ElectedAt int64
 	// ElectedForward is the survivors' own share of an ELECTED hop: the
 	// median, over those that passed the winner's ELECTED on, of the time
 	// from reading it to the forward's write returning (0: unknown).
@@ -168,7 +171,7 @@ func KillCoordinator(ctx context.Context, r Ring) (Failover, error) {
 		f.Propagation = time.Duration(won - firstSent)
 	}
 	if won > 0 && announced > 0 {
-		f.ElectedRound = time.Duration(won - announced)
+		f.ElectedRound, f.ElectedAt = time.Duration(won-announced), announced
 		f.ElectedForward = forwardShare(after, ender, kill)
 	}
 	return f, nil

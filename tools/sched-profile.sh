@@ -1,0 +1,21 @@
+#!/bin/bash
+# What the CPUs did while ringnode's ELECTED rounds went around: runs
+# ring-failover under a system-wide trace of the scheduler (perf, as root)
+# and sums the trace inside each round (tools/schedwindows).
+#
+#   tools/sched-profile.sh OUT [ring-failover flags, e.g. --n 16 --reps 8]
+#
+# OUT keeps the run's results, perf.data and the summary, sched.txt.
+# Needs perf (Debian: linux-perf) and bin/ from `make build`.
+set -euo pipefail
+out=${1:?usage: tools/sched-profile.sh OUT [ring-failover flags]}
+shift
+command -v perf >/dev/null || { echo "sched-profile: perf is not installed (apt-get install linux-perf)" >&2; exit 1; }
+mkdir -p "$out"
+go build -o "$out/schedwindows" ./tools/schedwindows
+offset=$("$out/schedwindows" offset)
+RINGSIDE_BINARIES=${RINGSIDE_BINARIES:-$PWD/bin} perf record -q -k CLOCK_MONOTONIC -a \
+	-e sched:sched_switch -e sched:sched_waking -o "$out/perf.data" -- \
+	bin/ringside run ring-failover --out "$out" "$@"
+perf script -i "$out/perf.data" -F comm,pid,tid,cpu,time,event,trace 2>/dev/null |
+	"$out/schedwindows" --offset "$offset" --csv "$out/ring-failover.csv" | tee "$out/sched.txt"

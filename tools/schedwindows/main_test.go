@@ -1,0 +1,72 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Two rounds of 1 ms on two CPUs, 2 hops each, on a clock whose
+// monotonic time is Unix time − 1000 s: CPU 0 runs ringnode 100's thread
+// 101 (its second task: the runtime monitor) for 0.5 ms of the first and
+// CPU 1 thread 202 of ringnode 200 for all of both; the rest is idle.
+func TestRunSumsTheRounds(t *testing.T) {
+	csv := filepath.Join(t.TempDir(), "ring-failover.csv")
+	require.NoError(t, os.WriteFile(csv, []byte("n,elected_round_ms,elected_at_unix_ns\n"+
+		"3,1,1001000000000\n"+
+		"3,1,1002000000000\n"+
+		"3,0,0\n"), 0o644)) // not measured: left out
+	trace := strings.Join([]string{
+		"perf 1/1 [000] 0.5: sched:sched_switch: prev_comm=perf prev_pid=1 prev_prio=120 prev_state=S ==> next_comm=ringnode next_pid=101 next_prio=120",
+		"perf 1/1 [001] 0.5: sched:sched_switch: prev_comm=perf prev_pid=1 prev_prio=120 prev_state=S ==> next_comm=ringnode next_pid=202 next_prio=120",
+		"ringnode 100/101 [000] 1.0005: sched:sched_waking: comm=ringnode pid=202 prio=120 target_cpu=001",
+		"ringnode 100/101 [000] 1.0005: sched:sched_switch: prev_comm=ringnode prev_pid=101 prev_prio=120 prev_state=S ==> next_comm=swapper/0 next_pid=0 next_prio=120",
+		"ringnode 200/202 [001] 1.0007: sched:sched_waking: comm=ringnode pid=201 prio=120 target_cpu=001",
+		"ringnode 200/201 [001] 1.5: sched:sched_waking: comm=ringnode pid=202 prio=120 target_cpu=001", // between the rounds
+		"ringnode 200/202 [001] 3.0: sched:sched_switch: prev_comm=ringnode prev_pid=202 prev_prio=120 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120",
+		"swapper 0/0 [000] 3.0: sched:sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=perf next_pid=1 next_prio=120",
+	}, "\n")
+	var out strings.Builder
+	require.NoError(t, run([]string{"--offset", "1000000000000", "--csv", csv}, strings.NewReader(trace), &out))
+	assert.Contains(t, out.String(), "2 ELECTED rounds, 1000 µs each on average, 500.0 µs per hop")
+	assert.Contains(t, out.String(), " 50.0 %  ringnode: every other thread")
+	assert.Contains(t, out.String(), " 37.5 %  idle")
+	assert.Contains(t, out.String(), " 12.5 %  ringnode: its Go runtime's monitor (sysmon)")
+	assert.Contains(t, out.String(), "0.25  ringnode → another ringnode process")
+	assert.Contains(t, out.String(), "0.25  ringnode → its own monitor") // 202 wakes 201, the second task of 200
+	assert.NotContains(t, out.String(), "0.50")
+}
+
+func TestRunRefusesWhatItCannotPlace(t *testing.T) {
+	dir := t.TempDir()
+	noCol := filepath.Join(dir, "old.csv")
+	require.NoError(t, os.WriteFile(noCol, []byte("n,elected_round_ms\n3,1\n"), 0o644))
+	noRounds := filepath.Join(dir, "sim.csv")
+	require.NoError(t, os.WriteFile(noRounds, []byte("n,elected_round_ms,elected_at_unix_ns\n3,1,0\n"), 0o644))
+	garbage := filepath.Join(dir, "garbage.csv")
+	require.NoError(t, os.WriteFile(garbage, []byte("n,elected_round_ms,elected_at_unix_ns\n3,1,12x\n"), 0o644))
+	ok := filepath.Join(dir, "ok.csv")
+	require.NoError(t, os.WriteFile(ok, []byte("n,elected_round_ms,elected_at_unix_ns\n3,1,1001000000000\n"), 0o644))
+	for _, c := range []struct {
+		args  []string
+		trace string
+		want  string
+	}{
+		{[]string{"--csv", ok}, "", "--offset"},
+		{[]string{"--offset", "5"}, "", "--csv"},
+		{[]string{"--offset", "5", "--csv", filepath.Join(dir, "missing.csv")}, "", "missing.csv"},
+		{[]string{"--offset", "5", "--csv", noCol}, "", "elected_at_unix_ns"},
+		{[]string{"--offset", "5", "--csv", noRounds}, "", "no ELECTED round"},
+		{[]string{"--offset", "5", "--csv", garbage}, "", "12x"},
+		{[]string{"--offset", "5", "--csv", ok}, "# only a header\n", "no sched_switch"},
+		{[]string{"--offset", "5", "--csv", ok}, "ringnode 1/2 [000] 3.5: sched:sched_switch: prev_state=S\n", "sched_switch without"},
+	} {
+		err := run(c.args, strings.NewReader(c.trace), &strings.Builder{})
+		require.Error(t, err, c.args)
+		assert.Contains(t, err.Error(), c.want, c.args)
+	}
+}
