@@ -8,18 +8,28 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/ringside/ringside/internal/envflag"
 	"github.com/ringside/ringside/internal/serve"
+	"github.com/ringside/ringside/internal/timerslack"
 	"github.com/ringside/ringside/ring"
 	"github.com/ringside/ringside/ring/server"
 )
 
-func main() { serve.Main("ringnode", run) }
+func main() {
+	env := os.Environ() // as it starts: reading the secret unsets it
+	serve.Main("ringnode", func(ctx context.Context, args []string) error {
+		return run(ctx, args, func(d time.Duration) error { return timerslack.Apply(d, env) })
+	})
+}
 
-func run(ctx context.Context, args []string) error {
+// run starts the server; setSlack gives this process its timer slack
+// (timerslack.Apply, which executes the program again: tests pass their
+// own).
+func run(ctx context.Context, args []string, setSlack func(time.Duration) error) error {
 	fs := envflag.New(flag.NewFlagSet("ringnode", flag.ContinueOnError))
 	var cfg server.Config
 	var join, level string
@@ -43,8 +53,14 @@ func run(ctx context.Context, args []string) error {
 		"election algorithm, the same on every server of the ring: "+strings.Join(ring.AlgorithmNames(), ", "))
 	fs.BoolVar(&cfg.CrashOnElection, "fault-crash-on-election", "RINGNODE_FAULT_CRASH_ON_ELECTION", false, "fault injection: exit as soon as an ELECTION message arrives (it is lost with this server)")
 	fs.StringVar(&level, "log-level", "RINGNODE_LOG", "info", "debug, info, warn or error")
+	var slack time.Duration
+	fs.DurationVar(&slack, "timer-slack", "RINGNODE_TIMER_SLACK", time.Millisecond,
+		"how late the kernel may end this process's timed sleeps (0: as inherited; at most "+timerslack.Max.String()+"): the Go runtime's monitor then wakes ~1/ms instead of every ~70 µs while the server is busy — see docs/ringnode.md")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if err := timerslack.Check(slack); err != nil {
+		return fmt.Errorf("timer-slack %w", err)
 	}
 	log, err := serve.Logger(level)
 	if err != nil {
@@ -68,6 +84,9 @@ func run(ctx context.Context, args []string) error {
 		cfg.Join = strings.Split(join, ",")
 	}
 	cfg.Log = log
+	if err := setSlack(slack); err != nil {
+		log.Warn("running with the inherited timer slack", "err", err)
+	}
 	s, err := server.New(cfg)
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -17,26 +18,26 @@ func TestMalformedEnvironmentIsAnError(t *testing.T) {
 	} {
 		t.Run(key, func(t *testing.T) {
 			t.Setenv(key, value)
-			err := run(context.Background(), []string{"--data", t.TempDir()})
+			err := run(context.Background(), []string{"--data", t.TempDir()}, keepSlack)
 			require.ErrorContains(t, err, "environment "+key+`="`+value+`"`)
 		})
 	}
 	t.Run("fsync policy", func(t *testing.T) {
 		t.Setenv("RINGNODE_FSYNC", "sometimes")
 		t.Setenv("RINGNODE_SECRET", "a-secret-of-16-chars")
-		require.ErrorContains(t, run(context.Background(), []string{"--data", t.TempDir(), "--addr", "127.0.0.1:1"}), `fsync policy "sometimes"`)
+		require.ErrorContains(t, run(context.Background(), []string{"--data", t.TempDir(), "--addr", "127.0.0.1:1"}, keepSlack), `fsync policy "sometimes"`)
 	})
 	t.Run("cache budget", func(t *testing.T) {
 		t.Setenv("RINGNODE_CACHE_MIB", "-1")
-		require.ErrorContains(t, run(context.Background(), []string{"--data", t.TempDir()}), "cache-mib -1")
+		require.ErrorContains(t, run(context.Background(), []string{"--data", t.TempDir()}, keepSlack), "cache-mib -1")
 	})
 	t.Run("no secret", func(t *testing.T) {
-		require.ErrorContains(t, run(context.Background(), []string{"--data", t.TempDir()}), "RINGNODE_SECRET")
+		require.ErrorContains(t, run(context.Background(), []string{"--data", t.TempDir()}, keepSlack), "RINGNODE_SECRET")
 	})
 	t.Run("election", func(t *testing.T) {
 		t.Setenv("RINGNODE_ELECTION", "raft")
 		t.Setenv("RINGNODE_SECRET", "a-secret-of-16-chars")
-		err := run(context.Background(), []string{"--data", t.TempDir(), "--addr", "127.0.0.1:1"})
+		err := run(context.Background(), []string{"--data", t.TempDir(), "--addr", "127.0.0.1:1"}, keepSlack)
 		require.ErrorContains(t, err, `election algorithm "raft": want one of chang-roberts`)
 	})
 	t.Run("negative duration", func(t *testing.T) {
@@ -44,11 +45,42 @@ func TestMalformedEnvironmentIsAnError(t *testing.T) {
 		// refused the value only once the ring's metadata came.
 		t.Setenv("RINGNODE_ACK_TIMEOUT", "-1s")
 		t.Setenv("RINGNODE_SECRET", "a-secret-of-16-chars")
-		err := run(context.Background(), []string{"--data", t.TempDir(), "--addr", "127.0.0.1:1"})
+		err := run(context.Background(), []string{"--data", t.TempDir(), "--addr", "127.0.0.1:1"}, keepSlack)
 		require.ErrorContains(t, err, "ack timeout -1s: must not be negative")
+	})
+	t.Run("timer slack", func(t *testing.T) {
+		for _, v := range []string{"6ms", "-1ns"} {
+			t.Setenv("RINGNODE_TIMER_SLACK", v)
+			require.ErrorContains(t, run(context.Background(), []string{"--data", t.TempDir()}, keepSlack), "timer-slack "+v+": want 0 (as inherited) to 5ms")
+		}
 	})
 	t.Run("log level", func(t *testing.T) {
 		t.Setenv("RINGNODE_LOG", "loud")
-		require.ErrorContains(t, run(context.Background(), []string{"--data", t.TempDir()}), `log-level "loud"`)
+		require.ErrorContains(t, run(context.Background(), []string{"--data", t.TempDir()}, keepSlack), `log-level "loud"`)
 	})
+}
+
+// keepSlack stands in for timerslack.Apply, which would execute the test
+// binary again.
+func keepSlack(time.Duration) error { return nil }
+
+// The server asks for the slack it was given, before it starts anything.
+func TestTimerSlackIsAskedForFirst(t *testing.T) {
+	var got []time.Duration
+	t.Setenv("RINGNODE_FSYNC", "sometimes") // stops it at the server's start
+	for _, c := range []struct {
+		env  string
+		want time.Duration
+	}{{"", time.Millisecond}, {"0", 0}, {"250us", 250 * time.Microsecond}} {
+		t.Setenv("RINGNODE_SECRET", "a-secret-of-16-chars") // read once, then unset
+		if c.env != "" {
+			t.Setenv("RINGNODE_TIMER_SLACK", c.env)
+		}
+		err := run(context.Background(), []string{"--data", t.TempDir(), "--addr", "127.0.0.1:1"}, func(d time.Duration) error {
+			got = append(got, d)
+			return nil
+		})
+		require.ErrorContains(t, err, "fsync policy")
+		require.Equal(t, c.want, got[len(got)-1], c.env)
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/ringside/ringside/experiments"
 	"github.com/ringside/ringside/experiments/backend/kube"
 	"github.com/ringside/ringside/experiments/backend/ringnodes"
+	"github.com/ringside/ringside/internal/timerslack"
 )
 
 // Backends of the network experiments.
@@ -24,6 +25,7 @@ var backends = []string{"local", "compose", "kubernetes"}
 type serverFlags struct {
 	suspect, heartbeat, hopBound time.Duration
 	ackTimeout                   time.Duration
+	timerSlack                   time.Duration
 	replicas                     int
 	fsync                        string // "": the server's default
 	logLevel                     string
@@ -35,6 +37,7 @@ func (f *serverFlags) define(fs *flag.FlagSet) {
 	fs.DurationVar(&f.heartbeat, "heartbeat", 100*time.Millisecond, "coordinator heartbeat interval")
 	fs.DurationVar(&f.hopBound, "hop-bound", 10*time.Millisecond, "per-hop bound of the election-restart timeout")
 	fs.DurationVar(&f.ackTimeout, "ack-timeout", 10*time.Millisecond, "per-hop acknowledgement timeout of ELECTION and ELECTED (0: no acknowledgements, Chang–Roberts as published)")
+	fs.DurationVar(&f.timerSlack, "timer-slack", time.Millisecond, "the servers' timer slack (ringnode --timer-slack; 0: as inherited)")
 	fs.IntVar(&f.replicas, "replicas", 2, "replicas per key (R)")
 	fs.StringVar(&f.logLevel, "server-log", "warn", "the servers' log level (debug, info, warn, error); kept beside the CSV when a ring does not heal")
 }
@@ -50,12 +53,15 @@ func (f *serverFlags) check() error {
 			return fmt.Errorf("--%s %v: must not be negative", d.name, d.v)
 		}
 	}
+	if err := timerslack.Check(f.timerSlack); err != nil {
+		return fmt.Errorf("--timer-slack %w", err)
+	}
 	return nil
 }
 
 func (f *serverFlags) args() []string {
 	args := []string{"--suspect", f.suspect.String(), "--heartbeat", f.heartbeat.String(),
-		"--hop-bound", f.hopBound.String(), "--ack-timeout", f.ackTimeout.String(), "--replicas", fmt.Sprint(f.replicas), "--log-level", f.logLevel}
+		"--hop-bound", f.hopBound.String(), "--ack-timeout", f.ackTimeout.String(), "--timer-slack", f.timerSlack.String(), "--replicas", fmt.Sprint(f.replicas), "--log-level", f.logLevel}
 	if f.fsync != "" {
 		args = append(args, "--fsync", f.fsync)
 	}
@@ -67,7 +73,7 @@ func (f *serverFlags) args() []string {
 
 func (f *serverFlags) env() []string {
 	env := []string{"RINGNODE_SUSPECT=" + f.suspect.String(), "RINGNODE_HEARTBEAT=" + f.heartbeat.String(),
-		"RINGNODE_HOP_BOUND=" + f.hopBound.String(), "RINGNODE_ACK_TIMEOUT=" + f.ackTimeout.String(), "RINGNODE_REPLICAS=" + fmt.Sprint(f.replicas), "RINGNODE_LOG=" + f.logLevel}
+		"RINGNODE_HOP_BOUND=" + f.hopBound.String(), "RINGNODE_ACK_TIMEOUT=" + f.ackTimeout.String(), "RINGNODE_TIMER_SLACK=" + f.timerSlack.String(), "RINGNODE_REPLICAS=" + fmt.Sprint(f.replicas), "RINGNODE_LOG=" + f.logLevel}
 	if f.fsync != "" {
 		env = append(env, "RINGNODE_FSYNC="+f.fsync)
 	}

@@ -137,14 +137,16 @@ func TestServerFlagsReachTheServers(t *testing.T) {
 	var f serverFlags
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
 	f.define(fs)
-	require.NoError(t, fs.Parse([]string{"--ack-timeout", "0s", "--hop-bound", "3ms", "--suspect", "1s"}))
+	require.NoError(t, fs.Parse([]string{"--ack-timeout", "0s", "--hop-bound", "3ms", "--suspect", "1s", "--timer-slack", "0s"}))
 	args := strings.Join(f.args(), " ")
-	for _, want := range []string{"--ack-timeout 0s", "--hop-bound 3ms", "--suspect 1s"} {
+	for _, want := range []string{"--ack-timeout 0s", "--hop-bound 3ms", "--suspect 1s", "--timer-slack 0s"} {
 		assert.Contains(t, args, want)
 	}
-	assert.Subset(t, f.env(), []string{"RINGNODE_ACK_TIMEOUT=0s", "RINGNODE_HOP_BOUND=3ms", "RINGNODE_SUSPECT=1s"})
+	assert.Subset(t, f.env(), []string{"RINGNODE_ACK_TIMEOUT=0s", "RINGNODE_HOP_BOUND=3ms", "RINGNODE_SUSPECT=1s", "RINGNODE_TIMER_SLACK=0s"})
 	require.NoError(t, f.check())
 
 	require.NoError(t, fs.Parse([]string{"--ack-timeout", "-1s"}))
 	require.EqualError(t, f.check(), "--ack-timeout -1s: must not be negative")
+	require.NoError(t, fs.Parse([]string{"--ack-timeout", "1ms", "--timer-slack", "6ms"}))
+	require.EqualError(t, f.check(), "--timer-slack 6ms: want 0 (as inherited) to 5ms")
 }
