@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/ringside/ringside/internal/serve"
+	"github.com/ringside/ringside/internal/timerslack"
 )
 
 func main() { serve.Main("tokenring", run) }
@@ -34,11 +35,17 @@ func run(ctx context.Context, args []string) error {
 	rounds := fs.Int("rounds", 0, "origin only: timed trips around the ring (after 10 warm-up trips)")
 	gap := fs.Duration("gap", 0, "origin only: the pause before each trip")
 	warm := fs.Int("warm", 0, "origin only: untimed trips between each pause and its timed trip")
+	slack := fs.Duration("timer-slack", 0, "how late the kernel may end this process's timed sleeps, as ringnode --timer-slack (0: as inherited)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if (*listen == "") == (*listenFD == 0) || *listenFD < 0 || *next == "" || *rounds < 0 || *gap < 0 || *warm < 0 {
-		return errors.New("want --listen ADDR or --listen-fd N ≥ 3, --next ADDR [--rounds N ≥ 0] [--gap D ≥ 0] [--warm K ≥ 0]")
+		return errors.New("want --listen ADDR or --listen-fd N ≥ 3, --next ADDR [--rounds N ≥ 0] [--gap D ≥ 0] [--warm K ≥ 0] [--timer-slack D]")
+	}
+	// Before the inherited listener is taken over: executing the program
+	// again keeps descriptor 3 only while it is the one the parent passed.
+	if err := timerslack.Apply(*slack, os.Environ()); err != nil {
+		return err
 	}
 	ln, err := listener(*listen, *listenFD)
 	if err != nil {
