@@ -3,6 +3,7 @@ package main
 import (
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -36,6 +37,11 @@ func TestEveryThreadHasTheTimerSlack(t *testing.T) {
 			tasks, err := os.ReadDir("/proc/" + strconv.Itoa(p.Pid()) + "/task")
 			require.NoError(t, err)
 			require.Greater(t, len(tasks), 2, "a Go server runs several threads")
+			comm, err := os.ReadFile("/proc/" + strconv.Itoa(p.Pid()) + "/comm")
+			require.NoError(t, err)
+			self, err := os.Executable()
+			require.NoError(t, err)
+			assert.Equal(t, filepath.Base(self)[:min(15, len(filepath.Base(self)))], strings.TrimSpace(string(comm)), "named after its program, as before")
 			for _, task := range tasks {
 				f := "/proc/" + task.Name() + "/timerslack_ns" // a thread's own, by its id
 				b, err := os.ReadFile(f)

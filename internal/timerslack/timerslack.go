@@ -76,7 +76,12 @@ func Apply(slack time.Duration, environ []string) error {
 	if now, err := Get(); err != nil || now != slack {
 		return fmt.Errorf("timer slack %v: the kernel kept %v (%v)", slack, now, err)
 	}
-	err = syscall.Exec("/proc/self/exe", os.Args, environ)
+	// By its path, not /proc/self/exe: the kernel names a process after
+	// the file it executes, and ps, top and pkill would see "exe".
+	exe, err := os.Executable()
+	if err == nil {
+		err = syscall.Exec(exe, os.Args, environ)
+	}
 	unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(cur), 0, 0, 0)
 	return fmt.Errorf("timer slack %v: executing the program again: %w", slack, err)
 }
