@@ -15,7 +15,7 @@ mkdir -p "$out"
 go build -o "$out/schedwindows" ./tools/schedwindows
 offset=$("$out/schedwindows" offset)
 RINGSIDE_BINARIES=${RINGSIDE_BINARIES:-$PWD/bin} perf record -q -k CLOCK_MONOTONIC -a \
-	-e sched:sched_switch -e sched:sched_waking -o "$out/perf.data" -- \
+	-e sched:sched_switch -e sched:sched_waking -e sched:sched_process_exec -o "$out/perf.data" -- \
 	bin/ringside run ring-failover --out "$out" "$@"
 perf script -i "$out/perf.data" -F comm,pid,tid,cpu,time,event,trace 2>/dev/null |
 	"$out/schedwindows" --offset "$offset" --csv "$out/ring-failover.csv" | tee "$out/sched.txt"

@@ -1,6 +1,6 @@
 // Command schedwindows says what a machine's CPUs did while ringnode's
 // ELECTED rounds went around: from a system-wide trace of the scheduler
-// (perf's sched_switch and sched_waking) and ring-failover's CSV, whose
+// (perf's sched_switch, sched_waking and sched_process_exec) and ring-failover's CSV, whose
 // elected_at_unix_ns and elected_round_ms place each round, it sums the
 // CPU time of every command (and of ringnode's runtime monitor apart) and
 // counts the wake-ups inside the rounds. tools/sched-profile.sh runs it.

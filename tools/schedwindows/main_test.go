@@ -70,3 +70,25 @@ func TestRunRefusesWhatItCannotPlace(t *testing.T) {
 		assert.Contains(t, err.Error(), c.want, c.args)
 	}
 }
+
+// A Go program's monitor is the first thread its program started: after
+// an exec (timerslack executes ringnode twice) the threads of the first
+// image are gone, and the monitor is the first of the new ones.
+func TestTheMonitorIsTheFirstThreadOfTheLastExec(t *testing.T) {
+	s := newSums([]window{{from: 10, to: 11, hops: 1}}, "ringnode")
+	for _, line := range []string{
+		"ringnode 100/101 [000] 1.0: sched:sched_waking: comm=ringnode pid=100 prio=120 target_cpu=000", // 101: the first image's monitor
+		"ringnode 100/100 [000] 2.0: sched:sched_process_exec: filename=/bin/ringnode pid=100 old_pid=100",
+		"ringnode 100/107 [000] 3.0: sched:sched_waking: comm=ringnode pid=100 prio=120 target_cpu=000",
+		"ringnode 100/104 [001] 3.5: sched:sched_waking: comm=ringnode pid=100 prio=120 target_cpu=000",
+		"ringnode 200/203 [001] 4.0: sched:sched_waking: comm=ringnode pid=200 prio=120 target_cpu=000", // never executed while traced
+		"ringnode 200/202 [001] 4.5: sched:sched_waking: comm=ringnode pid=200 prio=120 target_cpu=000",
+	} {
+		ev, ok, err := parseLine(line)
+		require.NoError(t, err)
+		require.True(t, ok, line)
+		s.add(ev)
+	}
+	s.findMonitors()
+	assert.Equal(t, map[int]bool{104: true, 202: true}, s.monitors)
+}

@@ -22,17 +22,28 @@ type sums struct {
 	pidOf   map[int]int     // tid → process
 	onCPU   map[int]float64 // tid → seconds inside windows
 	wakes   map[[2]int]int  // waker tid, target tid → count
+
+	firstSeen map[int]float64 // tid → its first event
+	execAt    map[int]float64 // process → its last exec
+	monitors  map[int]bool    // tids of Go runtime monitors, once the trace is read
 }
 
 func newSums(wins []window, comm string) *sums {
 	return &sums{wins: wins, comm: comm, running: map[int]float64{},
-		commOf: map[int]string{}, pidOf: map[int]int{}, onCPU: map[int]float64{}, wakes: map[[2]int]int{}}
+		commOf: map[int]string{}, pidOf: map[int]int{}, onCPU: map[int]float64{}, wakes: map[[2]int]int{},
+		firstSeen: map[int]float64{}, execAt: map[int]float64{}}
 }
 
 func (s *sums) add(ev event) {
 	s.cpus = max(s.cpus, ev.cpu+1)
 	if ev.tid != 0 {
 		s.commOf[ev.tid], s.pidOf[ev.tid] = ev.comm, ev.pid
+		s.seen(ev.tid, ev.t)
+	}
+	if ev.isExec {
+		s.execAt[ev.pid] = ev.t
+		s.commOf[ev.tid] = "" // named anew by its next event
+		return
 	}
 	if !ev.isSwitch {
 		if s.inside(ev.t) {
@@ -41,6 +52,7 @@ func (s *sums) add(ev event) {
 		if _, known := s.commOf[ev.target]; !known {
 			s.commOf[ev.target] = ev.targetComm
 		}
+		s.seen(ev.target, ev.t)
 		return
 	}
 	if since, ok := s.running[ev.cpu]; ok {
@@ -66,10 +78,33 @@ func (s *sums) overlap(from, to float64) float64 {
 	return d
 }
 
-// monitor says whether tid is the runtime monitor (sysmon) of a Go
-// process: runtime.main starts it before any other thread, so it is the
-// process's second task — unless another process took that number first.
-func (s *sums) monitor(tid int) bool { return s.pidOf[tid]+1 == tid }
+func (s *sums) seen(tid int, t float64) {
+	if _, ok := s.firstSeen[tid]; !ok {
+		s.firstSeen[tid] = t
+	}
+}
+
+// findMonitors names each process's runtime monitor (sysmon), for a Go
+// program: runtime.main starts it before any other thread, so it is the
+// lowest-numbered thread but the first one that the process's program,
+// as last executed (timerslack executes it twice), started.
+func (s *sums) findMonitors() {
+	first := map[int]int{} // process → its monitor
+	for tid, pid := range s.pidOf {
+		if tid == pid || s.firstSeen[tid] < s.execAt[pid] {
+			continue
+		}
+		if m, ok := first[pid]; !ok || tid < m {
+			first[pid] = tid
+		}
+	}
+	s.monitors = map[int]bool{}
+	for _, tid := range first {
+		s.monitors[tid] = true
+	}
+}
+
+func (s *sums) monitor(tid int) bool { return s.monitors[tid] }
 
 func (s *sums) cpuKind(tid int) string {
 	switch c := s.commOf[tid]; {
@@ -119,6 +154,7 @@ func (s *sums) report(out io.Writer) error {
 	if s.cpus == 0 {
 		return fmt.Errorf("the trace holds no sched_switch or sched_waking event")
 	}
+	s.findMonitors()
 	fmt.Fprintf(out, "%d ELECTED rounds, %.0f µs each on average, %.1f µs per hop\n", len(s.wins), span/float64(len(s.wins))*1e6, span/float64(hops)*1e6)
 	cpu := map[string]float64{}
 	for tid, d := range s.onCPU {

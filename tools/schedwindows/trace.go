@@ -24,10 +24,12 @@ type event struct {
 	// a sleeper's timer) made target runnable.
 	target     int
 	targetComm string
+	// exec: the process executed a program (its threads are new since).
+	isExec bool
 }
 
 var (
-	headRE   = regexp.MustCompile(`^\s*(.+?)\s+(\d+)/(\d+)\s+\[(\d+)\]\s+(\d+\.\d+):\s+sched:(sched_switch|sched_waking):\s+(.*)$`)
+	headRE   = regexp.MustCompile(`^\s*(.+?)\s+(\d+)/(\d+)\s+\[(\d+)\]\s+(\d+\.\d+):\s+sched:(sched_switch|sched_waking|sched_process_exec):\s+(.*)$`)
 	switchRE = regexp.MustCompile(`prev_pid=(\d+) .*==> next_comm=(.*) next_pid=(\d+)`)
 	wakingRE = regexp.MustCompile(`^comm=(.*) pid=(\d+) `)
 )
@@ -51,6 +53,10 @@ func parseLine(line string) (ev event, ok bool, err error) {
 		return event{}, false, fmt.Errorf("%q: time: %w", line, err)
 	}
 	rest := m[7]
+	if m[6] == "sched_process_exec" {
+		ev.isExec = true
+		return ev, true, nil
+	}
 	if m[6] == "sched_switch" {
 		s := switchRE.FindStringSubmatch(rest)
 		if s == nil {

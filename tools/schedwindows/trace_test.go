@@ -21,6 +21,11 @@ func TestParseLine(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, event{comm: "ringnode", pid: 9880, tid: 9881, cpu: 1, t: 2140.912601, isSwitch: true, prev: 9881, next: 0, nextComm: "swapper/1"}, ev)
 
+	ev, ok, err = parseLine("        ringnode  9880/9880  [000]  2140.5: sched:sched_process_exec: filename=/work/bin/ringnode pid=9880 old_pid=9880")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, event{comm: "ringnode", pid: 9880, tid: 9880, t: 2140.5, isExec: true}, ev)
+
 	for _, line := range []string{"", "# ========", "perf 1/1 [000] 1.0: cpu-clock:", "ringnode 1/2 [000] 3.5: sched:sched_wakeup_new: comm=x pid=3 prio=120"} {
 		_, ok, err := parseLine(line)
 		assert.NoError(t, err, line)
@@ -42,6 +47,9 @@ func TestParseLine(t *testing.T) {
 // format writes ev back as perf script prints it.
 func (ev event) format() string {
 	head := fmt.Sprintf("%16s %5d/%-5d [%03d] %.6f: ", ev.comm, ev.pid, ev.tid, ev.cpu, ev.t)
+	if ev.isExec {
+		return head + fmt.Sprintf("sched:sched_process_exec: filename=/bin/%s pid=%d old_pid=%d", ev.comm, ev.pid, ev.tid)
+	}
 	if ev.isSwitch {
 		return head + fmt.Sprintf("sched:sched_switch: prev_comm=%s prev_pid=%d prev_prio=120 prev_state=S ==> next_comm=%s next_pid=%d next_prio=120",
 			ev.comm, ev.prev, ev.nextComm, ev.next)
@@ -56,6 +64,7 @@ func FuzzParseLine(f *testing.F) {
 	f.Add(" kworker/u8:2-wr 22127/22127 [000]  2140.912857: sched:sched_waking: comm=ringnode pid=9937 prio=120 target_cpu=000")
 	f.Add("        ringnode  9880/9881  [001]  2140.912601: sched:sched_switch: prev_comm=ringnode prev_pid=9881 prev_prio=120 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120")
 	f.Add("a b 1/2 [3] 4.5: sched:sched_switch: prev_pid=1 x ==> next_comm=a ==> next_comm=b next_pid=2")
+	f.Add("ringnode 9880/9880 [000] 2140.5: sched:sched_process_exec: filename=/work/bin/ringnode pid=9880 old_pid=9880")
 	f.Fuzz(func(t *testing.T, line string) {
 		ev, ok, err := parseLine(line)
 		if err != nil || !ok {
@@ -65,8 +74,8 @@ func FuzzParseLine(f *testing.F) {
 		again, ok, err := parseLine(ev.format())
 		require.NoError(t, err, ev.format())
 		require.True(t, ok, ev.format())
-		assert.Equal(t, [7]int{ev.pid, ev.tid, ev.cpu, ev.prev, ev.next, ev.target, boolInt(ev.isSwitch)},
-			[7]int{again.pid, again.tid, again.cpu, again.prev, again.next, again.target, boolInt(again.isSwitch)}, ev.format())
+		assert.Equal(t, [8]int{ev.pid, ev.tid, ev.cpu, ev.prev, ev.next, ev.target, boolInt(ev.isSwitch), boolInt(ev.isExec)},
+			[8]int{again.pid, again.tid, again.cpu, again.prev, again.next, again.target, boolInt(again.isSwitch), boolInt(again.isExec)}, ev.format())
 		if !math.IsInf(ev.t, 0) {
 			assert.InDelta(t, ev.t, again.t, 1e-6*math.Max(1, ev.t/1e9))
 		}
