@@ -323,7 +323,7 @@ func bareSection(t, bare *experiments.Table, seed uint64) string {
 		return ""
 	}
 	return "\n**The physical limit, measured in the same run**: a bare token ring of the same number of processes on loopback " +
-		"(`cmd/tokenring`, one 8-byte token forwarded, no election logic; ring-failover-bare.csv), timed *busy* (" + strconv.Itoa(bareRounds) +
+		"(`cmd/tokenring`, one 8-byte token forwarded, no election logic, each process with the servers' timer slack; ring-failover-bare.csv), timed *busy* (" + strconv.Itoa(bareRounds) +
 		" trips back to back, the token sent round again as soon as it is back), *at rest* (" + strconv.Itoa(restRounds) + " trips, each " +
 		restGap.String() + " after the last, so every process has fallen idle, as in a ring between elections: waking an idle process costs a core's " +
 		"return from its idle state and cold caches) and *woken* (" + strconv.Itoa(restRounds) + " trips, each the second after such a pause: " +
