@@ -55,7 +55,7 @@ func run(ctx context.Context, args []string, setSlack func(time.Duration) error)
 	fs.StringVar(&level, "log-level", "RINGNODE_LOG", "info", "debug, info, warn or error")
 	var slack time.Duration
 	fs.DurationVar(&slack, "timer-slack", "RINGNODE_TIMER_SLACK", time.Millisecond,
-		"how late the kernel may end this process's timed sleeps (0: as inherited; at most "+timerslack.Max.String()+"): the Go runtime's monitor then wakes ~1/ms instead of every ~70 µs while the server is busy — see docs/ringnode.md")
+		"how late the kernel may end this process's timed sleeps (0: as inherited; at most "+timerslack.Max.String()+"): a busy server's Go runtime monitor then sleeps 20 µs plus this between its rounds, not 20 µs plus the kernel's default 50 µs — see docs/ringnode.md")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -4,8 +4,8 @@
 // Why a server wants it: the Go runtime's monitor thread (sysmon) sleeps
 // 20 µs between its rounds after a system call woke the process from
 // idling, until it has found nothing to do fifty times. With the kernel's
-// default slack of 50 µs that is a wake-up every ~70 µs in every process
-// that just handled a message; sixteen ringnodes on two cores spent about
+// default slack of 50 µs that is a wake-up every 70 µs or so in every
+// process that just handled a message; sixteen ringnodes on two cores spent about
 // a fifth of the CPUs on their monitors during an election round
 // (tools/sched-profile.sh). A slack of a millisecond lets each monitor
 // sleep that much longer and delays nothing the server waits on: network

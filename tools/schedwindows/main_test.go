@@ -38,7 +38,7 @@ func TestRunSumsTheRounds(t *testing.T) {
 	assert.Contains(t, out.String(), " 12.5 %  ringnode: its Go runtime's monitor (sysmon)")
 	assert.Contains(t, out.String(), "0.25  ringnode → another ringnode process")
 	assert.Contains(t, out.String(), "0.25  ringnode → its own monitor") // 202 wakes 201, the second task of 200
-	assert.NotContains(t, out.String(), "0.50")
+	assert.NotContains(t, out.String(), "0.50", "the wake-up between the rounds is not counted")
 }
 
 func TestRunRefusesWhatItCannotPlace(t *testing.T) {

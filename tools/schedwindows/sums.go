@@ -41,8 +41,7 @@ func (s *sums) add(ev event) {
 		s.seen(ev.tid, ev.t)
 	}
 	if ev.isExec {
-		s.execAt[ev.pid] = ev.t
-		s.commOf[ev.tid] = "" // named anew by its next event
+		s.execAt[ev.pid] = ev.t // perf names it after the new program already
 		return
 	}
 	if !ev.isSwitch {
