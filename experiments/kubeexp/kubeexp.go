@@ -84,6 +84,21 @@ func waitLeadersUnless(ctx context.Context, c *kube.Cluster, ns string, apps []s
 	}
 }
 
+// leaderNow returns app's leader in ns as it stands, waiting up to limit
+// for one. A leader seen once can lose a short lease before it is
+// signalled — its renewal late on a loaded machine — and until the next
+// one starts there is nobody: a compose stack's CI run signalled "" there.
+func leaderNow(ctx context.Context, c *kube.Cluster, ns, app string, limit time.Duration) (string, error) {
+	leaders, err := waitLeaders(ctx, c, ns, []string{app}, limit)
+	if err != nil {
+		return "", err
+	}
+	if leaders[app] == "" {
+		return "", fmt.Errorf("%s has no leader within %s: %s", app, limit, eventCounts(c.Events(ns)))
+	}
+	return leaders[app], nil
+}
+
 // starved reports whether every one of candidates (event IDs) has been
 // refused by its algorithm's rule twice, a retry period or more apart:
 // asked again after a full retry period, with the other applications'

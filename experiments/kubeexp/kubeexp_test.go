@@ -7,7 +7,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/ringside/ringside/bld/balance"
 	"github.com/ringside/ringside/experiments"
 	"github.com/ringside/ringside/experiments/backend/kube"
 	"github.com/ringside/ringside/experiments/backend/kube/controlplane"
@@ -349,4 +352,30 @@ func TestRebalanceJoinAndDrain(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(md), "| cle-balanced | drain |")
 	assert.NotContains(t, string(md), "report failed")
+}
+
+// A leader seen once can be gone when it is to be signalled, and nobody
+// leads until the next one's campaign wins: leaderNow waits for that one
+// instead of answering "" (a compose stack's CI run signalled nobody in
+// such a gap, the first leader's renewal late on a loaded machine).
+func TestLeaderNowWaitsOutALeaderlessGap(t *testing.T) {
+	ctx := context.Background()
+	c, err := kube.Start(ctx, "", kube.BackendKube)
+	require.NoError(t, err)
+	defer c.Close()
+	ns, err := c.Namespace(ctx, "gap")
+	require.NoError(t, err)
+	_, err = c.Deploy(ctx, ns, []kube.App{{Name: "app", Replicas: 2, Nodes: c.WorkerNodes}}, 0, balance.Default, "lease", profiles["short"])
+	require.NoError(t, err)
+	first, err := leaderNow(ctx, c, ns, "app", 30*time.Second)
+	require.NoError(t, err)
+	_, err = c.Signal(ctx, ns, strings.TrimPrefix(first, ns+"/"), syscall.SIGKILL)
+	require.NoError(t, err)
+	// The follower waits out the 2-s lease, renewed at most 0.5 s before.
+	id, _ := c.Leader(ns, "app")
+	require.Empty(t, id, "the gap this test is about")
+	next, err := leaderNow(ctx, c, ns, "app", 30*time.Second)
+	require.NoError(t, err)
+	assert.NotEmpty(t, next)
+	assert.NotEqual(t, first, next)
 }

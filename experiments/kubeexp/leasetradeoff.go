@@ -133,9 +133,9 @@ func (l *LeaseTradeoff) once(ctx context.Context, c *kube.Cluster, alg string, t
 	row := leaseTradeoffRow{SteadyPerM: all / minutes, WritesPerM: writes / minutes}
 
 	// One election: SIGKILL app-0's leader.
-	old, _ := c.Leader(ns, names[0])
-	if old == "" {
-		return leaseTradeoffRow{}, fmt.Errorf("%s has no leader to kill", names[0])
+	old, err := leaderNow(ctx, c, ns, names[0], 2*t.Lease+10*time.Second)
+	if err != nil {
+		return leaseTradeoffRow{}, err
 	}
 	before, err = requestCounts(ctx, c)
 	if err != nil {

@@ -92,14 +92,11 @@ func (r *Reelection) once(ctx context.Context, c *kube.Cluster, alg, kill string
 	}
 	// Two leases: a loaded machine's first election (8 of them at once by
 	// default) has waited out 30 s in a compose stack.
-	first, err := waitLeaders(ctx, c, ns, []string{app.Name}, 2*t.Lease+30*time.Second)
+	old, err := leaderNow(ctx, c, ns, app.Name, 2*t.Lease+30*time.Second)
 	if err != nil {
 		return reelected{}, err
 	}
-	if len(first) != 1 {
-		return reelected{}, fmt.Errorf("no first leader within %s: %s", 2*t.Lease+30*time.Second, eventCounts(c.Events(ns)))
-	}
-	if alg == balance.Ranked {
+	for tries := 0; alg == balance.Ranked; tries++ {
 		// The hand-over is to the best-ranked follower: wait until the
 		// leader's ranking names them all. A fixed 1.5 s was too short
 		// for the 10-s profile, whose leader lists its followers at most
@@ -108,8 +105,20 @@ func (r *Reelection) once(ctx context.Context, c *kube.Cluster, alg, kill string
 		if err := waitRanking(ctx, c, ns, app.Name, r.k.lock, r.replicas-1, 2*t.Retry+10*time.Second); err != nil {
 			return reelected{}, err
 		}
+		// The ranking read is the leader's of that moment: if the
+		// leadership moved meanwhile, wait for the new leader's.
+		now, err := leaderNow(ctx, c, ns, app.Name, 2*t.Lease+10*time.Second)
+		if err != nil {
+			return reelected{}, err
+		}
+		if now == old {
+			break
+		}
+		if tries == 2 {
+			return reelected{}, fmt.Errorf("the leadership moved three times while waiting for a ranking (last %s)", now)
+		}
+		old = now
 	}
-	old, _ := c.Leader(ns, app.Name)
 	sig := syscall.SIGTERM
 	if kill == "SIGKILL" {
 		sig = syscall.SIGKILL
