@@ -96,17 +96,28 @@ func (r *Reelection) once(ctx context.Context, c *kube.Cluster, alg, kill string
 	if err != nil {
 		return reelected{}, err
 	}
-	for tries := 0; alg == balance.Ranked; tries++ {
-		// The hand-over is to the best-ranked follower: wait until the
-		// leader's ranking names them all. A fixed 1.5 s was too short
-		// for the 10-s profile, whose leader lists its followers at most
-		// every retry period (2 s): it released to nobody, and the next
-		// leader came a retry period later (650 ms instead of 16).
-		if err := waitRanking(ctx, c, ns, app.Name, r.k.lock, r.replicas-1, 2*t.Retry+10*time.Second); err != nil {
-			return reelected{}, err
+	sig := syscall.SIGTERM
+	if kill == "SIGKILL" {
+		sig = syscall.SIGKILL
+	}
+	if sig == syscall.SIGTERM {
+		r.handover.Lock()
+		defer r.handover.Unlock()
+	}
+	// The leader to signal is the one leading once it is this
+	// repetition's turn, and for ranked succession once its ranking is
+	// complete: on a loaded machine a short lease can move meanwhile.
+	for tries := 0; ; tries++ {
+		if alg == balance.Ranked {
+			// The hand-over is to the best-ranked follower: wait until the
+			// leader's ranking names them all. A fixed 1.5 s was too short
+			// for the 10-s profile, whose leader lists its followers at most
+			// every retry period (2 s): it released to nobody, and the next
+			// leader came a retry period later (650 ms instead of 16).
+			if err := waitRanking(ctx, c, ns, app.Name, r.k.lock, r.replicas-1, 2*t.Retry+10*time.Second); err != nil {
+				return reelected{}, err
+			}
 		}
-		// The ranking read is the leader's of that moment: if the
-		// leadership moved meanwhile, wait for the new leader's.
 		now, err := leaderNow(ctx, c, ns, app.Name, 2*t.Lease+10*time.Second)
 		if err != nil {
 			return reelected{}, err
@@ -115,19 +126,11 @@ func (r *Reelection) once(ctx context.Context, c *kube.Cluster, alg, kill string
 			break
 		}
 		if tries == 2 {
-			return reelected{}, fmt.Errorf("the leadership moved three times while waiting for a ranking (last %s)", now)
+			return reelected{}, fmt.Errorf("the leadership moved three times before the signal (last to %s)", now)
 		}
 		old = now
 	}
-	sig := syscall.SIGTERM
-	if kill == "SIGKILL" {
-		sig = syscall.SIGKILL
-	}
 	pod := strings.TrimPrefix(old, ns+"/")
-	if sig == syscall.SIGTERM {
-		r.handover.Lock()
-		defer r.handover.Unlock()
-	}
 	at, err := c.Signal(ctx, ns, pod, sig)
 	if err != nil {
 		return reelected{}, err
