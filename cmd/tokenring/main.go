@@ -45,7 +45,7 @@ func run(ctx context.Context, args []string) error {
 	// Before the inherited listener is taken over: executing the program
 	// again keeps descriptor 3 only while it is the one the parent passed.
 	if err := timerslack.Apply(*slack, os.Environ()); err != nil {
-		return err
+		return fmt.Errorf("--timer-slack: %w", err)
 	}
 	ln, err := listener(*listen, *listenFD)
 	if err != nil {

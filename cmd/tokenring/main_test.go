@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"strconv"
 	"strings"
@@ -47,4 +48,19 @@ func TestOriginateTimesTheTripAfterTheWarmOnes(t *testing.T) {
 func TestOriginateReportsABrokenRing(t *testing.T) {
 	err := originate(strings.NewReader(""), io.Discard, io.Discard, 3, 0, 1)
 	assert.ErrorContains(t, err, "round 0")
+}
+
+// A slack the relays cannot use is refused by name before anything
+// listens or executes again; a value without a unit is the flag
+// package's error.
+func TestBadTimerSlackIsRefused(t *testing.T) {
+	for value, want := range map[string]string{
+		"-1ms":                  "--timer-slack: timer slack -1ms: want 0 (as inherited) to 5ms",
+		"6ms":                   "--timer-slack: timer slack 6ms: want 0 (as inherited) to 5ms",
+		"1":                     `invalid value "1" for flag -timer-slack`,
+		"9223372036854775808ns": `invalid value "9223372036854775808ns" for flag -timer-slack`,
+	} {
+		err := run(context.Background(), []string{"--listen", "127.0.0.1:0", "--next", "127.0.0.1:1", "--timer-slack", value})
+		assert.ErrorContains(t, err, want, value)
+	}
 }

@@ -85,8 +85,8 @@ func (s *sums) seen(tid int, t float64) {
 
 // findMonitors names each process's runtime monitor (sysmon), for a Go
 // program: runtime.main starts it before any other thread, so it is the
-// lowest-numbered thread but the first one that the process's program,
-// as last executed (timerslack executes it twice), started.
+// lowest-numbered thread, the main thread aside, of those the process's
+// program started since its last exec (timerslack executes it twice).
 func (s *sums) findMonitors() {
 	first := map[int]int{} // process → its monitor
 	for tid, pid := range s.pidOf {
