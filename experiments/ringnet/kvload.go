@@ -60,6 +60,7 @@ type kvLoadRow struct {
 	OK         bool          `csv:"ok"`
 	Fsync      string        `csv:"fsync"`
 	Seed       uint64        `csv:"seed"`
+	Error      string        `csv:"error"` // why a write failed: the 503's text, a timeout
 }
 
 func (k *KVLoad) Run(ctx context.Context, env *experiments.Env) error {
@@ -121,9 +122,13 @@ func (k *KVLoad) cell(ctx context.Context, env *experiments.Env, addrs []string,
 				err := cl.Put(cctx, p.key, p.value)
 				cancel()
 				done := time.Now()
+				var why string
+				if err != nil {
+					why = err.Error()
+				}
 				out[c] = append(out[c], kvLoadRow{Backend: env.Backend, Servers: len(addrs), ClientKind: kind, Clients: clients,
 					Rep: t.Rep, Client: c, Seq: seq, Key: p.key, ValueBytes: len(p.value), Latency: done.Sub(t0),
-					Done: done.Sub(start), OK: err == nil, Fsync: k.srv.fsync, Seed: t.Seed})
+					Done: done.Sub(start), OK: err == nil, Fsync: k.srv.fsync, Seed: t.Seed, Error: why})
 			}
 		}()
 	}

@@ -105,7 +105,29 @@ func retryable(code int) bool {
 	return code == http.StatusServiceUnavailable || code == http.StatusBadGateway
 }
 
+// Retries: a 502, a 503 or a transport failure may pass elsewhere or a
+// moment later (an owner whose lease a loaded machine let lapse renews it
+// within a suspect timeout; a ring that elects settles its metadata), so
+// the request is sent again with a capped exponential backoff until ctx
+// ends. The servers' Retry-After of one second is the coarsest the header
+// can say, longer than such a lapse lasts; the backoff reaches its cap
+// sooner. A ctx without a deadline bounds the retries by count instead.
+const (
+	firstBackoff            = 20 * time.Millisecond
+	maxBackoff              = 500 * time.Millisecond
+	attemptsWithoutDeadline = 8
+)
+
+// backoff is the pause before attempt (1-based for the first retry).
+func backoff(attempt int) time.Duration {
+	d := firstBackoff << min(attempt-1, 10)
+	return min(d, maxBackoff)
+}
+
 // do sends one request, retrying on a failed server or a changing ring.
+// A retried write is still one operation to a linearizability checker: it
+// takes effect at most once more, within the span from the first send to
+// the last answer.
 func (c *Client) do(ctx context.Context, method, key string, body []byte) ([]byte, error) {
 	if c.smart {
 		c.mu.RLock()
@@ -117,16 +139,17 @@ func (c *Client) do(ctx context.Context, method, key string, body []byte) ([]byt
 			}
 		}
 	}
+	_, bounded := ctx.Deadline()
 	var last error
-	for attempt := range 5 {
+	for attempt := 0; bounded || attempt < attemptsWithoutDeadline; attempt++ {
 		if attempt > 0 {
 			if c.smart {
 				c.Refresh(ctx)
 			}
 			select {
 			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(time.Duration(attempt*attempt) * 20 * time.Millisecond):
+				return nil, fmt.Errorf("%w after %d attempts; the last: %w", ctx.Err(), attempt, last)
+			case <-time.After(backoff(attempt)):
 			}
 		}
 		to := c.target(key, attempt)
@@ -154,7 +177,7 @@ func (c *Client) do(ctx context.Context, method, key string, body []byte) ([]byt
 			return nil, fmt.Errorf("%s %s via %s: %s: %s", method, key, to, resp.Status, bytes.TrimSpace(b))
 		}
 	}
-	return nil, last
+	return nil, fmt.Errorf("after %d attempts: %w", attemptsWithoutDeadline, last)
 }
 
 // Put stores value under key; nil means the write was acknowledged by the
