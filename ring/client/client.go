@@ -125,9 +125,9 @@ func backoff(attempt int) time.Duration {
 }
 
 // do sends one request, retrying on a failed server or a changing ring.
-// A retried write is still one operation to a linearizability checker: it
-// takes effect at most once more, within the span from the first send to
-// the last answer.
+// A retried write is still one operation to a linearizability checker:
+// every attempt writes the same value, and whichever take effect do so
+// between the first send and the last answer.
 func (c *Client) do(ctx context.Context, method, key string, body []byte) ([]byte, error) {
 	if c.smart {
 		c.mu.RLock()
@@ -162,8 +162,13 @@ func (c *Client) do(ctx context.Context, method, key string, body []byte) ([]byt
 			last = err
 			continue
 		}
-		b, err := io.ReadAll(resp.Body)
+		// A server's answer is a value at most; a longer one is not a
+		// ringnode's, and memory per request stays bounded.
+		b, err := io.ReadAll(io.LimitReader(resp.Body, kv.MaxValueLen+1))
 		resp.Body.Close()
+		if err == nil && len(b) > kv.MaxValueLen {
+			return nil, fmt.Errorf("%s %s via %s: an answer over %d bytes, longer than any value", method, key, to, kv.MaxValueLen)
+		}
 		switch {
 		case err != nil:
 			last = err

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ringside/ringside/ring/kv"
 )
 
 // flaky answers the first n requests with code, then 204.
@@ -68,6 +70,23 @@ func TestPutDoesNotRetryAClientError(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "413")
 	assert.EqualValues(t, 1, calls.Load())
+}
+
+// A server that answers more than any value could be is refused, not read
+// to the end.
+func TestGetRefusesAnAnswerLongerThanAnyValue(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		chunk := make([]byte, 1<<20)
+		for range kv.MaxValueLen>>20 + 2 {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	_, err := New([]string{strings.TrimPrefix(srv.URL, "http://")}, false).Get(context.Background(), "k")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "longer than any value")
 }
 
 func TestBackoffGrowsToItsCap(t *testing.T) {
