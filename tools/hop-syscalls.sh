@@ -12,26 +12,19 @@
 #
 # OUT keeps the run's results, perf.data and the summary, syscalls.txt.
 # Needs perf (Debian: linux-perf) and bin/ from `make build`. The tracepoint
-# slows the hops (about a fifth at n = 16 here): count with it, time without.
+# slows the hops (rounds more than twice as long at n = 16 here), and a
+# longer round holds more serving-lease frames: count with it, time without.
 set -euo pipefail
 out=${1:?usage: tools/hop-syscalls.sh OUT [ring-failover flags]}
 shift
-command -v perf >/dev/null || { echo "hop-syscalls: perf is not installed (apt-get install linux-perf)" >&2; exit 1; }
-mkdir -p "$out"
-go build -o "$out/schedwindows" ./tools/schedwindows
-offset=$("$out/schedwindows" offset)
-bin=${RINGSIDE_BINARIES:-$PWD/bin}
-RINGSIDE_BINARIES=$bin perf record -q -g -k CLOCK_MONOTONIC -a -e raw_syscalls:sys_enter -o "$out/perf.data" -- \
-	"$bin/ringside" run ring-failover --out "$out" "$@"
+. "$(dirname "$0")/perf-failover.sh"
+perf_failover hop-syscalls "$out" -g -e raw_syscalls:sys_enter -- "$@"
 
-# Each measured round as "from,to hops" in perf's seconds.
-awk -F, -v off="$offset" '
-	NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
-	{ at = $col["elected_at_unix_ns"]; ms = $col["elected_round_ms"]; n = $col["n"] }
-	at > 0 && ms > 0 && n >= 3 { s = (at - off) / 1e9; printf "%.6f,%.6f %d\n", s, s + ms / 1e3, n - 1 }
-' "$out/ring-failover.csv" >"$out/windows.txt"
-[ -s "$out/windows.txt" ] || { echo "hop-syscalls: no measured ELECTED round in $out/ring-failover.csv" >&2; exit 1; }
+"$out/schedwindows" --offset "$offset" --csv "$out/ring-failover.csv" --windows >"$out/windows.txt"
 hops=$(awk '{ h += $2 } END { print h }' "$out/windows.txt")
+# The traced rounds' median length: lease frames a hop grow with it.
+median_ms=$(awk '{ split($1, t, ","); print (t[2] - t[1]) * 1e3 }' "$out/windows.txt" | sort -n |
+	awk '{ v[NR] = $1 } END { printf "%.2f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
 relay_hops=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next } { h += $col["n"] } END { print h + 0 }' "$out/ring-failover-bare.csv")
 
 # summarize COMM HOPS: perf script's call chains on stdin, counts per hop.
@@ -49,8 +42,9 @@ summarize() {
 	/^[ \t]+[0-9a-f]+ / {
 		if (site != "" || call == "") next
 		sym = $2
-		# Kernel frames, the runtime and library plumbing of a system call.
-		if (sym !~ /[.\/]/ || sym ~ /^(internal\/runtime\/syscall|syscall\.|internal\/poll\.|net\.\(\*(netFD|conn)\)|runtime\.(futex|usleep|notewakeup|notesleep|notetsleep_internal|semawakeup|semasleep|systemstack|write1|read|lock2|unlock2|lockWithRank|unlockWithRank|lock|unlock|reentersyscall|entersyscall|netpoll)(\.abi0)?$|bufio\.|io\.|golang\.org\/x\/net\/netutil)/) next
+		# Kernel frames, the plumbing of a system call in the runtime and libraries,
+		# and in ring/transport and ring/wire: the caller is who sent or read.
+		if (sym !~ /[.\/]/ || sym ~ /^(internal\/runtime\/syscall|syscall\.|internal\/poll\.|net\.\(\*(netFD|conn)\)|runtime\.(futex|usleep|notewakeup|notesleep|notetsleep_internal|semawakeup|semasleep|systemstack|write1|read|lock2|unlock2|lockWithRank|unlockWithRank|lock|unlock|reentersyscall|entersyscall|netpoll)(\.abi0)?$|bufio\.|io\.|golang\.org\/x\/net\/netutil|github\.com\/ringside\/ringside\/ring\/(transport|wire)\.)/) next
 		site = sym; next
 	}
 	/^[^ \t]/ { flush(); call = "" }
@@ -70,6 +64,7 @@ summarize() {
 	while read -r w _; do
 		perf script -i "$out/perf.data" --time "$w" --comm ringnode -F comm,tid,trace,ip,sym 2>/dev/null
 	done <"$out/windows.txt" | summarize ringnode "$hops"
+	echo "ELECTED rounds traced: $(wc -l <"$out/windows.txt"), median ${median_ms} ms"
 	echo
 	perf script -i "$out/perf.data" --comm tokenring -F comm,tid,trace,ip,sym 2>/dev/null | summarize tokenring "$relay_hops"
 } | tee "$out/syscalls.txt"

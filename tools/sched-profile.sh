@@ -10,12 +10,7 @@
 set -euo pipefail
 out=${1:?usage: tools/sched-profile.sh OUT [ring-failover flags]}
 shift
-command -v perf >/dev/null || { echo "sched-profile: perf is not installed (apt-get install linux-perf)" >&2; exit 1; }
-mkdir -p "$out"
-go build -o "$out/schedwindows" ./tools/schedwindows
-offset=$("$out/schedwindows" offset)
-RINGSIDE_BINARIES=${RINGSIDE_BINARIES:-$PWD/bin} perf record -q -k CLOCK_MONOTONIC -a \
-	-e sched:sched_switch -e sched:sched_waking -e sched:sched_process_exec -o "$out/perf.data" -- \
-	bin/ringside run ring-failover --out "$out" "$@"
+. "$(dirname "$0")/perf-failover.sh"
+perf_failover sched-profile "$out" -e sched:sched_switch -e sched:sched_waking -e sched:sched_process_exec -- "$@"
 perf script -i "$out/perf.data" -F comm,pid,tid,cpu,time,event,trace 2>/dev/null |
 	"$out/schedwindows" --offset "$offset" --csv "$out/ring-failover.csv" | tee "$out/sched.txt"

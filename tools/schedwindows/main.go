@@ -45,15 +45,24 @@ func run(args []string, in io.Reader, out io.Writer) error {
 	offset := fs.Int64("offset", 0, "CLOCK_REALTIME − CLOCK_MONOTONIC in ns when perf recorded (schedwindows offset), perf recording with -k CLOCK_MONOTONIC")
 	csvPath := fs.String("csv", "", "ring-failover's CSV of the traced run")
 	comm := fs.String("comm", "ringnode", "the command whose rounds these are")
+	list := fs.Bool("windows", false, "print each round as \"FROM,TO HOPS\" on perf's clock (perf script --time FROM,TO) instead of summing a trace")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *offset <= 0 || *csvPath == "" || fs.NArg() > 0 {
-		return errors.New("want offset, or --offset NS --csv FILE [--comm NAME] with perf script's output on stdin")
+		return errors.New("want offset, or --offset NS --csv FILE [--comm NAME | --windows] with perf script's output on stdin")
 	}
 	wins, err := windows(*csvPath, *offset)
 	if err != nil {
 		return err
+	}
+	if *list {
+		for _, w := range wins {
+			if _, err := fmt.Fprintf(out, "%.6f,%.6f %d\n", w.from, w.to, w.hops); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	s := newSums(wins, *comm)
 	sc := bufio.NewScanner(in)

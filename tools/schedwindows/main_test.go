@@ -41,6 +41,18 @@ func TestRunSumsTheRounds(t *testing.T) {
 	assert.NotContains(t, out.String(), "0.50", "the wake-up between the rounds is not counted")
 }
 
+// --windows lists the rounds for perf script --time, with their hops.
+func TestRunListsTheRounds(t *testing.T) {
+	csv := filepath.Join(t.TempDir(), "ring-failover.csv")
+	require.NoError(t, os.WriteFile(csv, []byte("n,elected_round_ms,elected_at_unix_ns\n"+
+		"3,1,1001000000000\n"+
+		"3,0,0\n"+ // not measured: left out
+		"16,2.5,1002000000000\n"), 0o644))
+	var out strings.Builder
+	require.NoError(t, run([]string{"--offset", "1000000000000", "--csv", csv, "--windows"}, strings.NewReader(""), &out))
+	assert.Equal(t, "1.000000,1.001000 2\n2.000000,2.002500 15\n", out.String())
+}
+
 func TestRunRefusesWhatItCannotPlace(t *testing.T) {
 	dir := t.TempDir()
 	noCol := filepath.Join(dir, "old.csv")
