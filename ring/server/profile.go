@@ -16,6 +16,11 @@ import (
 //	GET /internal/profile/cpu?seconds=N    a CPU profile over N seconds
 //	GET /internal/profile/block?seconds=N  where goroutines waited (channels,
 //	                                       locks, select) over N seconds
+//	GET /internal/profile/trace?seconds=N  an execution trace over N seconds:
+//	                                       when each goroutine was woken (by
+//	                                       the network, a timer, a lock) and
+//	                                       ran, on the monotonic clock every
+//	                                       process shares (tools/hop-trace)
 //
 // Block profiling slows every blocking operation, so it is on only while
 // such a request runs, one at a time.
@@ -34,6 +39,8 @@ func (s *Server) handleProfile(w http.ResponseWriter, r *http.Request) {
 	switch kind := r.PathValue("kind"); kind {
 	case "cpu":
 		pprof.Profile(w, r) // refuses a second profile at once itself
+	case "trace":
+		pprof.Trace(w, r) // likewise a second trace
 	case "block":
 		if !blockProfiling.TryLock() {
 			http.Error(w, "a block profile is being taken already", http.StatusConflict)
@@ -44,6 +51,6 @@ func (s *Server) handleProfile(w http.ResponseWriter, r *http.Request) {
 		defer runtime.SetBlockProfileRate(0)
 		pprof.Handler("block").ServeHTTP(w, r) // the difference over seconds
 	default:
-		http.Error(w, fmt.Sprintf("profile %q: want cpu or block", kind), http.StatusNotFound)
+		http.Error(w, fmt.Sprintf("profile %q: want cpu, block or trace", kind), http.StatusNotFound)
 	}
 }

@@ -187,7 +187,8 @@ func TestLeaseAnswers(t *testing.T) {
 }
 
 // A profile is the peers' to take, and comes back in pprof's gzipped
-// format; a block profile while another is being taken is refused.
+// format (a trace in the runtime's own); a block profile while another is
+// being taken is refused.
 func TestProfiles(t *testing.T) {
 	nodes := startRing(t, 1)
 	url := "http://" + nodes[0].Addr() + "/internal/profile/"
@@ -209,4 +210,7 @@ func TestProfiles(t *testing.T) {
 		require.NoError(t, err)
 		assert.NotEmpty(t, raw, kind)
 	}
+	resp, body = peerDo(t, http.MethodGet, url+"trace?seconds=1", "", testSecret)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	assert.Regexp(t, `^go 1\.\d+ trace\x00`, body, "an execution trace's header")
 }

@@ -363,7 +363,7 @@ func TestMalformedInputKeepsServing(t *testing.T) {
 		{http.MethodGet, "/internal/profile/cpu", "", 400, "seconds \"\": want a whole number from 1 to 50"},
 		{http.MethodGet, "/internal/profile/cpu?seconds=-1", "", 400, "seconds"},
 		{http.MethodGet, "/internal/profile/cpu?seconds=9999999999999999999", "", 400, "seconds"},
-		{http.MethodGet, "/internal/profile/heap?seconds=1", "", 404, `profile "heap": want cpu or block`},
+		{http.MethodGet, "/internal/profile/heap?seconds=1", "", 404, `profile "heap": want cpu, block or trace`},
 	} {
 		req, _ := http.NewRequest(tc.method, "http://"+a+tc.path, strings.NewReader(tc.body))
 		req.Header.Set(HeaderSecret, testSecret)
