@@ -14,7 +14,7 @@ import (
 
 // Every registered election runs ringnode's coordinator failover: the
 // coordinator dies, the survivors elect the max live UID over the wire
-// (version 2 frames carry each algorithm's kinds, phases and directions),
+// (frames since version 2 carry each algorithm's kinds, phases and directions),
 // and it alone takes the role over.
 func TestEveryElectionFailsOver(t *testing.T) {
 	for _, name := range ring.AlgorithmNames() {

@@ -40,20 +40,38 @@ func (s *Server) leaseLoop(ctx context.Context) {
 }
 
 // askLease asks every other member, over the ring's connections
-// (wire.MsgLeaseAsk), whether it counts this server. Answers come back
-// to onLease; one that never comes confirms nothing.
+// (wire.MsgLeaseAsk), whether it counts this server, each ask carrying
+// this server's answer to that member's latest ask. Answers come back to
+// onLease; one that never comes confirms nothing. Askers it does not ask
+// (not members under its metadata, or it has none yet) get their answer
+// on its own.
 func (s *Server) askLease() {
 	meta := s.currentMeta()
-	if meta == nil {
-		return
-	}
 	s.leaseMu.Lock()
-	n := s.lease.Ask(s.now())
+	pending := s.unanswered
+	s.unanswered = make(map[ring.UID]uint64, len(pending))
+	var n uint64
+	if meta != nil {
+		n = s.lease.Ask(s.now())
+	}
 	s.leaseMu.Unlock()
-	for _, to := range meta.Servers {
-		if to != s.cfg.Addr {
-			s.tr.Send(ring.Message{Type: wire.MsgLeaseAsk, From: s.self, To: ring.UIDOf(to), Round: n})
+	if meta != nil {
+		for _, addr := range meta.Servers {
+			if addr == s.cfg.Addr {
+				continue
+			}
+			to := ring.UIDOf(addr)
+			ask := wire.LeaseAsk{Round: n}
+			if r, ok := pending[to]; ok {
+				ask.Answer, ask.HasAnswer = s.answerLease(to, r), true
+				delete(pending, to)
+			}
+			s.tr.Send(ask.Message(s.self, to))
+			s.m.leaseAsks.Inc()
 		}
+	}
+	for to, r := range pending {
+		s.sendAnswer(to, r)
 	}
 }
 
@@ -63,43 +81,81 @@ func (s *Server) askLease() {
 func (s *Server) onLease(m ring.Message) bool {
 	switch m.Type {
 	case wire.MsgLeaseAsk:
-		s.tr.Send(s.answerLease(m))
+		ask, err := wire.ParseLeaseAsk(m)
+		if err != nil {
+			s.malformedLease(err)
+			return true
+		}
+		if ask.HasAnswer {
+			s.leaseAnswered(m.From, ask.Answer)
+		}
+		if !s.answersRide() {
+			s.sendAnswer(m.From, ask.Round)
+			return true
+		}
+		// An ask on one connection follows the asker's previous one:
+		// the latest is the round to answer.
+		s.leaseMu.Lock()
+		s.unanswered[m.From] = ask.Round
+		s.leaseMu.Unlock()
 	case wire.MsgLeaseAnswer:
-		s.leaseAnswered(m)
+		a, err := wire.ParseLeaseAnswer(m)
+		if err != nil {
+			s.malformedLease(err)
+			return true
+		}
+		s.leaseAnswered(m.From, a)
 	default:
 		return false
 	}
 	return true
 }
 
-// answerLease answers an ask: counted when its sender is a member under
-// this server's metadata, and either way with this server's rebalance
-// report. The transport reaches only members, so a stranger's ask goes
-// unanswered, which confirms nothing as well.
-func (s *Server) answerLease(ask ring.Message) ring.Message {
-	a := wire.LeaseAnswer{Round: ask.Round}
+// answersRide reports whether answers wait for the answerer's next ask.
+// A round asked at t is then confirmed by about t + one heartbeat, the
+// next by t + two, so the lease runs without a gap only when its term is
+// longer than two heartbeats; three leave one for a late tick or a loaded
+// machine. A shorter term (a suspect timeout under five heartbeats; the
+// default is seven) is answered at once, four frames a pair and heartbeat.
+func (s *Server) answersRide() bool {
+	return s.lease.Term() >= 3*s.cfg.HeartbeatInterval
+}
+
+func (s *Server) sendAnswer(to ring.UID, round uint64) {
+	s.tr.Send(s.answerLease(to, round).Message(s.self, to))
+	s.m.leaseAnswers.Inc()
+}
+
+func (s *Server) malformedLease(err error) {
+	s.m.malformed.WithLabelValues("peer").Inc()
+	s.log.Debug("lease frame", "err", err)
+}
+
+// answerLease answers round of asker from: counted when the asker is a
+// member under this server's metadata, and either way with this server's
+// rebalance report. The transport reaches only members, so a stranger's
+// ask goes unanswered, which confirms nothing as well. Counting when the
+// answer leaves, after the ask, is sound: the asker's lease runs from its
+// ask, and this server removes it only a suspect timeout after it last
+// heard from it, which is no earlier.
+func (s *Server) answerLease(from ring.UID, round uint64) wire.LeaseAnswer {
+	a := wire.LeaseAnswer{Round: round}
 	if meta := s.currentMeta(); meta != nil {
-		_, a.Counted = meta.AddrOf(ask.From)
+		_, a.Counted = meta.AddrOf(from)
 	}
 	if e, ok := s.rebalancedAt(); ok {
 		a.Rebalanced, a.HasRebalanced = [2]uint64{e.Round, e.Version}, true
 	}
-	return a.Message(s.self, ask.From)
+	return a
 }
 
 // leaseAnswered records a member's answer and its rebalance report.
-func (s *Server) leaseAnswered(m ring.Message) {
-	a, err := wire.ParseLeaseAnswer(m)
-	if err != nil {
-		s.m.malformed.WithLabelValues("peer").Inc()
-		s.log.Debug("lease answer", "err", err)
-		return
-	}
+func (s *Server) leaseAnswered(fromUID ring.UID, a wire.LeaseAnswer) {
 	meta := s.currentMeta()
 	if meta == nil {
 		return
 	}
-	from, ok := meta.AddrOf(m.From)
+	from, ok := meta.AddrOf(fromUID)
 	if !ok {
 		return // not a member: its answer counts for nothing
 	}

@@ -13,6 +13,9 @@ type metrics struct {
 	coordinator prometheus.Gauge
 	metaVersion prometheus.Gauge
 	unleased    prometheus.Counter
+	// The serving lease's frames, among sent's types: counted apart
+	// from the lookup by label, n·(n−1) of them a heartbeat.
+	leaseAsks, leaseAnswers prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) metrics {
@@ -38,6 +41,7 @@ func newMetrics(reg prometheus.Registerer) metrics {
 		unleased: prometheus.NewCounter(prometheus.CounterOpts{Name: "ringnode_unleased_refusals_total",
 			Help: "Requests refused as owner for want of a serving lease from a majority of the ring."}),
 	}
+	m.leaseAsks, m.leaseAnswers = m.sent.WithLabelValues("lease_ask"), m.sent.WithLabelValues("lease_answer")
 	reg.MustRegister(m.requests, m.sent, m.malformed, m.dropped, m.replFail, m.moveRetries, m.won, m.coordinator, m.metaVersion, m.unleased)
 	return m
 }

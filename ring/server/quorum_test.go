@@ -144,13 +144,7 @@ func TestLeaseAnswers(t *testing.T) {
 	nodes := startRing(t, 3)
 	s := nodes[0].Server
 	meta := s.currentMeta()
-	ask := func(from string) wire.LeaseAnswer {
-		m := s.answerLease(ring.Message{Type: wire.MsgLeaseAsk, From: ring.UIDOf(from), To: s.self, Round: 9})
-		require.Equal(t, ring.UIDOf(from), m.To, "the answer goes back to the asker")
-		a, err := wire.ParseLeaseAnswer(m)
-		require.NoError(t, err)
-		return a
-	}
+	ask := func(from string) wire.LeaseAnswer { return s.answerLease(ring.UIDOf(from), 9) }
 	want := [2]uint64{meta.Round, meta.Version}
 	require.Eventually(t, func() bool {
 		a := ask(nodes[1].Addr())
@@ -173,15 +167,16 @@ func TestLeaseAnswers(t *testing.T) {
 		n := s.lease.Ask(s.now() + time.Hour)
 		s.leaseMu.Unlock()
 		yes := wire.LeaseAnswer{Round: n, Counted: true}
-		s.leaseAnswered(yes.Message(ring.UIDOf("10.9.9.9:7000"), s.self))
+		s.onLease(yes.Message(ring.UIDOf("10.9.9.9:7000"), s.self))
 		bad := yes.Message(ring.UIDOf(nodes[1].Addr()), s.self)
 		bad.Kind = 0x40
-		s.leaseAnswered(bad)
+		s.onLease(bad)
 		if valid() {
 			t.Error("a stranger's or a malformed answer confirmed the lease")
 			return true
 		}
-		s.leaseAnswered(yes.Message(ring.UIDOf(nodes[2].Addr()), s.self))
+		// A member's answer riding on its ask counts as one on its own.
+		s.onLease(wire.LeaseAsk{Round: 1, Answer: yes, HasAnswer: true}.Message(ring.UIDOf(nodes[2].Addr()), s.self))
 		return valid()
 	}, 5*time.Second, 10*time.Millisecond, "a member's answer completes a majority")
 }
@@ -213,4 +208,48 @@ func TestProfiles(t *testing.T) {
 	resp, body = peerDo(t, http.MethodGet, url+"trace?seconds=1", "", testSecret)
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
 	assert.Regexp(t, `^go 1\.\d+ trace\x00`, body, "an execution trace's header")
+}
+
+// Lease answers ride on the answerer's own asks, two frames a pair and
+// heartbeat, when the term leaves room for the wait (the tests' 300 ms
+// suspect timeout and 50 ms heartbeat: a 200 ms term); with a term under
+// three heartbeats every ask is answered at once. Either way the servers
+// become leased.
+func TestLeaseAnswersRideOnAsks(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		suspect time.Duration
+		ride    bool
+	}{{"riding", 300 * time.Millisecond, true}, {"at once", 175 * time.Millisecond, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var nodes []*node
+			for i := range 3 {
+				addr := newAddr()
+				var join []string
+				if i > 0 {
+					join = []string{nodes[0].Addr()}
+				}
+				cfg := testConfig(addr, t.TempDir(), testNet.Host(addr), join...)
+				cfg.SuspectTimeout = tc.suspect
+				nodes = append(nodes, run(t, cfg))
+			}
+			require.Eventually(t, func() bool {
+				for _, n := range nodes {
+					if m := n.currentMeta(); m == nil || len(m.Servers) != 3 || !n.Snapshot().Leased {
+						return false
+					}
+				}
+				return true
+			}, 10*time.Second, 10*time.Millisecond, "a leased ring of three")
+			s := nodes[1].Server
+			asks, answers := counter(s.m.leaseAsks), counter(s.m.leaseAnswers)
+			require.Eventually(t, func() bool { return counter(s.m.leaseAsks)-asks >= 2*5 }, 10*time.Second, 10*time.Millisecond,
+				"five rounds of asks to the two others")
+			if tc.ride {
+				assert.Zero(t, counter(s.m.leaseAnswers)-answers, "no answer on its own")
+			} else {
+				assert.GreaterOrEqual(t, counter(s.m.leaseAnswers)-answers, float64(2*4), "every ask answered at once")
+			}
+		})
+	}
 }

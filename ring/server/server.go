@@ -200,7 +200,11 @@ type Server struct {
 
 	leaseMu sync.Mutex
 	lease   *lease.Lease // the serving lease (lease.go), guarded by leaseMu
-	askNow  chan struct{}
+	// unanswered holds each asker's latest lease round not yet answered,
+	// guarded by leaseMu: the answer rides on this server's next ask to
+	// it. Only members reach the transport, so it is as large as the ring.
+	unanswered map[ring.UID]uint64
+	askNow     chan struct{}
 
 	joins atomic.Uint64        // rejoins so far: a settle that spans one does not count
 	lost  map[string]time.Time // servers the ring lost, when (antientropy.go)
@@ -280,11 +284,12 @@ func New(cfg Config) (*Server, error) {
 		cfg: cfg, alg: alg, self: ring.UIDOf(cfg.Addr), role: role, lease: sl, log: cfg.Log.With("server", cfg.Addr), store: store, ln: ln,
 		hc: &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64,
 			DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) { return cfg.Network.DialContext(ctx, addr) }}},
-		rebal:     make(chan struct{}, 1),
-		askNow:    make(chan struct{}, 1),
-		transfers: make(chan struct{}, maxTransfers),
-		start:     time.Now(),
-		reg:       prometheus.NewRegistry(),
+		rebal:      make(chan struct{}, 1),
+		askNow:     make(chan struct{}, 1),
+		unanswered: map[ring.UID]uint64{},
+		transfers:  make(chan struct{}, maxTransfers),
+		start:      time.Now(),
+		reg:        prometheus.NewRegistry(),
 	}
 	s.m = newMetrics(s.reg)
 	s.tr = transport.New(cfg.Secret, cfg.Network.DialContext, transport.Handler{

@@ -5,11 +5,11 @@
 //
 //	offset size field
 //	0      2    magic "RG" (0x52 0x47)
-//	2      1    version, 2
+//	2      1    version, 3
 //	3      1    type: 1 election, 2 elected, 3 end, 4 heartbeat, 16 heartbeat-ack,
 //	            17 lease ask, 18 lease answer (lease.go);
 //	            0x80 | 1 or 2: the per-hop acknowledgement of an election or elected
-//	4      2    body length, 66 in version 2
+//	4      2    body length, 66 since version 2
 //	6      16   from UID (MD5 of "ip:port")
 //	22     16   to UID
 //	38     16   candidate UID (the leader for every type but election)
@@ -20,8 +20,10 @@
 //	68     4    phase (ring.Message.Phase)
 //
 // Version 1 (Chang–Roberts only) ended at offset 66; version 2 carries
-// what every algorithm of the ring package needs. A server speaks one
-// version and names the other's in its error.
+// what every algorithm of the ring package needs; version 3, the same 72
+// bytes, lets a lease ask carry its sender's answer (lease.go), which a
+// version-2 server would drop unread, leaving its peers unleased. A
+// server speaks one version and names the other's in its error.
 //
 // A fixed length keeps the decoder trivial to validate; the length field
 // is there so a later version can grow the body and old readers can say
@@ -39,12 +41,12 @@ import (
 
 const (
 	// Version is the wire format version this package speaks.
-	Version = 2
+	Version = 3
 	// HeaderSize is the fixed header in front of the body.
 	HeaderSize = 6
-	// BodySize is the body length of version 2.
+	// BodySize is the body length since version 2.
 	BodySize = 66
-	// FrameSize is a whole version-2 frame.
+	// FrameSize is a whole frame.
 	FrameSize = HeaderSize + BodySize
 	// MsgHeartbeatAck is a server's answer to the coordinator's heartbeat:
 	// the second side of the two-sided heartbeat. The ring state machine

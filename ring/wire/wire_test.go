@@ -59,7 +59,8 @@ func TestMalformedFramesNameTheProblem(t *testing.T) {
 		{mutate(3, 0x83), "acknowledgement of type 3"},
 		{mutate(3, 0x90), "acknowledgement of type 16"},
 		{mutate(5, 61), "body length 61"},
-		{mutate(2, 1), "version 1, want 2"},
+		{mutate(2, 1), "version 1, want 3"},
+		{mutate(2, 2), "version 2, want 3"},
 		{mutate(67, 3), "direction 3"},
 		{good[:20], "truncated body"},
 	} {
@@ -79,10 +80,11 @@ func TestMalformedFramesNameTheProblem(t *testing.T) {
 
 func FuzzDecode(f *testing.F) {
 	f.Add(Append(nil, sample()))
-	f.Add([]byte("RG\x02\x04\x00\x42"))
+	f.Add([]byte("RG\x03\x04\x00\x42"))
 	f.Add(Append(nil, ring.Message{Type: ring.MsgElected, Ack: true}))
 	f.Add([]byte{})
 	f.Add(Append(nil, LeaseAnswer{Round: 7, Counted: true, Rebalanced: [2]uint64{3, 9}, HasRebalanced: true}.Message(ring.UIDOf("a:1"), ring.UIDOf("b:2"))))
+	f.Add(Append(nil, LeaseAsk{Round: 8, HasAnswer: true, Answer: LeaseAnswer{Round: 1<<40 | 3, Counted: true}}.Message(ring.UIDOf("a:1"), ring.UIDOf("b:2"))))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := Decode(b)
 		if err != nil {
@@ -94,20 +96,33 @@ func FuzzDecode(f *testing.F) {
 		if again := Append(nil, m); !bytes.Equal(again, b[:FrameSize]) {
 			t.Fatalf("decode/encode not inverse")
 		}
-		if m.Type != MsgLeaseAnswer {
-			return
-		}
-		// A lease answer has one reading: what parses re-encodes to the
+		// A lease frame has one reading: what parses re-encodes to the
 		// same message.
-		a, err := ParseLeaseAnswer(m)
-		if err != nil {
-			if !errors.Is(err, ErrMalformed) {
-				t.Fatalf("error not wrapped: %v", err)
+		var again ring.Message
+		switch m.Type {
+		case MsgLeaseAnswer:
+			a, err := ParseLeaseAnswer(m)
+			if err != nil {
+				if !errors.Is(err, ErrMalformed) {
+					t.Fatalf("error not wrapped: %v", err)
+				}
+				return
 			}
+			again = a.Message(m.From, m.To)
+		case MsgLeaseAsk:
+			a, err := ParseLeaseAsk(m)
+			if err != nil {
+				if !errors.Is(err, ErrMalformed) {
+					t.Fatalf("error not wrapped: %v", err)
+				}
+				return
+			}
+			again = a.Message(m.From, m.To)
+		default:
 			return
 		}
-		if again := a.Message(m.From, m.To); again != m {
-			t.Fatalf("lease answer %+v re-encodes to %+v, not %+v", a, again, m)
+		if again != m {
+			t.Fatalf("lease frame re-encodes to %+v, not %+v", again, m)
 		}
 	})
 }
