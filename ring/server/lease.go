@@ -135,9 +135,10 @@ func (s *Server) malformedLease(err error) {
 // member under this server's metadata, and either way with this server's
 // rebalance report. The transport reaches only members, so a stranger's
 // ask goes unanswered, which confirms nothing as well. Counting when the
-// answer leaves, after the ask, is sound: the asker's lease runs from its
-// ask, and this server removes it only a suspect timeout after it last
-// heard from it, which is no earlier.
+// answer leaves, up to a heartbeat after the ask, is sound: the asker's
+// lease runs from its ask, which reached this server, so a cut that
+// isolates the asker came after it however late the answer leaves, and
+// the term still ends before the other side may remove the asker.
 func (s *Server) answerLease(from ring.UID, round uint64) wire.LeaseAnswer {
 	a := wire.LeaseAnswer{Round: round}
 	if meta := s.currentMeta(); meta != nil {
