@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -55,6 +56,9 @@ func Static(ctx context.Context, pkg string) (string, error) {
 		if _, err := os.Stat(bin); err != nil {
 			return "", fmt.Errorf("%s: no prebuilt %s: %w", BinariesEnv, filepath.Base(pkg), err)
 		}
+		if err := checkStatic(bin); err != nil {
+			return "", fmt.Errorf("%s: %w", BinariesEnv, err)
+		}
 		return bin, nil
 	}
 	dir, err := os.UserCacheDir()
@@ -75,6 +79,26 @@ func Static(ctx context.Context, pkg string) (string, error) {
 		return "", fmt.Errorf("go build %s: %v: %s", pkg, err, strings.TrimSpace(string(b)))
 	}
 	return out, nil
+}
+
+// checkStatic refuses a prebuilt binary that cannot run FROM scratch:
+// one that is not an ELF executable, or one linked against a dynamic
+// loader (a plain go build with cgo on), which in a container dies at
+// once and shows only as a server that never became healthy.
+func checkStatic(bin string) error {
+	f, err := elf.Open(bin)
+	if err != nil {
+		return fmt.Errorf("%s is not an ELF executable: %w", bin, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			interp, _ := io.ReadAll(io.LimitReader(p.Open(), 256))
+			return fmt.Errorf("%s is dynamically linked (it asks for %s), and the images are FROM scratch: build it with CGO_ENABLED=0",
+				bin, strings.TrimRight(string(interp), "\x00"))
+		}
+	}
+	return nil
 }
 
 // NonRoot is the user every ringside image runs as (distroless'
