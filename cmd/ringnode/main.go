@@ -22,14 +22,19 @@ import (
 func main() {
 	env := os.Environ() // as it starts: reading the secret unsets it
 	serve.Main("ringnode", func(ctx context.Context, args []string) error {
-		return run(ctx, args, func(d time.Duration) error { return timerslack.Apply(d, env) })
+		return run(ctx, args, func(d time.Duration, monitorAwake bool) error {
+			if monitorAwake {
+				return timerslack.Apply(d, timerslack.WithMonitorAwake(env))
+			}
+			return timerslack.Apply(d, env)
+		})
 	})
 }
 
-// run starts the server; setSlack gives this process its timer slack
-// (timerslack.Apply, which executes the program again: tests pass their
-// own).
-func run(ctx context.Context, args []string, setSlack func(time.Duration) error) error {
+// run starts the server; tune gives this process its timer slack and
+// keeps its runtime monitor awake or not (timerslack.Apply, which
+// executes the program again: tests pass their own).
+func run(ctx context.Context, args []string, tune func(slack time.Duration, monitorAwake bool) error) error {
 	fs := envflag.New(flag.NewFlagSet("ringnode", flag.ContinueOnError))
 	var cfg server.Config
 	var join, level string
@@ -56,6 +61,9 @@ func run(ctx context.Context, args []string, setSlack func(time.Duration) error)
 	var slack time.Duration
 	fs.DurationVar(&slack, "timer-slack", "RINGNODE_TIMER_SLACK", time.Millisecond,
 		"how late the kernel may end this process's timed sleeps (0: as inherited; at most "+timerslack.Max.String()+"): a busy server's Go runtime monitor then sleeps 20 µs plus this between its rounds, not 20 µs plus the kernel's default 50 µs — see docs/ringnode.md")
+	var monitorAwake bool
+	fs.BoolVar(&monitorAwake, "monitor-awake", "RINGNODE_MONITOR_AWAKE", true,
+		"keep the Go runtime's monitor out of its deep sleep (GODEBUG schedtrace), so the first read of a frame after idling wakes no monitor — see docs/ringnode.md")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -84,8 +92,8 @@ func run(ctx context.Context, args []string, setSlack func(time.Duration) error)
 		cfg.Join = strings.Split(join, ",")
 	}
 	cfg.Log = log
-	if err := setSlack(slack); err != nil {
-		log.Warn("running with the inherited timer slack", "err", err)
+	if err := tune(slack, monitorAwake); err != nil {
+		log.Warn("running with the inherited timer slack and runtime settings", "err", err)
 	}
 	s, err := server.New(cfg)
 	if err != nil {

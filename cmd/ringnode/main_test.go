@@ -63,25 +63,33 @@ func TestMalformedEnvironmentIsAnError(t *testing.T) {
 
 // keepSlack stands in for timerslack.Apply, which would execute the test
 // binary again.
-func keepSlack(time.Duration) error { return nil }
+func keepSlack(time.Duration, bool) error { return nil }
 
-// The server asks for the slack it was given, before it starts anything.
+// The server asks for the slack and the monitor setting it was given,
+// before it starts anything; the monitor stays awake unless told not to.
 func TestTimerSlackIsAskedForFirst(t *testing.T) {
-	var got []time.Duration
+	type tuning struct {
+		slack time.Duration
+		awake bool
+	}
+	var got []tuning
 	t.Setenv("RINGNODE_FSYNC", "sometimes") // stops it at the server's start
 	for _, c := range []struct {
-		env  string
-		want time.Duration
-	}{{"", time.Millisecond}, {"0", 0}, {"250us", 250 * time.Microsecond}} {
+		slack, awake string
+		want         tuning
+	}{{"", "", tuning{time.Millisecond, true}}, {"0", "false", tuning{0, false}}, {"250us", "true", tuning{250 * time.Microsecond, true}}} {
 		t.Setenv("RINGNODE_SECRET", "a-secret-of-16-chars") // read once, then unset
-		if c.env != "" {
-			t.Setenv("RINGNODE_TIMER_SLACK", c.env)
+		if c.slack != "" {
+			t.Setenv("RINGNODE_TIMER_SLACK", c.slack)
 		}
-		err := run(context.Background(), []string{"--data", t.TempDir(), "--addr", "127.0.0.1:1"}, func(d time.Duration) error {
-			got = append(got, d)
+		if c.awake != "" {
+			t.Setenv("RINGNODE_MONITOR_AWAKE", c.awake)
+		}
+		err := run(context.Background(), []string{"--data", t.TempDir(), "--addr", "127.0.0.1:1"}, func(d time.Duration, awake bool) error {
+			got = append(got, tuning{d, awake})
 			return nil
 		})
 		require.ErrorContains(t, err, "fsync policy")
-		require.Equal(t, c.want, got[len(got)-1], c.env)
+		require.Equal(t, c.want, got[len(got)-1], c.slack)
 	}
 }

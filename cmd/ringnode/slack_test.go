@@ -18,15 +18,22 @@ import (
 
 // Every thread of a running ringnode has the slack it was given — the
 // runtime's monitor, started before main, included — and 0 leaves each
-// with what the process inherited.
+// with what the process inherited; the runtime it runs on keeps its
+// monitor awake (GODEBUG schedtrace) unless --monitor-awake=false, and
+// anyone's own GODEBUG settings stay.
 func TestEveryThreadHasTheTimerSlack(t *testing.T) {
 	own, err := timerslack.Get() // what a child inherits
 	require.NoError(t, err)
-	for _, c := range []struct{ flag, want string }{{"700us", "700000"}, {"0", strconv.FormatInt(own.Nanoseconds(), 10)}} {
-		t.Run(c.flag, func(t *testing.T) {
+	t.Setenv("GODEBUG", "madvdontneed=1") // the children's, through the environment
+	for _, c := range []struct{ flag, awake, want, godebug string }{
+		{"700us", "true", "700000", "GODEBUG=madvdontneed=1,schedtrace=2147483647"},
+		{"0", "false", strconv.FormatInt(own.Nanoseconds(), 10), "GODEBUG=madvdontneed=1"},
+		{"0", "true", strconv.FormatInt(own.Nanoseconds(), 10), "GODEBUG=madvdontneed=1,schedtrace=2147483647"},
+	} {
+		t.Run(c.flag+" "+c.awake, func(t *testing.T) {
 			addr := fdtest.FreeAddr(t)
 			p := fdtest.Start(t, 1024, []string{"RINGNODE_SECRET=0123456789abcdef"},
-				"--addr", addr, "--data", t.TempDir(), "--log-level", "error", "--timer-slack", c.flag)
+				"--addr", addr, "--data", t.TempDir(), "--log-level", "error", "--timer-slack", c.flag, "--monitor-awake="+c.awake)
 			require.Eventually(t, func() bool {
 				r, err := http.Get("http://" + addr + "/healthz")
 				if err == nil {
@@ -43,6 +50,9 @@ func TestEveryThreadHasTheTimerSlack(t *testing.T) {
 			require.NoError(t, err)
 			name := filepath.Base(self) // the kernel keeps its first 15 bytes
 			assert.Equal(t, name[:min(15, len(name))], strings.TrimSpace(string(comm)), "named after its program, as before")
+			environ, err := os.ReadFile("/proc/" + strconv.Itoa(p.Pid()) + "/environ")
+			require.NoError(t, err)
+			assert.Contains(t, strings.Split(string(environ), "\x00"), c.godebug)
 			for _, task := range tasks {
 				f := "/proc/" + task.Name() + "/timerslack_ns" // a thread's own, by its id
 				b, err := os.ReadFile(f)

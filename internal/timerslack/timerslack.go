@@ -54,27 +54,32 @@ func Get() (time.Duration, error) {
 // this process, executing the program again with the same arguments and
 // the environment environ (the process's as it started: a program may
 // have unset a secret since) unless its threads already have it; 0
-// leaves the slack as inherited. It returns only when nothing is left to
-// do or on an error, after which the process runs on with the slack it
-// had.
+// leaves the slack as inherited. It executes the program again as well
+// when environ's GODEBUG is not the one this process started with (the
+// monitor's setting, WithMonitorAwake). It returns only when nothing is
+// left to do or on an error, after which the process runs on with the
+// slack and GODEBUG it had.
 func Apply(slack time.Duration, environ []string) error {
 	if err := Check(slack); err != nil {
 		return fmt.Errorf("timer slack %w", err)
 	}
-	if slack == 0 {
-		return nil
-	}
 	runtime.LockOSThread() // the thread whose slack is set must be the one that executes
 	defer runtime.UnlockOSThread()
 	cur, err := Get()
-	if err != nil || cur == slack {
+	if err != nil {
 		return err
 	}
-	if err := unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(slack), 0, 0, 0); err != nil {
-		return fmt.Errorf("timer slack %v: %w", slack, err)
+	setSlack := slack != 0 && cur != slack
+	if !setSlack && godebug(environ) == os.Getenv("GODEBUG") {
+		return nil
 	}
-	if now, err := Get(); err != nil || now != slack {
-		return fmt.Errorf("timer slack %v: the kernel kept %v (%v)", slack, now, err)
+	if setSlack {
+		if err := unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(slack), 0, 0, 0); err != nil {
+			return fmt.Errorf("timer slack %v: %w", slack, err)
+		}
+		if now, err := Get(); err != nil || now != slack {
+			return fmt.Errorf("timer slack %v: the kernel kept %v (%v)", slack, now, err)
+		}
 	}
 	// By its path, not /proc/self/exe: the kernel names a process after
 	// the file it executes, and ps, top and pkill would see "exe".
