@@ -36,16 +36,21 @@ func run(ctx context.Context, args []string) error {
 	gap := fs.Duration("gap", 0, "origin only: the pause before each trip")
 	warm := fs.Int("warm", 0, "origin only: untimed trips between each pause and its timed trip")
 	slack := fs.Duration("timer-slack", 0, "how late the kernel may end this process's timed sleeps, as ringnode --timer-slack (0: as inherited)")
+	monitorAwake := fs.Bool("monitor-awake", false, "keep the Go runtime's monitor out of its deep sleep, as ringnode --monitor-awake")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if (*listen == "") == (*listenFD == 0) || *listenFD < 0 || *next == "" || *rounds < 0 || *gap < 0 || *warm < 0 {
-		return errors.New("want --listen ADDR or --listen-fd N ≥ 3, --next ADDR [--rounds N ≥ 0] [--gap D ≥ 0] [--warm K ≥ 0] [--timer-slack D]")
+		return errors.New("want --listen ADDR or --listen-fd N ≥ 3, --next ADDR [--rounds N ≥ 0] [--gap D ≥ 0] [--warm K ≥ 0] [--timer-slack D] [--monitor-awake]")
 	}
 	// Before the inherited listener is taken over: executing the program
 	// again keeps descriptor 3 only while it is the one the parent passed.
-	if err := timerslack.Apply(*slack, os.Environ()); err != nil {
-		return fmt.Errorf("--timer-slack: %w", err)
+	env := os.Environ()
+	if *monitorAwake {
+		env = timerslack.WithMonitorAwake(env)
+	}
+	if err := timerslack.Apply(*slack, env); err != nil {
+		return fmt.Errorf("--timer-slack, --monitor-awake: %w", err)
 	}
 	ln, err := listener(*listen, *listenFD)
 	if err != nil {

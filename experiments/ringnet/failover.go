@@ -198,7 +198,7 @@ func (f *Failover) bare(ctx context.Context, env *experiments.Env, n int) error 
 		gap    time.Duration
 		warm   int
 	}{{"busy", bareRounds, 0, 0}, {"rest", restRounds, restGap, 0}, {"woken", restRounds, restGap, 1}} {
-		rtts, err := ringnodes.BareRing(ctx, n, m.rounds, m.gap, m.warm, f.srv.timerSlack)
+		rtts, err := ringnodes.BareRing(ctx, n, m.rounds, m.gap, m.warm, f.srv.timerSlack, f.srv.monitorAwake)
 		if err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/ringside/ringside/experiments"
@@ -26,6 +27,7 @@ type serverFlags struct {
 	suspect, heartbeat, hopBound time.Duration
 	ackTimeout                   time.Duration
 	timerSlack                   time.Duration
+	monitorAwake                 bool
 	replicas                     int
 	fsync                        string // "": the server's default
 	logLevel                     string
@@ -38,6 +40,7 @@ func (f *serverFlags) define(fs *flag.FlagSet) {
 	fs.DurationVar(&f.hopBound, "hop-bound", 10*time.Millisecond, "per-hop bound of the election-restart timeout")
 	fs.DurationVar(&f.ackTimeout, "ack-timeout", 10*time.Millisecond, "per-hop acknowledgement timeout of ELECTION and ELECTED (0: no acknowledgements, Chang–Roberts as published)")
 	fs.DurationVar(&f.timerSlack, "timer-slack", time.Millisecond, "the servers' timer slack (ringnode --timer-slack; 0: as inherited)")
+	fs.BoolVar(&f.monitorAwake, "monitor-awake", true, "keep the servers' Go runtime monitor out of its deep sleep (ringnode --monitor-awake; the bare relays' too)")
 	fs.IntVar(&f.replicas, "replicas", 2, "replicas per key (R)")
 	fs.StringVar(&f.logLevel, "server-log", "warn", "the servers' log level (debug, info, warn, error); kept beside the CSV when a ring does not heal")
 }
@@ -61,7 +64,7 @@ func (f *serverFlags) check() error {
 
 func (f *serverFlags) args() []string {
 	args := []string{"--suspect", f.suspect.String(), "--heartbeat", f.heartbeat.String(),
-		"--hop-bound", f.hopBound.String(), "--ack-timeout", f.ackTimeout.String(), "--timer-slack", f.timerSlack.String(), "--replicas", fmt.Sprint(f.replicas), "--log-level", f.logLevel}
+		"--hop-bound", f.hopBound.String(), "--ack-timeout", f.ackTimeout.String(), "--timer-slack", f.timerSlack.String(), "--monitor-awake=" + strconv.FormatBool(f.monitorAwake), "--replicas", fmt.Sprint(f.replicas), "--log-level", f.logLevel}
 	if f.fsync != "" {
 		args = append(args, "--fsync", f.fsync)
 	}
@@ -73,7 +76,7 @@ func (f *serverFlags) args() []string {
 
 func (f *serverFlags) env() []string {
 	env := []string{"RINGNODE_SUSPECT=" + f.suspect.String(), "RINGNODE_HEARTBEAT=" + f.heartbeat.String(),
-		"RINGNODE_HOP_BOUND=" + f.hopBound.String(), "RINGNODE_ACK_TIMEOUT=" + f.ackTimeout.String(), "RINGNODE_TIMER_SLACK=" + f.timerSlack.String(), "RINGNODE_REPLICAS=" + fmt.Sprint(f.replicas), "RINGNODE_LOG=" + f.logLevel}
+		"RINGNODE_HOP_BOUND=" + f.hopBound.String(), "RINGNODE_ACK_TIMEOUT=" + f.ackTimeout.String(), "RINGNODE_TIMER_SLACK=" + f.timerSlack.String(), "RINGNODE_MONITOR_AWAKE=" + strconv.FormatBool(f.monitorAwake), "RINGNODE_REPLICAS=" + fmt.Sprint(f.replicas), "RINGNODE_LOG=" + f.logLevel}
 	if f.fsync != "" {
 		env = append(env, "RINGNODE_FSYNC="+f.fsync)
 	}

@@ -139,12 +139,12 @@ func TestServerFlagsReachTheServers(t *testing.T) {
 	var f serverFlags
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
 	f.define(fs)
-	require.NoError(t, fs.Parse([]string{"--ack-timeout", "0s", "--hop-bound", "3ms", "--suspect", "1s", "--timer-slack", "0s"}))
+	require.NoError(t, fs.Parse([]string{"--ack-timeout", "0s", "--hop-bound", "3ms", "--suspect", "1s", "--timer-slack", "0s", "--monitor-awake=false"}))
 	args := strings.Join(f.args(), " ")
-	for _, want := range []string{"--ack-timeout 0s", "--hop-bound 3ms", "--suspect 1s", "--timer-slack 0s"} {
+	for _, want := range []string{"--ack-timeout 0s", "--hop-bound 3ms", "--suspect 1s", "--timer-slack 0s", "--monitor-awake=false"} {
 		assert.Contains(t, args, want)
 	}
-	assert.Subset(t, f.env(), []string{"RINGNODE_ACK_TIMEOUT=0s", "RINGNODE_HOP_BOUND=3ms", "RINGNODE_SUSPECT=1s", "RINGNODE_TIMER_SLACK=0s"})
+	assert.Subset(t, f.env(), []string{"RINGNODE_ACK_TIMEOUT=0s", "RINGNODE_HOP_BOUND=3ms", "RINGNODE_SUSPECT=1s", "RINGNODE_TIMER_SLACK=0s", "RINGNODE_MONITOR_AWAKE=false"})
 	require.NoError(t, f.check())
 
 	require.NoError(t, fs.Parse([]string{"--ack-timeout", "-1s"}))

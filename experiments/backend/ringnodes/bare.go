@@ -26,8 +26,9 @@ import (
 // trips, as a ring between elections is. warm untimed trips go round
 // between each pause and its timed trip: with one, the timed trip meets
 // the ring as an election's ELECTED round does. Every process runs with
-// timer slack slack (0: as inherited), as the servers it stands beside.
-func BareRing(ctx context.Context, n, rounds int, gap time.Duration, warm int, slack time.Duration) ([]time.Duration, error) {
+// timer slack slack (0: as inherited) and its runtime monitor kept awake
+// or not (tokenring --monitor-awake), as the servers it stands beside.
+func BareRing(ctx context.Context, n, rounds int, gap time.Duration, warm int, slack time.Duration, monitorAwake bool) ([]time.Duration, error) {
 	if n < 2 || rounds < 1 || warm < 0 {
 		return nil, fmt.Errorf("bare ring: n=%d rounds=%d warm=%d, want n ≥ 2, rounds ≥ 1 and warm ≥ 0", n, rounds, warm)
 	}
@@ -70,7 +71,7 @@ func BareRing(ctx context.Context, n, rounds int, gap time.Duration, warm int, s
 	}()
 	var out, errb bytes.Buffer
 	for i := n - 1; i >= 0; i-- { // the origin last, when every relay listens
-		args := []string{"--listen-fd", "3", "--next", addrs[(i+1)%n], "--timer-slack", slack.String()}
+		args := []string{"--listen-fd", "3", "--next", addrs[(i+1)%n], "--timer-slack", slack.String(), "--monitor-awake=" + strconv.FormatBool(monitorAwake)}
 		cmd := exec.Command(bin, args...)
 		cmd.ExtraFiles = []*os.File{files[i]}
 		if i == 0 {

@@ -234,7 +234,7 @@ func contains(xs []string, x string) bool {
 func TestBareRingTimesRoundTrips(t *testing.T) {
 	for _, gap := range []time.Duration{0, 5 * time.Millisecond} {
 		start := time.Now()
-		rtts, err := BareRing(context.Background(), 4, 50, gap, 1, time.Millisecond)
+		rtts, err := BareRing(context.Background(), 4, 50, gap, 1, time.Millisecond, gap == 0)
 		require.NoError(t, err)
 		require.Len(t, rtts, 50)
 		for _, d := range rtts {
@@ -243,8 +243,8 @@ func TestBareRingTimesRoundTrips(t *testing.T) {
 		}
 		assert.GreaterOrEqual(t, time.Since(start), 60*gap, "60 trips (10 to warm up), each after the gap")
 	}
-	_, err := BareRing(context.Background(), 1, 5, 0, 0, 0)
+	_, err := BareRing(context.Background(), 1, 5, 0, 0, 0, false)
 	assert.ErrorContains(t, err, "n=1")
-	_, err = BareRing(context.Background(), 3, 5, 0, -1, 0)
+	_, err = BareRing(context.Background(), 3, 5, 0, -1, 0, false)
 	assert.ErrorContains(t, err, "warm=-1")
 }
