@@ -104,3 +104,30 @@ func TestTheMonitorIsTheFirstThreadOfTheLastExec(t *testing.T) {
 	s.findMonitors()
 	assert.Equal(t, map[int]bool{104: true, 202: true}, s.monitors)
 }
+
+// A woken task's wait for a CPU, split by whether the CPU it was woken
+// onto was idle: 202 waits 30 µs for idle CPU 1, 301 waits 100 µs behind
+// 101 on CPU 0; a wake-up outside the rounds is not timed.
+func TestWakeToRunDelays(t *testing.T) {
+	s := newSums([]window{{from: 1, to: 2, hops: 2}}, "ringnode")
+	for _, line := range []string{
+		"perf 1/1 [000] 0.5: sched:sched_switch: prev_comm=perf prev_pid=1 prev_prio=120 prev_state=S ==> next_comm=ringnode next_pid=101 next_prio=120",
+		"perf 1/1 [001] 0.5: sched:sched_switch: prev_comm=perf prev_pid=1 prev_prio=120 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120",
+		"ringnode 100/101 [000] 0.6: sched:sched_waking: comm=ringnode pid=202 prio=120 target_cpu=001", // before the rounds
+		"ringnode 100/101 [000] 1.000100: sched:sched_waking: comm=ringnode pid=202 prio=120 target_cpu=001",
+		"swapper 0/0 [001] 1.000130: sched:sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=ringnode next_pid=202 next_prio=120",
+		"ringnode 200/202 [001] 1.000200: sched:sched_waking: comm=ringnode pid=301 prio=120 target_cpu=000",
+		"ringnode 100/101 [000] 1.000300: sched:sched_switch: prev_comm=ringnode prev_pid=101 prev_prio=120 prev_state=S ==> next_comm=ringnode next_pid=301 next_prio=120",
+		"ringnode 300/301 [000] 1.000400: sched:sched_switch: prev_comm=ringnode prev_pid=301 prev_prio=120 prev_state=S ==> next_comm=swapper/0 next_pid=0 next_prio=120",
+	} {
+		ev, ok, err := parseLine(line)
+		require.NoError(t, err)
+		require.True(t, ok, line)
+		s.add(ev)
+	}
+	var out strings.Builder
+	s.reportDelays(&out)
+	assert.Contains(t, out.String(), "idle CPU, ringnode → another ringnode process: 1, 30.0, 30.0")
+	assert.Contains(t, out.String(), "busy CPU, ringnode → another ringnode process: 1, 100.0, 100.0")
+	assert.Len(t, s.delays, 2, "the wake-up before the rounds is not timed")
+}

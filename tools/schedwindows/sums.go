@@ -22,14 +22,31 @@ type sums struct {
 	pidOf   map[int]int     // tid → process
 	onCPU   map[int]float64 // tid → seconds inside windows
 	wakes   map[[2]int]int  // waker tid, target tid → count
+	current map[int]int     // CPU → the task on it (0: idle)
+	woken   map[int]waking  // tid → its wake-up inside a window, until it runs
+	delays  []delay         // wake-up → on a CPU, of the wake-ups inside windows
 
 	firstSeen map[int]float64 // tid → its first event
 	execAt    map[int]float64 // process → its last exec
 	monitors  map[int]bool    // tids of Go runtime monitors, once the trace is read
 }
 
+// waking is a wake-up waiting for its task to run.
+type waking struct {
+	t       float64
+	waker   int
+	idleCPU bool // the CPU it was woken onto ran nothing at the time
+}
+
+// delay is how long a woken task waited for a CPU.
+type delay struct {
+	waker, target int
+	idleCPU       bool
+	d             float64
+}
+
 func newSums(wins []window, comm string) *sums {
-	return &sums{wins: wins, comm: comm, running: map[int]float64{},
+	return &sums{wins: wins, comm: comm, running: map[int]float64{}, current: map[int]int{}, woken: map[int]waking{},
 		commOf: map[int]string{}, pidOf: map[int]int{}, onCPU: map[int]float64{}, wakes: map[[2]int]int{},
 		firstSeen: map[int]float64{}, execAt: map[int]float64{}}
 }
@@ -47,6 +64,8 @@ func (s *sums) add(ev event) {
 	if !ev.isSwitch {
 		if s.inside(ev.t) {
 			s.wakes[[2]int{ev.tid, ev.target}]++
+			cur, known := s.current[ev.targetCPU]
+			s.woken[ev.target] = waking{t: ev.t, waker: ev.tid, idleCPU: known && cur == 0}
 		}
 		if _, known := s.commOf[ev.target]; !known {
 			s.commOf[ev.target] = ev.targetComm
@@ -58,6 +77,11 @@ func (s *sums) add(ev event) {
 		s.onCPU[ev.prev] += s.overlap(since, ev.t)
 	}
 	s.running[ev.cpu] = ev.t
+	s.current[ev.cpu] = ev.next
+	if w, ok := s.woken[ev.next]; ok {
+		s.delays = append(s.delays, delay{waker: w.waker, target: ev.next, idleCPU: w.idleCPU, d: ev.t - w.t})
+		delete(s.woken, ev.next)
+	}
 	if _, known := s.commOf[ev.next]; !known && ev.next != 0 {
 		s.commOf[ev.next] = ev.nextComm
 	}
@@ -177,10 +201,47 @@ func (s *sums) report(out io.Writer) error {
 		}
 		fmt.Fprintf(out, "  %5.2f  %s\n", wk[k]/float64(hops), k)
 	}
+	s.reportDelays(out)
 	return nil
+}
+
+// reportDelays says how long the woken tasks waited for a CPU (sched_waking
+// → the sched_switch onto it), by kind of wake-up and by whether the CPU
+// chosen was idle (its wait is then its way out of the idle state) or busy
+// (a turn behind what ran there).
+func (s *sums) reportDelays(out io.Writer) {
+	type key struct {
+		kind string
+		idle bool
+	}
+	by := map[key][]float64{}
+	for _, d := range s.delays {
+		k := key{s.wakeKind(d.waker, d.target), d.idleCPU}
+		by[k] = append(by[k], d.d*1e6)
+	}
+	keys := slices.SortedFunc(maps.Keys(by), func(a, b key) int {
+		return cmp.Or(cmp.Compare(len(by[b]), len(by[a])), strings.Compare(a.kind, b.kind), cmp.Compare(b2i(a.idle), b2i(b.idle)))
+	})
+	fmt.Fprintln(out, "\nwoken → on a CPU, µs (count, p50, p90), by the state of the CPU it was woken onto:")
+	for _, k := range keys {
+		ds := by[k]
+		slices.Sort(ds)
+		state := "busy"
+		if k.idle {
+			state = "idle"
+		}
+		fmt.Fprintf(out, "  %s CPU, %s: %d, %.1f, %.1f\n", state, k.kind, len(ds), ds[len(ds)/2], ds[len(ds)*9/10])
+	}
 }
 
 // byValue lists m's keys, largest value first.
 func byValue(m map[string]float64) []string {
 	return slices.SortedFunc(maps.Keys(m), func(a, b string) int { return cmp.Or(cmp.Compare(m[b], m[a]), strings.Compare(a, b)) })
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

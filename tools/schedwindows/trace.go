@@ -24,6 +24,7 @@ type event struct {
 	// a sleeper's timer) made target runnable.
 	target     int
 	targetComm string
+	targetCPU  int // where the target will run
 	// exec: the process executed a program (its threads are new since).
 	isExec bool
 }
@@ -31,7 +32,7 @@ type event struct {
 var (
 	headRE   = regexp.MustCompile(`^\s*(.+?)\s+(\d+)/(\d+)\s+\[(\d+)\]\s+(\d+\.\d+):\s+sched:(sched_switch|sched_waking|sched_process_exec):\s+(.*)$`)
 	switchRE = regexp.MustCompile(`prev_pid=(\d+) .*==> next_comm=(.*) next_pid=(\d+)`)
-	wakingRE = regexp.MustCompile(`^comm=(.*) pid=(\d+) `)
+	wakingRE = regexp.MustCompile(`^comm=(.*) pid=(\d+) .*target_cpu=(\d+)`)
 )
 
 // parseLine reads one line; ok is false for lines of other events and for
@@ -73,10 +74,13 @@ func parseLine(line string) (ev event, ok bool, err error) {
 	}
 	w := wakingRE.FindStringSubmatch(rest)
 	if w == nil {
-		return event{}, false, fmt.Errorf("sched_waking without comm and pid: %q", line)
+		return event{}, false, fmt.Errorf("sched_waking without comm, pid and target_cpu: %q", line)
 	}
 	ev.targetComm = w[1]
-	if ev.target, err = strconv.Atoi(w[2]); err != nil {
+	if ev.target, err = strconv.Atoi(w[2]); err == nil {
+		ev.targetCPU, err = strconv.Atoi(w[3])
+	}
+	if err != nil {
 		return event{}, false, fmt.Errorf("%q: %w", line, err)
 	}
 	return ev, true, nil
