@@ -50,7 +50,7 @@ func run(ctx context.Context, args []string) error {
 		env = timerslack.WithMonitorAwake(env)
 	}
 	if err := timerslack.Apply(*slack, env); err != nil {
-		return fmt.Errorf("--timer-slack, --monitor-awake: %w", err)
+		return fmt.Errorf("--timer-slack: %w", err)
 	}
 	ln, err := listener(*listen, *listenFD)
 	if err != nil {
