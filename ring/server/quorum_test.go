@@ -171,6 +171,9 @@ func TestLeaseAnswers(t *testing.T) {
 		bad := yes.Message(ring.UIDOf(nodes[1].Addr()), s.self)
 		bad.Kind = 0x40
 		s.onLease(bad)
+		badAsk := wire.LeaseAsk{Round: 1, Answer: yes, HasAnswer: true}.Message(ring.UIDOf(nodes[1].Addr()), s.self)
+		badAsk.Kind |= 0x40 // a flag no version defines: the whole frame is refused, its answer too
+		s.onLease(badAsk)
 		if valid() {
 			t.Error("a stranger's or a malformed answer confirmed the lease")
 			return true

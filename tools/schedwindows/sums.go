@@ -210,38 +210,25 @@ func (s *sums) report(out io.Writer) error {
 // chosen was idle (its wait is then its way out of the idle state) or busy
 // (a turn behind what ran there).
 func (s *sums) reportDelays(out io.Writer) {
-	type key struct {
-		kind string
-		idle bool
-	}
-	by := map[key][]float64{}
+	by := map[string][]float64{} // "idle CPU, kind" or "busy CPU, kind" → µs
 	for _, d := range s.delays {
-		k := key{s.wakeKind(d.waker, d.target), d.idleCPU}
+		state := "busy"
+		if d.idleCPU {
+			state = "idle"
+		}
+		k := state + " CPU, " + s.wakeKind(d.waker, d.target)
 		by[k] = append(by[k], d.d*1e6)
 	}
-	keys := slices.SortedFunc(maps.Keys(by), func(a, b key) int {
-		return cmp.Or(cmp.Compare(len(by[b]), len(by[a])), strings.Compare(a.kind, b.kind), cmp.Compare(b2i(a.idle), b2i(b.idle)))
-	})
+	keys := slices.SortedFunc(maps.Keys(by), func(a, b string) int { return cmp.Or(cmp.Compare(len(by[b]), len(by[a])), strings.Compare(a, b)) })
 	fmt.Fprintln(out, "\nwoken → on a CPU, µs (count, p50, p90), by the state of the CPU it was woken onto:")
 	for _, k := range keys {
 		ds := by[k]
 		slices.Sort(ds)
-		state := "busy"
-		if k.idle {
-			state = "idle"
-		}
-		fmt.Fprintf(out, "  %s CPU, %s: %d, %.1f, %.1f\n", state, k.kind, len(ds), ds[len(ds)/2], ds[len(ds)*9/10])
+		fmt.Fprintf(out, "  %s: %d, %.1f, %.1f\n", k, len(ds), ds[len(ds)/2], ds[len(ds)*9/10])
 	}
 }
 
 // byValue lists m's keys, largest value first.
 func byValue(m map[string]float64) []string {
 	return slices.SortedFunc(maps.Keys(m), func(a, b string) int { return cmp.Or(cmp.Compare(m[b], m[a]), strings.Compare(a, b)) })
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
