@@ -16,6 +16,9 @@ rm -rf "$out" && mkdir -p "$out/bin"
 go build -o "$out/bin/" ./cmd/ringnode ./tools/hoptrace
 RINGNODE_SECRET=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 export RINGNODE_SECRET GOMAXPROCS=1
+# The profile's secret goes to curl in a file of its own, not on a
+# command line that ps shows.
+(umask 077 && printf 'X-Ringside-Secret: %s\n' "$RINGNODE_SECRET" >"$out/secret.header")
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
 status() { curl -sf "127.0.0.1:$1/internal/status"; }
@@ -37,7 +40,7 @@ victim=
 for i in $(seq 0 $((n - 1))); do
   port=$((base + i))
   if [ "127.0.0.1:$port" = "$coord" ]; then victim=${pids[$i]} last=$(( (i + n - 1) % n )); continue; fi
-  curl -sf -H "X-Ringside-Secret: $RINGNODE_SECRET" -o "$out/$port.trace" "127.0.0.1:$port/internal/profile/trace?seconds=3" &
+  curl -sf -H @"$out/secret.header" -o "$out/$port.trace" "127.0.0.1:$port/internal/profile/trace?seconds=3" &
 done
 [ -n "$victim" ] || { echo "hop-trace: no coordinator among the servers ($coord)" >&2; exit 1; }
 sleep 1

@@ -12,10 +12,11 @@ import (
 // of falling back to a default the operator did not choose.
 func TestMalformedEnvironmentIsAnError(t *testing.T) {
 	for key, value := range map[string]string{
-		"RINGNODE_SUSPECT":     "700", // no unit
-		"RINGNODE_REPLICAS":    "two",
-		"RINGNODE_CACHE_MIB":   "lots",
-		"RINGNODE_TIMER_SLACK": "1", // no unit
+		"RINGNODE_SUSPECT":       "700", // no unit
+		"RINGNODE_REPLICAS":      "two",
+		"RINGNODE_CACHE_MIB":     "lots",
+		"RINGNODE_TIMER_SLACK":   "1", // no unit
+		"RINGNODE_MONITOR_AWAKE": "maybe",
 	} {
 		t.Run(key, func(t *testing.T) {
 			t.Setenv(key, value)
