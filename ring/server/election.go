@@ -116,7 +116,7 @@ func (s *Server) send(out []ring.Message) {
 	for _, m := range out {
 		if m.Ack {
 			s.hopAcks.Add(1)
-			s.m.sent.WithLabelValues("hop_ack").Inc()
+			s.m.hopAcks.Inc()
 			s.tr.Send(m)
 		}
 	}
@@ -125,7 +125,7 @@ func (s *Server) send(out []ring.Message) {
 func (s *Server) sendOne(m ring.Message) {
 	if m.Resent {
 		s.resent.Add(1)
-		s.m.sent.WithLabelValues("retransmission").Inc()
+		s.m.resent.Inc()
 		s.tr.Send(m)
 		return
 	}
@@ -137,7 +137,7 @@ func (s *Server) sendOne(m ring.Message) {
 		s.mu.Unlock()
 	}
 	s.sent[m.Type].Add(1)
-	s.m.sent.WithLabelValues(typeName(m.Type)).Inc()
+	s.m.sentOf(m.Type).Inc()
 	s.tr.Send(m)
 	if m.Type == ring.MsgElected && !s.readAt.IsZero() {
 		d := time.Since(s.readAt)

@@ -1,6 +1,11 @@
 package server
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ringside/ringside/ring"
+	"github.com/ringside/ringside/ring/wire"
+)
 
 type metrics struct {
 	requests    *prometheus.CounterVec
@@ -13,9 +18,13 @@ type metrics struct {
 	coordinator prometheus.Gauge
 	metaVersion prometheus.Gauge
 	unleased    prometheus.Counter
-	// The serving lease's frames, among sent's types: counted apart
-	// from the lookup by label, n·(n−1) of them a heartbeat.
-	leaseAsks, leaseAnswers prometheus.Counter
+	// sent's series, resolved at start: a lookup by label hashes the
+	// label, and its first use builds the series — in a new ring, the
+	// first ELECTED a server forwarded paid that before its write. Every
+	// series exists, at 0, from the start.
+	sentType                [wire.MsgHeartbeatAck + 1]prometheus.Counter // by ring.MsgType; nil for none
+	hopAcks, resent         prometheus.Counter
+	leaseAsks, leaseAnswers prometheus.Counter // n·(n−1) of each a heartbeat
 }
 
 func newMetrics(reg prometheus.Registerer) metrics {
@@ -41,7 +50,20 @@ func newMetrics(reg prometheus.Registerer) metrics {
 		unleased: prometheus.NewCounter(prometheus.CounterOpts{Name: "ringnode_unleased_refusals_total",
 			Help: "Requests refused as owner for want of a serving lease from a majority of the ring."}),
 	}
+	for _, t := range ring.MsgTypes {
+		m.sentType[t] = m.sent.WithLabelValues(typeName(t))
+	}
+	m.sentType[wire.MsgHeartbeatAck] = m.sent.WithLabelValues(typeName(wire.MsgHeartbeatAck))
+	m.hopAcks, m.resent = m.sent.WithLabelValues("hop_ack"), m.sent.WithLabelValues("retransmission")
 	m.leaseAsks, m.leaseAnswers = m.sent.WithLabelValues("lease_ask"), m.sent.WithLabelValues("lease_answer")
 	reg.MustRegister(m.requests, m.sent, m.malformed, m.dropped, m.replFail, m.moveRetries, m.won, m.coordinator, m.metaVersion, m.unleased)
 	return m
+}
+
+// sentOf returns the series of sent messages of type t.
+func (m *metrics) sentOf(t ring.MsgType) prometheus.Counter {
+	if int(t) < len(m.sentType) && m.sentType[t] != nil {
+		return m.sentType[t]
+	}
+	return m.sent.WithLabelValues(typeName(t))
 }
