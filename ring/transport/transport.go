@@ -268,6 +268,8 @@ type peer struct {
 	gone  chan struct{} // closed when the peer closes conn
 	proof []byte        // conn is new: the next write opens with this proof
 	buf   []byte
+	// conn's write deadline, as last set
+	deadline time.Time
 }
 
 func (p *peer) tryDirect(m ring.Message) bool {
@@ -333,7 +335,7 @@ func (p *peer) write(m ring.Message) error {
 			c.Close()
 			return err
 		}
-		p.conn, p.gone, p.proof = c, make(chan struct{}), proof
+		p.conn, p.gone, p.proof, p.deadline = c, make(chan struct{}), proof, time.Time{}
 		// Past the challenge peers never write on this connection, so a
 		// read returns only when the peer's end closes — the earliest
 		// sign that it died.
@@ -344,7 +346,10 @@ func (p *peer) write(m ring.Message) error {
 	}
 	p.buf = append(p.buf[:0], p.proof...)
 	p.buf = wire.Append(p.buf, m)
-	p.conn.SetWriteDeadline(time.Now().Add(WriteTimeout))
+	if d, move := writeDeadline(time.Now(), p.deadline); move {
+		p.deadline = d
+		p.conn.SetWriteDeadline(d)
+	}
 	if _, err := p.conn.Write(p.buf); err != nil {
 		p.conn.Close()
 		p.conn = nil
@@ -352,4 +357,16 @@ func (p *peer) write(m ring.Message) error {
 	}
 	p.proof = nil
 	return nil
+}
+
+// writeDeadline returns the deadline of a write starting at now on a
+// connection whose deadline is cur, and whether it moved. Moving it
+// updates a runtime timer, on every hop's path before its write, so it
+// moves only once less than half of WriteTimeout is left: a write is
+// bounded by between WriteTimeout/2 and WriteTimeout.
+func writeDeadline(now, cur time.Time) (time.Time, bool) {
+	if cur.Sub(now) >= WriteTimeout/2 {
+		return cur, false
+	}
+	return now.Add(WriteTimeout), true
 }

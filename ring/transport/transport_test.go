@@ -1,8 +1,10 @@
 package transport
 
 import (
+	"context"
 	"log/slog"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -206,5 +208,95 @@ func TestFramesWithoutTheSecretAreRefused(t *testing.T) {
 	case m := <-s.in:
 		t.Fatalf("delivered %v from a dialler without the secret", m)
 	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+func TestWriteDeadlineMovesWhenHalfIsLeft(t *testing.T) {
+	now := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name string
+		cur  time.Time
+		want time.Time
+		move bool
+	}{
+		{"a new connection", time.Time{}, now.Add(WriteTimeout), true},
+		{"expired", now.Add(-time.Second), now.Add(WriteTimeout), true},
+		{"less than half left", now.Add(WriteTimeout/2 - time.Nanosecond), now.Add(WriteTimeout), true},
+		{"half left", now.Add(WriteTimeout / 2), now.Add(WriteTimeout / 2), false},
+		{"just set", now.Add(WriteTimeout), now.Add(WriteTimeout), false},
+	} {
+		got, move := writeDeadline(now, c.cur)
+		assert.Equal(t, c.want, got, c.name)
+		assert.Equal(t, c.move, move, c.name)
+	}
+}
+
+// A peer that answers the handshake and then never reads: once the
+// socket's buffers are full a write waits only until its deadline, the
+// sender is not stuck for good, and the next message goes out on a fresh
+// connection.
+func TestStuckPeerWriteGivesUpAtItsDeadline(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	accepted := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.(*net.TCPConn).SetReadBuffer(4096)
+			if wire.ReadHello(c) == nil {
+				c.Write(wire.AppendChallenge(nil, wire.NewNonce()))
+			}
+			accepted <- c // held open, never read again
+		}
+	}()
+	small := func(ctx context.Context, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err == nil {
+			c.(*net.TCPConn).SetWriteBuffer(4096)
+		}
+		return c, err
+	}
+	// Messages queued behind the stuck write come back unreachable once
+	// the queue is full; counted, not kept.
+	var lost atomic.Int64
+	tr := New(testSecret, small, Handler{Deliver: func(ring.Message) {}, Unreachable: func(ring.Message) { lost.Add(1) }},
+		slog.New(slog.DiscardHandler))
+	defer func() {
+		if !t.Failed() { // else a write may wait for good, and Close with it
+			tr.Close()
+		}
+	}()
+	defer func() {
+		for len(accepted) > 0 {
+			(<-accepted).Close()
+		}
+	}()
+	peer := ring.UIDOf(ln.Addr().String())
+	tr.SetPeers(map[ring.UID]string{peer: ln.Addr().String()})
+
+	// Send until the transport has dialled again: the buffers fill, a
+	// write waits until its deadline, and a later message redials.
+	done, stop := make(chan struct{}), make(chan struct{})
+	defer close(stop)
+	go func() {
+		defer close(done)
+		for i := uint64(0); len(accepted) < 2; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			tr.Send(ring.Message{Type: ring.MsgElection, To: peer, Round: i})
+		}
+	}()
+	select {
+	case <-done:
+		assert.Positive(t, lost.Load(), "messages queued behind the stuck write came back")
+	case <-time.After(30 * time.Second):
+		t.Fatal("a write to a peer that does not read is still waiting")
 	}
 }
