@@ -285,7 +285,8 @@ func (p *peer) tryDirect(m ring.Message) bool {
 		return false // redialling is the peer goroutine's job
 	default:
 	}
-	return p.write(m) == nil
+	_, err := p.write(m)
+	return err == nil
 }
 
 func (p *peer) run() {
@@ -293,10 +294,13 @@ func (p *peer) run() {
 	for m := range p.queue {
 		p.mu.Lock()
 		// A cached connection may be to a peer that restarted since;
-		// one redial tells a stale connection from a dead peer.
-		err := p.write(m)
-		if err != nil {
-			err = p.write(m)
+		// one redial tells a stale connection from a dead peer. A dial
+		// that failed already told: a dead peer stays in the ring until
+		// it is removed, and every heartbeat's lease ask to it dialled
+		// twice.
+		dialed, err := p.write(m)
+		if err != nil && !dialed {
+			_, err = p.write(m)
 		}
 		p.pending.Add(-1)
 		p.mu.Unlock()
@@ -311,8 +315,9 @@ func (p *peer) run() {
 	p.mu.Unlock()
 }
 
-// write sends one frame, dialling first if needed. p.mu must be held.
-func (p *peer) write(m ring.Message) error {
+// write sends one frame, dialling first if needed, and reports whether
+// it dialled. p.mu must be held.
+func (p *peer) write(m ring.Message) (dialed bool, err error) {
 	if p.conn != nil {
 		select {
 		case <-p.gone:
@@ -324,16 +329,17 @@ func (p *peer) write(m ring.Message) error {
 		}
 	}
 	if p.conn == nil {
+		dialed = true
 		ctx, cancel := context.WithTimeout(context.Background(), DialTimeout)
 		c, err := p.t.dial(ctx, p.addr)
 		cancel()
 		if err != nil {
-			return err
+			return true, err
 		}
 		proof, err := p.t.answer(c)
 		if err != nil {
 			c.Close()
-			return err
+			return true, err
 		}
 		p.conn, p.gone, p.proof, p.deadline = c, make(chan struct{}), proof, time.Time{}
 		// Past the challenge peers never write on this connection, so a
@@ -353,10 +359,10 @@ func (p *peer) write(m ring.Message) error {
 	if _, err := p.conn.Write(p.buf); err != nil {
 		p.conn.Close()
 		p.conn = nil
-		return err
+		return dialed, err
 	}
 	p.proof = nil
-	return nil
+	return dialed, nil
 }
 
 // writeDeadline returns the deadline of a write starting at now on a

@@ -300,3 +300,28 @@ func TestStuckPeerWriteGivesUpAtItsDeadline(t *testing.T) {
 		t.Fatal("a write to a peer that does not read is still waiting")
 	}
 }
+
+// A peer that refuses connections is dialled once per message: a failed
+// dial already says it is down (a stale connection is what earns a
+// second try).
+func TestDeadPeerIsDialledOncePerMessage(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens there now
+	var dials atomic.Int64
+	counting := func(ctx context.Context, addr string) (net.Conn, error) {
+		dials.Add(1)
+		return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	}
+	s := newSink()
+	tr := New(testSecret, counting, s.handler(), slog.New(slog.DiscardHandler))
+	defer tr.Close()
+	dead := ring.UIDOf(addr)
+	tr.SetPeers(map[ring.UID]string{dead: addr})
+	for i := range 3 {
+		tr.Send(ring.Message{Type: ring.MsgElection, To: dead, Round: uint64(i)})
+		assert.Equal(t, uint64(i), recv(t, s.lost).Round, "unreachable")
+		assert.Equal(t, int64(i+1), dials.Load(), "dials after %d messages", i+1)
+	}
+}
