@@ -19,9 +19,9 @@ type metrics struct {
 	metaVersion prometheus.Gauge
 	unleased    prometheus.Counter
 	// sent's series, resolved at start: a lookup by label hashes the
-	// label, and its first use builds the series — in a new ring, the
-	// first ELECTED a server forwarded paid that before its write. Every
-	// series exists, at 0, from the start.
+	// label, and its first use builds the series — a server's first
+	// ELECTED paid that before its forward's write. Every series exists,
+	// at 0, from the start.
 	sentType                [wire.MsgHeartbeatAck + 1]prometheus.Counter // by ring.MsgType; nil for none
 	hopAcks, resent         prometheus.Counter
 	leaseAsks, leaseAnswers prometheus.Counter // n·(n−1) of each a heartbeat
