@@ -20,9 +20,13 @@ perf_failover cpu-profile "$out" -g -F "${CPU_PROFILE_HZ:-10000}" -- "$@"
 # perf takes several time ranges, space-separated, in one --time.
 rounds=$(awk '{ print $1 }' "$out/windows.txt" | paste -sd ' ')
 {
-	echo "== share of the samples inside $(wc -l <"$out/windows.txt") ELECTED rounds, by command"
+	awk '{ split($1, t, ","); s += t[2] - t[1]; h += $2 } END { printf "== %d ELECTED rounds, %.1f µs a hop while sampled\n", NR, s * 1e6 / h }' "$out/windows.txt"
+	echo "== share of the samples inside the rounds, by command"
 	perf report -i "$out/perf.data" --time "$rounds" --no-children --sort comm --stdio -g none 2>/dev/null | grep -v '^#' | grep .
-	echo "== ringnode's functions, with what they called (of all samples inside the rounds)"
-	perf report -i "$out/perf.data" --time "$rounds" --comms ringnode --children --sort sym --stdio -g none 2>/dev/null |
-		grep -v '^#' | grep . | head -60
+	echo "== ringnode's functions with what they called, 0.5 % of all samples inside the rounds or more"
+	perf report -i "$out/perf.data" --time "$rounds" --comms ringnode --children --sort sym --stdio -g none --percent-limit 0.5 2>/dev/null |
+		grep -v '^#' | grep .
+	echo "== ringnode's functions by themselves, 0.5 % or more"
+	perf report -i "$out/perf.data" --time "$rounds" --comms ringnode --no-children --sort sym --stdio -g none --percent-limit 0.5 2>/dev/null |
+		grep -v '^#' | grep .
 } | tee "$out/cpu.txt"
