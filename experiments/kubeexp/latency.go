@@ -228,7 +228,7 @@ func (l *Latency) Report(in *experiments.ReportInput) (string, error) {
 	out += "*latency* runs from the launch of an application's first elector process to its leader's OnStartedLeading; *from campaign start* excludes process start-up and client set-up, timing only the API calls of the election; " +
 		"*from the leader's own campaign start* leaves out, too, the wait for a candidate the algorithm accepts to start (BLD's rule refuses candidates on crowded nodes, and on kind an application's containers start seconds apart). " +
 		"*API requests per election* are the API server's own count (apiserver_request_total) of requests on election objects — locks, the BLD record, LeaseCandidates, the Pods and Nodes candidates read — " +
-		"from the deployment until every application led, over the applications (the Pods' creation left out; the cle-balanced controller's and every candidate's requests in).\n"
+		"from the deployment until every application led, over the applications (the Pods' creation left out; the cle-balanced controller's and every candidate's requests in; a watch counts when it ends, so the watches still open then, such as bld-optimistic's, are not in).\n"
 	return out, nil
 }
 
