@@ -3,6 +3,7 @@ package kubeexp
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -210,6 +211,23 @@ func TestExternalClusterWorkers(t *testing.T) {
 	require.Eventually(t, func() bool { return c.Crashed("default") != nil }, 10*time.Second, 20*time.Millisecond)
 	assert.ErrorContains(t, c.Crashed("default"), `lock "bogus": want lease or endpoints`)
 	assert.NoError(t, c.Crashed("elsewhere"))
+
+	// Electors run with one processor each, unless the caller chose.
+	require.NoError(t, el.Elect("default", "y", "y-0", "ringside-worker", "default", "lease", kube.Timing{Lease: 10 * time.Second, Renew: 8 * time.Second, Retry: 2 * time.Second}))
+	_, pid, err := el.Sidecar(ctx, "default", "y-0")
+	require.NoError(t, err)
+	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	require.NoError(t, err)
+	want, procs := "1", "(unset)"
+	if v, ok := os.LookupEnv("GOMAXPROCS"); ok {
+		want = v
+	}
+	for _, kv := range strings.Split(string(environ), "\x00") { // only this one: the rest may hold secrets
+		if v, ok := strings.CutPrefix(kv, "GOMAXPROCS="); ok {
+			procs = v
+		}
+	}
+	assert.Equal(t, want, procs, "the elector's GOMAXPROCS")
 }
 
 // A SIGTERMed default leader releases its lease (client-go's
