@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -560,55 +559,6 @@ func TestOptimisticValidatesAgainstEarlierCommits(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "w3", lease.Annotations[LeaderNodeAnnotation], "the Lease names its holder's node")
 }
-
-// The view's first read is one request: a streaming watch whose initial
-// events come from the API server's watch cache (resourceVersion 0, as a
-// reflector's first list), not a list and then a watch. Were the server
-// to refuse that, the reflector would fall back to a list, and the
-// election would pay a request more.
-func TestViewStartsWithOneWatch(t *testing.T) {
-	ns := namespace(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	place(t, balance.BLDOptimistic, ns, "a", "w1")
-	place(t, balance.BLDOptimistic, ns, "b", "w2")
-	var mu sync.Mutex
-	var asked []string
-	cfg := rest.CopyConfig(rc)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			if strings.HasSuffix(r.URL.Path, "/namespaces/"+ns+"/leases") {
-				mu.Lock()
-				asked = append(asked, r.Method+" "+r.URL.RawQuery)
-				mu.Unlock()
-			}
-			return rt.RoundTrip(r)
-		})
-	})
-	client, err := kubernetes.NewForConfig(cfg)
-	require.NoError(t, err)
-	v := newView("c", "c-0", "w3", clock.RealClock{}, func() {})
-	v.start(ctx, client, ns)
-	synced, stop := context.WithTimeout(ctx, 10*time.Second)
-	defer stop()
-	v.waitSynced(synced)
-	require.NoError(t, synced.Err(), "the first list never came")
-	assert.Equal(t, balance.Placement{"a": "w1", "b": "w2"}, v.placement())
-	mu.Lock()
-	require.Len(t, asked, 1, "one request: %v", asked)
-	q, err := url.ParseQuery(strings.TrimPrefix(asked[0], "GET "))
-	mu.Unlock()
-	require.NoError(t, err)
-	assert.Equal(t, "true", q.Get("watch"))
-	assert.Equal(t, "true", q.Get("sendInitialEvents"))
-	assert.Equal(t, "0", q.Get("resourceVersion"), "from the watch cache, without waiting for a consistent read")
-	place(t, balance.BLDOptimistic, ns, "d", "w3")
-	assert.Eventually(t, func() bool { return v.placement()["d"] == "w3" }, 10*time.Second, 5*time.Millisecond, "the same watch goes on")
-}
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // A ranked leader annotates its lock with the ranking while it leads, and
 // hands over with a write made without a read first. Its own annotation

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/utils/ptr"
 )
 
 // The watch that keeps a view: a reflector whose store hands every change
@@ -34,28 +32,19 @@ func asLease(obj any) (l *coordinationv1.Lease, tombstone, ok bool) {
 // start watches the namespace's Leases until ctx ends. A reflector feeds
 // them straight into the view, in its own goroutine: an informer's queue
 // and handler hops added tens of milliseconds to the first list on a
-// loaded machine, and the first list is the election's first read. That
-// list is a streaming watch's initial events (one request, not a list
-// and then a watch), asked at resourceVersion 0 as a reflector's first
-// list is: from the watch cache. Left at "", the API server first waits
-// for its cache to catch up with etcd, which made the first read slower
-// than the list and watch it replaces.
+// loaded machine, and the first list is the election's first read. A
+// list then a watch, not a streaming watch's initial events (one request
+// fewer): on the API server (1.32) those took longer with every Lease in
+// other namespaces, and kube-election-latency's elections with it (see
+// docs/bld-optimistic.md); the list, at resourceVersion 0 from the watch
+// cache, did not.
 func (v *view) start(ctx context.Context, client kubernetes.Interface, namespace string) {
 	leases := client.CoordinationV1().Leases(namespace)
-	var listed atomic.Bool
 	ls := &viewStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc), v: v, done: ctx.Done()}
 	lr := cache.NewReflectorWithOptions(&cache.ListWatch{
-		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) { return leases.List(ctx, o) },
-		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
-			// The first list only: a relist after the watch's revision
-			// expired must not go back to a cache that may be behind it.
-			if !listed.Swap(true) && ptr.Deref(o.SendInitialEvents, false) && o.ResourceVersion == "" {
-				o.ResourceVersion = "0"
-			}
-			return leases.Watch(ctx, o)
-		},
+		ListFunc:  func(o metav1.ListOptions) (runtime.Object, error) { return leases.List(ctx, o) },
+		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) { return leases.Watch(ctx, o) },
 	}, &coordinationv1.Lease{}, ls, cache.ReflectorOptions{Name: "bld-optimistic leases"})
-	lr.UseWatchList = ptr.To(true)
 	go lr.Run(ctx.Done())
 }
 
