@@ -125,6 +125,7 @@ func TestKubeExperimentsWriteCSVAndReport(t *testing.T) {
 		before := l.Float(i, "campaigned_before_leader")
 		assert.True(t, before >= 0 && before < 5, "candidates that campaigned before the leader: %v of 5", before)
 		assert.Equal(t, before == 0, own == campaign, "the leader campaigned first exactly when its own campaign start is the first's")
+		assert.GreaterOrEqual(t, l.Float(i, "campaign_spread_ms"), campaign-own, "the leader campaigned within the application's spread")
 		assert.Contains(t, []float64{0, 1}, l.Float(i, "first_launched_campaigned_first"), "processes are launched one by one")
 		if l.Str(i, "algorithm") != "default" {
 			assert.LessOrEqual(t, l.Float(i, "max_minus_min"), 1.0, "%s balanced", l.Str(i, "algorithm"))

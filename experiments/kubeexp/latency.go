@@ -54,8 +54,12 @@ type latencyRow struct {
 	// campaign, 0 when not; NaN where candidates are not launched one by
 	// one (on Kubernetes the application's Pods are created at once).
 	LaunchOrder float64 `csv:"first_launched_campaigned_first"`
-	Overlaps    int     `csv:"overlaps"`
-	Elected     bool    `csv:"elected"`
+	// From the application's first candidate's campaign start to its
+	// last's: how far apart its candidates start, which an algorithm that
+	// waits for its choice (BLD's rule) pays and the default does not.
+	Spread   float64 `csv:"campaign_spread_ms"`
+	Overlaps int     `csv:"overlaps"`
+	Elected  bool    `csv:"elected"`
 	// Leaders on the fullest worker node less the emptiest's, once the
 	// repetition's elections settled.
 	Imbalance int `csv:"max_minus_min"`
@@ -91,11 +95,12 @@ func (l *Latency) Run(ctx context.Context, env *experiments.Env) error {
 			// latency: dropping it would flatter the algorithm.
 			for _, a := range r.apps {
 				row := latencyRow{Backend: env.Backend, Algorithm: alg, Apps: n, Rep: t.Rep, App: a,
-					Latency: math.NaN(), Campaign: math.NaN(), Own: math.NaN(), Named: math.NaN(), Before: math.NaN(), LaunchOrder: math.NaN(), Overlaps: r.overlaps, Seed: t.Seed, Imbalance: r.imbalance(c.WorkerNodes),
+					Latency: math.NaN(), Campaign: math.NaN(), Own: math.NaN(), Named: math.NaN(), Before: math.NaN(), LaunchOrder: math.NaN(), Spread: math.NaN(), Overlaps: r.overlaps, Seed: t.Seed, Imbalance: r.imbalance(c.WorkerNodes),
 					Requests: r.requests / float64(n), Writes: r.writes / float64(n)}
 				if d, ok := r.launch[a]; ok {
 					row.Latency, row.Campaign, row.Own, row.Elected = experiments.Ms(d), experiments.Ms(r.campaign[a]), experiments.Ms(r.own[a]), true
 					row.Before = float64(r.before[a])
+					row.Spread = experiments.Ms(r.spread[a])
 					if nd, ok := r.named[a]; ok {
 						row.Named = experiments.Ms(nd)
 					}
@@ -263,6 +268,13 @@ func campaignOrder(t *experiments.Table) string {
 	out := "The leader was the first of its application's candidates to campaign in " + strings.Join(parts, ", ") +
 		" of the elections (in brackets: how many of them began before it, mean). The default elects whichever candidate's request reaches the API server first; " +
 		"an algorithm that chooses waits for its choice to start."
+	if t.Has("campaign_spread_ms") {
+		var spreads []string
+		for _, g := range t.GroupBy("algorithm") {
+			spreads = append(spreads, g.Key[0]+" "+experiments.Num(experiments.Summarize(t.Floats(g.Rows, "campaign_spread_ms")).Mean, 1))
+		}
+		out += " From an application's first candidate's campaign start to its last's, mean ms: " + strings.Join(spreads, ", ") + "."
+	}
 	if s := experiments.Summarize(launchOrder); s.N > 0 {
 		out += fmt.Sprintf(" The candidate launched first was the first to campaign in %s %% of %d elections: the order of the launches does not foretell the campaigns' (a choice among the earliest-launched would not wait less).",
 			experiments.Num(100*s.Mean, 0), s.N)

@@ -30,6 +30,9 @@ type spreadResult struct {
 	// How many of the application's candidates began their campaign
 	// before its leader did: 0 when the first to campaign won.
 	before map[string]int
+	// From the application's first candidate's campaign start to its
+	// last's.
+	spread map[string]time.Duration
 	// Whether the candidate launched first was the first to campaign;
 	// absent where the backend does not launch candidates one by one.
 	launchOrder map[string]bool
@@ -85,7 +88,7 @@ func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas 
 	if err != nil {
 		return spreadResult{}, err
 	}
-	res := spreadResult{perNode: map[string]int{}, elected: len(leaders), launch: map[string]time.Duration{}, campaign: map[string]time.Duration{}, own: map[string]time.Duration{}, named: map[string]time.Duration{}, before: map[string]int{}, launchOrder: map[string]bool{}, apps: names,
+	res := spreadResult{perNode: map[string]int{}, elected: len(leaders), launch: map[string]time.Duration{}, campaign: map[string]time.Duration{}, own: map[string]time.Duration{}, named: map[string]time.Duration{}, before: map[string]int{}, spread: map[string]time.Duration{}, launchOrder: map[string]bool{}, apps: names,
 		requests: math.NaN(), writes: math.NaN()}
 	if measure {
 		after, err := requestCounts(ctx, c)
@@ -128,11 +131,16 @@ func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas 
 		}
 		firstLaunched, firstCampaign, ownCampaign := earliest(launchedAt), earliest(campaignedAt), campaignedAt[id]
 		res.launch[app], res.campaign[app], res.own[app] = started.Sub(launchedAt[firstLaunched]), started.Sub(campaignedAt[firstCampaign]), started.Sub(ownCampaign)
+		last := campaignedAt[firstCampaign]
 		for _, ts := range campaignedAt {
 			if ts.Before(ownCampaign) {
 				res.before[app]++
 			}
+			if ts.After(last) {
+				last = ts
+			}
 		}
+		res.spread[app] = last.Sub(campaignedAt[firstCampaign])
 		if len(launchedAt) > 1 {
 			res.launchOrder[app] = firstLaunched == firstCampaign
 		}
