@@ -112,12 +112,11 @@ func (ps *Processes) Elect(ns, app, pod, node, alg, lock string, t Timing, extra
 	cmd.Args = append(cmd.Args, extra...)
 	// One processor each, as the ring's servers get (ringnodes.StartLocal):
 	// the experiments run three to seven applications of five electors on
-	// a machine of a few cores, and with Go's default each elector's
-	// runtime starts and keeps a thread per core, so the burst of starts
-	// and its garbage collections fight over the cores. An application's
-	// electors then campaign tens of milliseconds apart, a wait that an
-	// algorithm which chooses its leader (BLD's rule) pays and the default
-	// does not. A GOMAXPROCS of the caller's own is kept.
+	// a machine of a few cores, an elector's work is a few requests a
+	// second, and with Go's default each runtime starts and keeps a thread
+	// per core, so the burst of starts and its garbage collections fight
+	// over the cores (docs/bld-optimistic.md). A GOMAXPROCS of the
+	// caller's own is kept.
 	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
 		cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
 	}
