@@ -246,10 +246,13 @@ func campaignOrder(t *experiments.Table) string {
 	if !t.Has("campaigned_before_leader") {
 		return ""
 	}
-	var parts []string
+	var parts, spreads []string
 	var launchOrder []float64
 	for _, g := range t.GroupBy("algorithm") {
 		launchOrder = append(launchOrder, t.Floats(g.Rows, "first_launched_campaigned_first")...)
+		if t.Has("campaign_spread_ms") {
+			spreads = append(spreads, g.Key[0]+" "+experiments.Num(experiments.Summarize(t.Floats(g.Rows, "campaign_spread_ms")).Mean, 1))
+		}
 		before := t.Floats(g.Rows, "campaigned_before_leader")
 		if len(before) == 0 {
 			continue
@@ -268,11 +271,7 @@ func campaignOrder(t *experiments.Table) string {
 	out := "The leader was the first of its application's candidates to campaign in " + strings.Join(parts, ", ") +
 		" of the elections (in brackets: how many of them began before it, mean). The default elects whichever candidate's request reaches the API server first; " +
 		"an algorithm that chooses waits for its choice to start."
-	if t.Has("campaign_spread_ms") {
-		var spreads []string
-		for _, g := range t.GroupBy("algorithm") {
-			spreads = append(spreads, g.Key[0]+" "+experiments.Num(experiments.Summarize(t.Floats(g.Rows, "campaign_spread_ms")).Mean, 1))
-		}
+	if len(spreads) > 0 {
 		out += " From an application's first candidate's campaign start to its last's, mean ms: " + strings.Join(spreads, ", ") + "."
 	}
 	if s := experiments.Summarize(launchOrder); s.N > 0 {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/ringside/ringside/bld/balance"
 	"github.com/ringside/ringside/internal/imagebuild"
+	childproc "github.com/ringside/ringside/internal/proc" // proc names this package's elector process
 )
 
 // Processes is the process backend: one elector process per replica,
@@ -110,16 +111,10 @@ func (ps *Processes) Elect(ns, app, pod, node, alg, lock string, t Timing, extra
 		"--lease-duration", t.Lease.String(), "--renew-deadline", t.Renew.String(), "--retry-period", t.Retry.String(),
 		"--log-level", level)
 	cmd.Args = append(cmd.Args, extra...)
-	// One processor each, as the ring's servers get (ringnodes.StartLocal):
-	// the experiments run three to seven applications of five electors on
-	// a machine of a few cores, an elector's work is a few requests a
-	// second, and with Go's default each runtime starts and keeps a thread
-	// per core, so the burst of starts and its garbage collections fight
-	// over the cores (docs/bld-optimistic.md). A GOMAXPROCS of the
-	// caller's own is kept.
-	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
-		cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
-	}
+	// One processor each: the experiments start three to seven
+	// applications of five electors at once, and an elector's work is a
+	// few requests a second.
+	cmd.Env = childproc.OneProcessor(os.Environ())
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return err

@@ -61,8 +61,6 @@ func BareRing(ctx context.Context, n, rounds int, gap time.Duration, warm int, s
 			return nil, fmt.Errorf("bare ring: %w", err)
 		}
 	}
-	_, userSet := os.LookupEnv("GOMAXPROCS")
-	oneProc := n > runtime.NumCPU() && !userSet
 	var procs []*proc.Proc
 	defer func() {
 		for _, p := range procs {
@@ -78,8 +76,8 @@ func BareRing(ctx context.Context, n, rounds int, gap time.Duration, warm int, s
 			cmd.Args = append(cmd.Args, "--rounds", strconv.Itoa(rounds), "--gap", gap.String(), "--warm", strconv.Itoa(warm))
 			cmd.Stdout, cmd.Stderr = &out, &errb
 		}
-		if oneProc {
-			cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
+		if n > runtime.NumCPU() { // as StartLocal's servers
+			cmd.Env = proc.OneProcessor(os.Environ())
 		}
 		p, err := proc.Start(cmd, nil)
 		if err != nil {

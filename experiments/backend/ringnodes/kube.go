@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"os"
 	goruntime "runtime"
 	"slices"
 	"strings"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/ringside/ringside/agent/runtime"
 	"github.com/ringside/ringside/internal/podfault"
+	"github.com/ringside/ringside/internal/proc"
 )
 
 // DefaultRunnerImage holds /ringside, /ringnode, /worker and /balancer:
@@ -180,15 +180,16 @@ func (k *Kube) statefulSet(n int32, sel map[string]string) *appsv1.StatefulSet {
 		{Name: "RINGNODE_SECRET", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{
 			LocalObjectReference: v1.LocalObjectReference{Name: "ringnode"}, Key: "secret"}}},
 	}
-	for _, kv := range k.env {
-		name, val, _ := strings.Cut(kv, "=")
-		env = append(env, v1.EnvVar{Name: name, Value: val})
-	}
+	vars := k.env
 	// More servers than a node has cores: one P each, as the local ring
 	// does (see StartLocal) — with Go's default every server keeps a
 	// thread per core awake and the hops wait on cross-process scheduling.
-	if _, set := os.LookupEnv("GOMAXPROCS"); int(n) > goruntime.NumCPU() && !set {
-		env = append(env, v1.EnvVar{Name: "GOMAXPROCS", Value: "1"})
+	if int(n) > goruntime.NumCPU() {
+		vars = proc.OneProcessor(vars)
+	}
+	for _, kv := range vars {
+		name, val, _ := strings.Cut(kv, "=")
+		env = append(env, v1.EnvVar{Name: name, Value: val})
 	}
 	no, grace := false, int64(2)
 	root := int64(0)

@@ -74,7 +74,7 @@ type Options struct {
 // Local is a ring of ringnode processes on loopback.
 type Local struct {
 	opts    Options
-	oneProc bool // run servers with GOMAXPROCS=1
+	oneProc bool // run servers with GOMAXPROCS=1 (proc.OneProcessor)
 	mu      sync.Mutex
 	procs   map[string]*proc.Proc
 	order   []string
@@ -93,8 +93,7 @@ func StartLocal(ctx context.Context, n int, o Options) (*Local, error) {
 	if o.Secret == "" {
 		o.Secret = NewSecret()
 	}
-	_, userSet := os.LookupEnv("GOMAXPROCS")
-	l := &Local{opts: o, procs: map[string]*proc.Proc{}, oneProc: n > runtime.NumCPU() && !userSet}
+	l := &Local{opts: o, procs: map[string]*proc.Proc{}, oneProc: n > runtime.NumCPU()}
 	for range n {
 		if _, err := l.Add(ctx); err != nil {
 			l.Close()
@@ -165,7 +164,7 @@ func (l *Local) startWith(ctx context.Context, addr string, extra ...string) err
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), "RINGNODE_SECRET="+l.opts.Secret)
 	if l.oneProc {
-		cmd.Env = append(cmd.Env, "GOMAXPROCS=1")
+		cmd.Env = proc.OneProcessor(cmd.Env)
 	}
 	p, err := proc.Start(cmd, func() { logf.Close() })
 	if err != nil {
