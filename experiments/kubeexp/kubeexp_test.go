@@ -116,7 +116,7 @@ func TestKubeExperimentsWriteCSVAndReport(t *testing.T) {
 		}
 	}
 	assert.GreaterOrEqual(t, won, 2*3, "bld and bld-optimistic log each application's winning attempt")
-	namedSeen := 0
+	namedSeen, ruleKnown := 0, 0
 	for i := range l.Rows {
 		assert.Positive(t, l.Float(i, "latency_ms"))
 		own, campaign := l.Float(i, "leader_campaign_latency_ms"), l.Float(i, "campaign_latency_ms")
@@ -129,6 +129,13 @@ func TestKubeExperimentsWriteCSVAndReport(t *testing.T) {
 		assert.Contains(t, []float64{0, 1}, l.Float(i, "first_launched_campaigned_first"), "processes are launched one by one")
 		if l.Str(i, "algorithm") != "default" {
 			assert.LessOrEqual(t, l.Float(i, "max_minus_min"), 1.0, "%s balanced", l.Str(i, "algorithm"))
+		}
+		switch w := l.Float(i, "rule_wait_ms"); {
+		case !balance.Balanced(l.Str(i, "algorithm")):
+			assert.Zero(t, w, "%s admits every candidate at once", l.Str(i, "algorithm"))
+		case !math.IsNaN(w):
+			ruleKnown++
+			assert.GreaterOrEqual(t, w, 0.0)
 		}
 		// The controller names the leader before it leads — from its Pod
 		// before its campaign even starts (negative), or once it has
@@ -165,6 +172,8 @@ func TestKubeExperimentsWriteCSVAndReport(t *testing.T) {
 	assert.Contains(t, string(md), "Targets: bld worst max − min = ")
 	assert.Contains(t, string(md), "bld-optimistic / default mean latency from campaign start: ")
 	assert.Positive(t, namedSeen, "cle-balanced's naming read")
+	assert.Positive(t, ruleKnown, "BLD's rule admitted some candidate")
+	assert.Contains(t, string(md), "How long the placement rule refused every candidate that had begun to campaign")
 	assert.Contains(t, string(md), "cle-balanced, from the leader's own campaign start (")
 	assert.Contains(t, string(md), " elections): the controller named it after ")
 	assert.Contains(t, string(md), "The leader was the first of its application's candidates to campaign in default ")

@@ -57,7 +57,12 @@ type latencyRow struct {
 	// From the application's first candidate's campaign start to its
 	// last's: how far apart its candidates start, which an algorithm that
 	// waits for its choice (BLD's rule) pays and the default does not.
-	Spread   float64 `csv:"campaign_spread_ms"`
+	Spread float64 `csv:"campaign_spread_ms"`
+	// From the first candidate's campaign start until the algorithm's
+	// placement rule first admitted a campaigning candidate, given where
+	// the other applications' leaders were then: the least wait any
+	// implementation of the rule would have had here (0: the default).
+	RuleWait float64 `csv:"rule_wait_ms"`
 	Overlaps int     `csv:"overlaps"`
 	Elected  bool    `csv:"elected"`
 	// Leaders on the fullest worker node less the emptiest's, once the
@@ -95,12 +100,15 @@ func (l *Latency) Run(ctx context.Context, env *experiments.Env) error {
 			// latency: dropping it would flatter the algorithm.
 			for _, a := range r.apps {
 				row := latencyRow{Backend: env.Backend, Algorithm: alg, Apps: n, Rep: t.Rep, App: a,
-					Latency: math.NaN(), Campaign: math.NaN(), Own: math.NaN(), Named: math.NaN(), Before: math.NaN(), LaunchOrder: math.NaN(), Spread: math.NaN(), Overlaps: r.overlaps, Seed: t.Seed, Imbalance: r.imbalance(c.WorkerNodes),
+					Latency: math.NaN(), Campaign: math.NaN(), Own: math.NaN(), Named: math.NaN(), Before: math.NaN(), LaunchOrder: math.NaN(), Spread: math.NaN(), RuleWait: math.NaN(), Overlaps: r.overlaps, Seed: t.Seed, Imbalance: r.imbalance(c.WorkerNodes),
 					Requests: r.requests / float64(n), Writes: r.writes / float64(n)}
 				if d, ok := r.launch[a]; ok {
 					row.Latency, row.Campaign, row.Own, row.Elected = experiments.Ms(d), experiments.Ms(r.campaign[a]), experiments.Ms(r.own[a]), true
 					row.Before = float64(r.before[a])
 					row.Spread = experiments.Ms(r.spread[a])
+					if w, ok := r.ruleWait[a]; ok {
+						row.RuleWait = experiments.Ms(w)
+					}
 					if nd, ok := r.named[a]; ok {
 						row.Named = experiments.Ms(nd)
 					}
@@ -225,6 +233,9 @@ func (l *Latency) Report(in *experiments.ReportInput) (string, error) {
 				experiments.Num(c[1]/d[1], 2), allElected(neverElected, experiments.JudgeInterval(lo, hi, 1.2)), experiments.Num(c[2]/d[2], 2))
 		}
 	}
+	if d, ok := overall[balance.Default]; ok {
+		out += ruleFloor(t, d[1], d[2])
+	}
 	out += cleBreakdown(t)
 	out += campaignOrder(t)
 	if neverElected > 0 {
@@ -279,6 +290,34 @@ func campaignOrder(t *experiments.Table) string {
 			experiments.Num(100*s.Mean, 0), s.N)
 	}
 	return out + "\n\n"
+}
+
+// ruleFloor says, per algorithm whose placement rule can refuse a
+// candidate, how long its rule kept every campaigning candidate out
+// (rule_wait_ms) and the least latency from campaign start that wait
+// leaves any implementation of the rule: the wait, then an election as
+// quick as the default's from its leader's own campaign start (own ms),
+// over the default's from campaign start (campaign ms).
+func ruleFloor(t *experiments.Table, campaign, own float64) string {
+	if !t.Has("rule_wait_ms") {
+		return ""
+	}
+	var parts []string
+	for _, g := range t.GroupBy("algorithm") {
+		alg := g.Key[0]
+		w := experiments.Summarize(t.Floats(g.Rows, "rule_wait_ms"))
+		if !balance.Balanced(alg) || w.N == 0 {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %s ms (p90 %s; floor %s)", alg, experiments.Num(w.Mean, 2), experiments.Num(w.P90, 2), experiments.Num((w.Mean+own)/campaign, 2)))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "How long the placement rule refused every candidate that had begun to campaign, from the application's first campaign start, given where the other applications' leaders were by then (mean): " +
+		strings.Join(parts, ", ") + ". The floor estimates the least ratio to the default from campaign start that any implementation of that rule could reach with these start times: " +
+		"the rule's wait, then an election as quick as the default's from its leader's own campaign start (" + experiments.Num(own, 2) + " ms). " +
+		"It counts each leader from its start, a little after its Lease was written (the elections order themselves by the writes).\n\n"
 }
 
 // cleBreakdown splits cle-balanced's latency from the leader's own

@@ -33,6 +33,9 @@ type spreadResult struct {
 	// From the application's first candidate's campaign start to its
 	// last's.
 	spread map[string]time.Duration
+	// How long after the first campaign start the algorithm's placement
+	// rule first admitted a campaigning candidate (ruleWaits).
+	ruleWait map[string]time.Duration
 	// Whether the candidate launched first was the first to campaign;
 	// absent where the backend does not launch candidates one by one.
 	launchOrder map[string]bool
@@ -110,6 +113,7 @@ func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas 
 	}
 	events := c.Events(ns)
 	res.overlaps = kube.Overlaps(events)
+	res.ruleWait = ruleWaits(alg, ns, events, podNode, c.WorkerNodes)
 	for app, id := range leaders {
 		// Each candidate's launch and campaign start, and the leader's start.
 		launchedAt, campaignedAt := map[string]time.Time{}, map[string]time.Time{}
