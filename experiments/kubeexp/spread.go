@@ -34,7 +34,8 @@ type spreadResult struct {
 	// last's.
 	spread map[string]time.Duration
 	// How long after the first campaign start the algorithm's placement
-	// rule first admitted a campaigning candidate (ruleWaits).
+	// rule first admitted a campaigning candidate (ruleWaits); read only
+	// under measure.
 	ruleWait map[string]time.Duration
 	// Whether the candidate launched first was the first to campaign;
 	// absent where the backend does not launch candidates one by one.
@@ -62,8 +63,9 @@ func (r spreadResult) imbalance(nodes []string) int {
 
 // spread deploys n applications of replicas each over the workers, all
 // at once, and waits for their leaders; with measure (kube-election-latency),
-// it also reads cle-balanced's naming times and counts the API
-// requests they took (two scrapes of the API server's metrics).
+// it also reads cle-balanced's naming times, times the placement rule's
+// wait and counts the API requests they took (two scrapes of the API
+// server's metrics).
 func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas int, t kube.Timing, settle time.Duration, measure bool) (spreadResult, error) {
 	ns, err := c.Namespace(ctx, "spread")
 	if err != nil {
@@ -113,7 +115,9 @@ func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas 
 	}
 	events := c.Events(ns)
 	res.overlaps = kube.Overlaps(events)
-	res.ruleWait = ruleWaits(alg, ns, events, podNode, c.WorkerNodes)
+	if measure {
+		res.ruleWait = ruleWaits(alg, ns, events, podNode, c.WorkerNodes)
+	}
 	for app, id := range leaders {
 		// Each candidate's launch and campaign start, and the leader's start.
 		launchedAt, campaignedAt := map[string]time.Time{}, map[string]time.Time{}
