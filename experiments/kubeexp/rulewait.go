@@ -34,23 +34,18 @@ func ruleWaits(alg, ns string, events []kube.Event, podNode map[string]string, n
 	}
 	out := map[string]time.Duration{}
 	for election, first := range firstCampaign {
-		app := strings.TrimPrefix(election, ns+"/")
-		leaders := balance.Placement{}  // other applications → their leader's node
+		leaders := balance.Placement{}  // other elections → their leader's node
 		leaderID := map[string]string{} // and → their leader
-		var candidates []string         // nodes of app's candidates campaigning so far
+		var candidates []string         // nodes of this election's candidates campaigning so far
 		for _, e := range events {
 			switch {
 			case e.Election == election && e.Event == "campaign":
 				candidates = append(candidates, podNode[e.ID])
 			case e.Election != election && e.Event == "started":
-				other := strings.TrimPrefix(e.Election, ns+"/")
-				leaders[other], leaderID[other] = podNode[e.ID], e.ID
-			case e.Election != election && (e.Event == "stopped" || e.Event == "killed"):
-				other := strings.TrimPrefix(e.Election, ns+"/")
-				if leaderID[other] == e.ID {
-					delete(leaders, other)
-					delete(leaderID, other)
-				}
+				leaders[e.Election], leaderID[e.Election] = podNode[e.ID], e.ID
+			case e.Election != election && (e.Event == "stopped" || e.Event == "killed") && leaderID[e.Election] == e.ID:
+				delete(leaders, e.Election)
+				delete(leaderID, e.Election)
 			default:
 				continue
 			}
@@ -58,9 +53,9 @@ func ruleWaits(alg, ns string, events []kube.Event, podNode map[string]string, n
 				continue
 			}
 			if slices.ContainsFunc(candidates, func(node string) bool {
-				return balance.Qualifies(alg, app, node, leaders, nodes, candidates)
+				return balance.Qualifies(alg, election, node, leaders, nodes, candidates)
 			}) {
-				out[app] = e.TS.Sub(first)
+				out[strings.TrimPrefix(election, ns+"/")] = e.TS.Sub(first)
 				break
 			}
 		}
