@@ -35,6 +35,11 @@ const (
 	LockEndpoints = "endpoints"
 )
 
+// MaxCampaignWait bounds CandidateConfig.CampaignAt: an experiment's
+// candidates all start within seconds, and an instant further ahead is a
+// mistake (a clock, a unit) that would hold the election back unseen.
+const MaxCampaignWait = 10 * time.Minute
+
 // CandidateConfig configures one replica's elector.
 type CandidateConfig struct {
 	Algorithm string
@@ -51,6 +56,14 @@ type CandidateConfig struct {
 	// Pod for the leader's RTT probes (ranked).
 	ProbeAddr    string
 	RankInterval time.Duration
+
+	// CampaignAt holds the campaign back until this instant by Clock
+	// (zero: at once). An experiment starts every candidate first and
+	// lets them campaign together, to time the elections without the
+	// platform's start-up spread: on kind an application's containers
+	// start seconds apart, and BLD's rule waits for one on a node it
+	// admits.
+	CampaignAt time.Time
 
 	OnEvent func(event, leader string) // campaign, started, stopped, leader, refused
 	Log     *slog.Logger
@@ -126,6 +139,9 @@ func NewCandidate(cfg CandidateConfig) (*Candidate, error) {
 	if cfg.OnEvent == nil {
 		cfg.OnEvent = func(string, string) {}
 	}
+	if wait := cfg.CampaignAt.Sub(cfg.Clock.Now()); wait > MaxCampaignWait {
+		return nil, fmt.Errorf("candidate: campaign at %s: %s ahead, at most %s", cfg.CampaignAt.Format(time.RFC3339Nano), wait.Round(time.Second), MaxCampaignWait)
+	}
 	meta := metav1.ObjectMeta{Name: cfg.Election, Namespace: cfg.Namespace}
 	lc := resourcelock.ResourceLockConfig{Identity: cfg.Identity}
 	c := &Candidate{cfg: cfg, kick: make(chan struct{}, 1), hc: &http.Client{Timeout: 300 * time.Millisecond},
@@ -183,6 +199,13 @@ func (c *Candidate) setLeader(id string) {
 func (c *Candidate) Run(ctx context.Context) error {
 	if err := c.publish(ctx); err != nil {
 		return err
+	}
+	if wait := c.cfg.CampaignAt.Sub(c.cfg.Clock.Now()); wait > 0 {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.cfg.Clock.After(wait):
+		}
 	}
 	c.cfg.OnEvent("campaign", "")
 	// Leadership ends when the leader context does: both electors cancel

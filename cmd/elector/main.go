@@ -36,7 +36,7 @@ func main() { serve.Main("elector", run) }
 func run(ctx context.Context, args []string) error {
 	fs := envflag.New(flag.NewFlagSet("elector", flag.ContinueOnError))
 	var cfg bld.CandidateConfig
-	var httpAddr, advertise, kubeconfigPath, level string
+	var httpAddr, advertise, kubeconfigPath, level, campaignAt string
 	var events bool
 	var rate float64
 	fs.StringVar(&cfg.Algorithm, "algorithm", "ELECTOR_ALGORITHM", balance.Default, strings.Join(balance.Algorithms, ", "))
@@ -51,6 +51,7 @@ func run(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.RenewDeadline, "renew-deadline", "ELECTOR_RENEW_DEADLINE", 8*time.Second, "a leader that cannot renew for this long steps down")
 	fs.DurationVar(&cfg.RetryPeriod, "retry-period", "ELECTOR_RETRY_PERIOD", 2*time.Second, "interval between acquisition attempts and renewals")
 	fs.DurationVar(&cfg.RankInterval, "rank-interval", "ELECTOR_RANK_INTERVAL", time.Second, "ranked: how often the leader re-measures follower RTTs")
+	fs.StringVar(&campaignAt, "campaign-at", "ELECTOR_CAMPAIGN_AT", "", "start campaigning at this RFC 3339 instant, not at once (experiments start every candidate first, then let them campaign together)")
 	fs.StringVar(&kubeconfigPath, "kubeconfig", "KUBECONFIG", "", "kubeconfig (default: in-cluster)")
 	fs.Float64Var(&rate, "clock-rate", "ELECTOR_CLOCK_RATE", 1, "fault injection: this elector's clock runs at this rate of real time (kube-split-brain's clock rate skew; not with the default algorithm, whose client-go elector keeps its own clock)")
 	fs.BoolVar(&events, "events", "ELECTOR_EVENTS", false, "print leadership events as JSON lines on stdout (for experiments)")
@@ -61,6 +62,11 @@ func run(ctx context.Context, args []string) error {
 	log, err := serve.Logger(level)
 	if err != nil {
 		return err
+	}
+	if campaignAt != "" {
+		if cfg.CampaignAt, err = time.Parse(time.RFC3339Nano, campaignAt); err != nil {
+			return fmt.Errorf("--campaign-at %q: want an RFC 3339 instant such as 2026-12-03T14:00:00.5Z", campaignAt)
+		}
 	}
 	log = log.With("id", cfg.Identity, "election", cfg.Election)
 	cfg.Log = log

@@ -169,3 +169,18 @@ func TestSidecarHTTPContract(t *testing.T) {
 	require.Error(t, err)
 	assert.True(t, strings.Contains(string(out), "fastest"), "a bad algorithm is named: %s", out)
 }
+
+// A --campaign-at (or ELECTOR_CAMPAIGN_AT) that is no RFC 3339 instant is
+// refused with the flag named, before the elector reaches for the API
+// server.
+func TestRefusesACampaignInstantThatIsNone(t *testing.T) {
+	for _, v := range []string{"tomorrow", "2026-12-03 14:00:00", "1764770400", "2026-12-03T14:00:00"} {
+		err := run(context.Background(), []string{"--campaign-at", v, "--election", "e", "--id", "p", "--kubeconfig", "/nonexistent"})
+		require.Error(t, err, v)
+		assert.Contains(t, err.Error(), "--campaign-at", v)
+	}
+	t.Setenv("ELECTOR_CAMPAIGN_AT", "next tuesday")
+	err := run(context.Background(), []string{"--election", "e", "--id", "p", "--kubeconfig", "/nonexistent"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "--campaign-at")
+}

@@ -106,7 +106,7 @@ func (d *Distribution) Run(ctx context.Context, env *experiments.Env) error {
 		if scenario == "constrained" {
 			r, err = constrained(ctx, c, alg, d.k.lock, d.replicas, d.timing, d.settle/2)
 		} else {
-			r, err = spread(ctx, c, alg, d.k.lock, apps, d.replicas, d.timing, d.settle, false)
+			r, err = spread(ctx, c, alg, d.k.lock, apps, d.replicas, d.timing, d.settle, false, 0)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s, %s, %d apps: %w", alg, scenario, apps, err)

@@ -180,6 +180,37 @@ func TestKubeExperimentsWriteCSVAndReport(t *testing.T) {
 	assert.Contains(t, string(md), "The candidate launched first was the first to campaign in ")
 }
 
+// --campaign-together holds every candidate until one instant: no leader
+// starts before it (an election here takes well under a second without
+// the hold), the rows record the hold, and the report says so.
+func TestLatencyCampaignsTogether(t *testing.T) {
+	dir := t.TempDir()
+	l := runKube(t, &Latency{}, dir, 1, "--algorithms", "default,bld-optimistic", "--apps", "3", "--campaign-together", "5s")
+	require.Len(t, l.Rows, 2*3)
+	for i := range l.Rows {
+		assert.Equal(t, 5000.0, l.Float(i, "campaign_together_ms"))
+		// The first launch comes after the instant is set, by the Pods'
+		// creation and the launches before it: well under 3 s here.
+		assert.Greater(t, l.Float(i, "latency_ms"), 2000.0, "%s: the leader started only after the instant", l.Str(i, "algorithm"))
+		assert.Positive(t, l.Float(i, "campaign_latency_ms"))
+		if l.Str(i, "algorithm") == "bld-optimistic" {
+			assert.LessOrEqual(t, l.Float(i, "max_minus_min"), 1.0, "bld-optimistic balanced")
+		}
+		assert.Equal(t, "0", l.Str(i, "overlaps"), "two leaders at once")
+	}
+	r := &experiments.Registry{}
+	r.Register(&Latency{})
+	_, err := experiments.WriteReport(dir, r)
+	require.NoError(t, err)
+	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(md), "In 6 of 6 rows every candidate started first and was held to campaign at one instant, 5 s after")
+	assert.Contains(t, string(md), "bld-optimistic / default mean latency from campaign start: ")
+
+	_, _, err = experiments.RunArgs(context.Background(), &Latency{}, []string{"--campaign-together", "-1s"}, experiments.RunOptions{Seed: 1, Reps: 1, Out: t.TempDir(), Status: io.Discard})
+	require.ErrorContains(t, err, "--campaign-together -1s")
+}
+
 // With --kubeconfig the experiments use the cluster's own worker nodes,
 // whatever their names (kind's here), and leave its control plane out.
 func TestExternalClusterWorkers(t *testing.T) {

@@ -9,7 +9,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/ringside/ringside/bld"
 	"github.com/ringside/ringside/bld/balance"
 	"github.com/ringside/ringside/experiments"
 )
@@ -19,6 +21,9 @@ import (
 type Latency struct {
 	elections
 	k kubeFlags
+	// together holds every candidate's campaign until this long after its
+	// election set's deployment began (0: each campaigns once it runs).
+	together time.Duration
 }
 
 func (*Latency) Spec() experiments.Spec {
@@ -29,6 +34,9 @@ func (*Latency) Spec() experiments.Spec {
 func (l *Latency) Flags(fs *flag.FlagSet) {
 	l.elections.define(fs, balance.Default, balance.BLD, balance.BLDOptimistic, balance.BLDPlus, balance.Ranked, balance.CLEBalanced)
 	l.k.define(fs, false)
+	fs.DurationVar(&l.together, "campaign-together", 0, "start every candidate first and hold its campaign until this long after the election set's deployment began, "+
+		"so that the elections are timed without the platform's start-up spread (0: each candidate campaigns once it runs; make it longer than the candidates take to start: "+
+		"on kind a few seconds for 35 Pods); a candidate that starts later campaigns at once, which campaign_spread_ms shows")
 }
 
 // latencyRow is one application's election.
@@ -63,6 +71,9 @@ type latencyRow struct {
 	// the other applications' leaders were then: the least wait any
 	// implementation of the rule would have had here (0: the default).
 	RuleWait float64 `csv:"rule_wait_ms"`
+	// --campaign-together: how long after the deployment the candidates
+	// were held to campaign together (0: each campaigned once it ran).
+	Together float64 `csv:"campaign_together_ms"`
 	Overlaps int     `csv:"overlaps"`
 	Elected  bool    `csv:"elected"`
 	// Leaders on the fullest worker node less the emptiest's, once the
@@ -77,6 +88,9 @@ type latencyRow struct {
 }
 
 func (l *Latency) Run(ctx context.Context, env *experiments.Env) error {
+	if l.together < 0 || l.together > bld.MaxCampaignWait {
+		return fmt.Errorf("--campaign-together %s: want 0 (off) up to %s", l.together, bld.MaxCampaignWait)
+	}
 	c, err := start(ctx, env, &l.k)
 	if err != nil {
 		return err
@@ -92,7 +106,7 @@ func (l *Latency) Run(ctx context.Context, env *experiments.Env) error {
 		var rows []latencyRow
 		for i := range algs {
 			alg := algs[(t.Rep+i)%len(algs)]
-			r, err := spread(ctx, c, alg, l.k.lock, n, l.replicas, l.timing, l.settle, true)
+			r, err := spread(ctx, c, alg, l.k.lock, n, l.replicas, l.timing, l.settle, true, l.together)
 			if err != nil {
 				return nil, fmt.Errorf("%s, %d apps: %w", alg, n, err)
 			}
@@ -100,7 +114,7 @@ func (l *Latency) Run(ctx context.Context, env *experiments.Env) error {
 			// latency: dropping it would flatter the algorithm.
 			for _, a := range r.apps {
 				row := latencyRow{Backend: env.Backend, Algorithm: alg, Apps: n, Rep: t.Rep, App: a,
-					Latency: math.NaN(), Campaign: math.NaN(), Own: math.NaN(), Named: math.NaN(), Before: math.NaN(), LaunchOrder: math.NaN(), Spread: math.NaN(), RuleWait: math.NaN(), Overlaps: r.overlaps, Seed: t.Seed, Imbalance: r.imbalance(c.WorkerNodes),
+					Latency: math.NaN(), Campaign: math.NaN(), Own: math.NaN(), Named: math.NaN(), Before: math.NaN(), LaunchOrder: math.NaN(), Spread: math.NaN(), RuleWait: math.NaN(), Together: experiments.Ms(l.together), Overlaps: r.overlaps, Seed: t.Seed, Imbalance: r.imbalance(c.WorkerNodes),
 					Requests: r.requests / float64(n), Writes: r.writes / float64(n)}
 				if d, ok := r.launch[a]; ok {
 					row.Latency, row.Campaign, row.Own, row.Elected = experiments.Ms(d), experiments.Ms(r.campaign[a]), experiments.Ms(r.own[a]), true
@@ -236,6 +250,7 @@ func (l *Latency) Report(in *experiments.ReportInput) (string, error) {
 	if d, ok := overall[balance.Default]; ok {
 		out += ruleFloor(t, d[1], d[2])
 	}
+	out += campaignTogether(t)
 	out += cleBreakdown(t)
 	out += campaignOrder(t)
 	if neverElected > 0 {
@@ -246,6 +261,34 @@ func (l *Latency) Report(in *experiments.ReportInput) (string, error) {
 		"*API requests per election* are the API server's own count (apiserver_request_total) of requests on election objects — locks, the BLD record, LeaseCandidates, the Pods and Nodes candidates read — " +
 		"from the deployment until every application led, over the applications (the Pods' creation left out; the cle-balanced controller's and every candidate's requests in; a watch counts when it ends, so the watches still open then, such as bld-optimistic's, are not in).\n"
 	return out, nil
+}
+
+// campaignTogether says whether the candidates were held to campaign
+// together (--campaign-together), and how far apart they still began.
+func campaignTogether(t *experiments.Table) string {
+	if !t.Has("campaign_together_ms") {
+		return ""
+	}
+	var held []float64
+	var spreads []float64
+	for i := range t.Rows {
+		if h := t.Float(i, "campaign_together_ms"); h > 0 {
+			held = append(held, h)
+			if t.Has("campaign_spread_ms") {
+				spreads = append(spreads, t.Float(i, "campaign_spread_ms"))
+			}
+		}
+	}
+	if len(held) == 0 {
+		return ""
+	}
+	out := fmt.Sprintf("In %d of %d rows every candidate started first and was held to campaign at one instant, %s s after its election set's deployment began (--campaign-together): "+
+		"*from campaign start* there times the algorithms from a common instant, without the platform's start-up spread.", len(held), len(t.Rows), experiments.Num(slices.Max(held)/1000, 1))
+	if s := experiments.Summarize(spreads); s.N > 0 {
+		out += fmt.Sprintf(" From an application's first campaign start to its last's there: mean %s ms, at most %s (a candidate that started after the instant campaigned late, at once).",
+			experiments.Num(s.Mean, 1), experiments.Num(s.Max, 1))
+	}
+	return out + "\n\n"
 }
 
 // campaignOrder says, per algorithm, how often the leader was the first

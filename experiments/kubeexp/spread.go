@@ -65,18 +65,23 @@ func (r spreadResult) imbalance(nodes []string) int {
 // at once, and waits for their leaders; with measure (kube-election-latency),
 // it also reads cle-balanced's naming times, times the placement rule's
 // wait and counts the API requests they took (two scrapes of the API
-// server's metrics).
-func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas int, t kube.Timing, settle time.Duration, measure bool) (spreadResult, error) {
+// server's metrics). together > 0 holds every candidate's campaign until
+// that long after the deployment began.
+func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas int, t kube.Timing, settle time.Duration, measure bool, together time.Duration) (spreadResult, error) {
 	ns, err := c.Namespace(ctx, "spread")
 	if err != nil {
 		return spreadResult{}, err
 	}
 	defer c.StopNamespace(ns)
+	var campaignAt time.Time
+	if together > 0 {
+		campaignAt = time.Now().Add(together)
+	}
 	var apps []kube.App
 	var names []string
 	for i := range n {
 		name := fmt.Sprintf("app-%d", i)
-		apps = append(apps, kube.App{Name: name, Replicas: replicas, Nodes: c.WorkerNodes})
+		apps = append(apps, kube.App{Name: name, Replicas: replicas, Nodes: c.WorkerNodes, CampaignAt: campaignAt})
 		names = append(names, name)
 	}
 	var before counts

@@ -261,6 +261,17 @@ type App struct {
 	First int
 	// Annotations go on every Pod of the application.
 	Annotations map[string]string
+	// CampaignAt, if set, holds every candidate's campaign until then
+	// (elector --campaign-at): they start first and campaign together.
+	CampaignAt time.Time
+}
+
+// campaignAt is the elector's --campaign-at value for app ("": none).
+func (app App) campaignAt() string {
+	if app.CampaignAt.IsZero() {
+		return ""
+	}
+	return app.CampaignAt.UTC().Format(time.RFC3339Nano)
 }
 
 // Pods creates the application's Pods bound to nodes round-robin, starting

@@ -246,6 +246,9 @@ func (r *podRunner) shape(o *unstructured.Unstructured, app App, alg string, t T
 	setEnv(c, "ELECTOR_LEASE_DURATION", t.Lease.String())
 	setEnv(c, "ELECTOR_RENEW_DEADLINE", t.Renew.String())
 	setEnv(c, "ELECTOR_RETRY_PERIOD", t.Retry.String())
+	if at := app.campaignAt(); at != "" {
+		setEnv(c, "ELECTOR_CAMPAIGN_AT", at)
+	}
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&d)
 	if err != nil {
 		return nil, err

@@ -84,7 +84,11 @@ func (p *Processes) deploy(ctx context.Context, ns string, apps []App, offset in
 		errs := make([]error, len(pods))
 		var wg sync.WaitGroup
 		for i, pn := range pods {
-			wg.Go(func() { errs[i] = p.Elect(ns, app.Name, pn[0], pn[1], alg, lock, t) })
+			var extra []string
+			if at := app.campaignAt(); at != "" {
+				extra = []string{"--campaign-at", at}
+			}
+			wg.Go(func() { errs[i] = p.Elect(ns, app.Name, pn[0], pn[1], alg, lock, t, extra...) })
 		}
 		wg.Wait()
 		if err := errors.Join(errs...); err != nil {

@@ -1,0 +1,88 @@
+package bld
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/kubernetes/fake"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/ringside/ringside/bld/balance"
+)
+
+// A candidate held to an instant (CampaignAt) neither campaigns nor asks
+// the API server anything before its clock reaches it, and campaigns
+// then; cancelled while held, it ends without campaigning.
+func TestCandidateCampaignsAtItsInstant(t *testing.T) {
+	for _, cancelled := range []bool{false, true} {
+		fc := clocktesting.NewFakeClock(time.Now())
+		cs := fake.NewSimpleClientset()
+		events := make(chan string, 16)
+		c, err := NewCandidate(CandidateConfig{Algorithm: balance.BLDOptimistic, Election: "app", Namespace: "ns", Identity: "me", Node: "w1",
+			Client: cs, LeaseDuration: 10 * time.Second, RenewDeadline: 5 * time.Second, RetryPeriod: time.Second, Clock: fc,
+			CampaignAt: fc.Now().Add(3 * time.Second), OnEvent: func(ev, _ string) { events <- ev }})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- c.Run(ctx) }()
+
+		require.Eventually(t, fc.HasWaiters, 10*time.Second, time.Millisecond, "the candidate waits on its clock")
+		fc.Step(2 * time.Second)
+		require.Eventually(t, fc.HasWaiters, 10*time.Second, time.Millisecond, "a second early, it still waits")
+		assert.Empty(t, events, "no event before the instant")
+		assert.Empty(t, cs.Actions(), "no request before the instant")
+		if cancelled {
+			cancel()
+			select {
+			case err := <-done:
+				require.NoError(t, err)
+			case <-time.After(10 * time.Second):
+				t.Fatal("a cancelled candidate kept waiting for its instant")
+			}
+			assert.Empty(t, events, "a cancelled candidate never campaigned")
+			continue
+		}
+		fc.Step(time.Second)
+		select {
+		case ev := <-events:
+			assert.Equal(t, "campaign", ev)
+		case <-time.After(10 * time.Second):
+			t.Fatal("no campaign at the instant")
+		}
+		cancel()
+		<-done
+	}
+}
+
+// An instant further ahead than MaxCampaignWait is a mistake, refused
+// with the instant named; one in the past campaigns at once.
+func TestCampaignInstantBounds(t *testing.T) {
+	fc := clocktesting.NewFakeClock(time.Now())
+	cfg := CandidateConfig{Algorithm: balance.Default, Election: "app", Namespace: "ns", Identity: "me", Node: "w1",
+		Client: fake.NewSimpleClientset(), LeaseDuration: 10 * time.Second, RenewDeadline: 5 * time.Second, RetryPeriod: time.Second, Clock: fc}
+	cfg.CampaignAt = fc.Now().Add(MaxCampaignWait + time.Minute)
+	_, err := NewCandidate(cfg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "campaign at "+cfg.CampaignAt.Format(time.RFC3339Nano))
+
+	cfg.CampaignAt = fc.Now().Add(-time.Hour)
+	campaigned := make(chan struct{})
+	cfg.OnEvent = func(ev, _ string) {
+		if ev == "campaign" {
+			close(campaigned)
+		}
+	}
+	c, err := NewCandidate(cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go c.Run(ctx)
+	select {
+	case <-campaigned:
+	case <-time.After(10 * time.Second):
+		t.Fatal("an instant in the past held the campaign back")
+	}
+}
