@@ -81,13 +81,13 @@ func (p *Processes) deploy(ctx context.Context, ns string, apps []App, offset in
 		for _, pn := range pods {
 			podNode[ns+"/"+pn[0]] = pn[1]
 		}
+		var extra []string
+		if at := app.campaignAt(); at != "" {
+			extra = []string{"--campaign-at", at}
+		}
 		errs := make([]error, len(pods))
 		var wg sync.WaitGroup
 		for i, pn := range pods {
-			var extra []string
-			if at := app.campaignAt(); at != "" {
-				extra = []string{"--campaign-at", at}
-			}
 			wg.Go(func() { errs[i] = p.Elect(ns, app.Name, pn[0], pn[1], alg, lock, t, extra...) })
 		}
 		wg.Wait()
