@@ -167,10 +167,18 @@ func profileFailover(ctx context.Context, env *experiments.Env, r *cleanup) chan
 // wakes an idle process waits for a core to leave its idle state and for
 // cold caches: on this machine the token's hop took twice as long at
 // rest.
+//
+// Each mode's trips are pooled over bareRings rings of fresh processes:
+// at n = 5 one ring's busy hop was anything from 8 to 36 µs (p50 of 200
+// trips, eight rings one after the other on 2026-12-03), steady within
+// a ring — where its processes happen to land on the two cores — so one
+// ring made the baseline, and the ratio to it, a draw (1.22 and 4.81 in
+// two runs of one binary). Pooled over ten, it was 22.5 and 18.5.
 const (
 	bareRounds = 200
 	restRounds = 50
 	restGap    = 20 * time.Millisecond
+	bareRings  = 10
 )
 
 // bareRow is a row of ring-failover-bare.csv: one trip of the bare token
@@ -179,6 +187,7 @@ type bareRow struct {
 	Backend   string        `csv:"backend"`
 	N         int           `csv:"n"`
 	Mode      string        `csv:"mode"` // busy, rest or woken
+	Ring      int           `csv:"ring"`  // which of the mode's bareRings rings
 	Round     int           `csv:"round"`
 	RoundTrip time.Duration `csv:"round_trip_ms"`
 	Hop       time.Duration `csv:"hop_ms"`
@@ -198,13 +207,15 @@ func (f *Failover) bare(ctx context.Context, env *experiments.Env, n int) error 
 		gap    time.Duration
 		warm   int
 	}{{"busy", bareRounds, 0, 0}, {"rest", restRounds, restGap, 0}, {"woken", restRounds, restGap, 1}} {
-		rtts, err := ringnodes.BareRing(ctx, n, m.rounds, m.gap, m.warm, f.srv.timerSlack, f.srv.monitorAwake)
-		if err != nil {
-			return err
-		}
-		for i, d := range rtts {
-			if err := sink.Write(bareRow{Backend: env.Backend, N: n, Mode: m.mode, Round: i, RoundTrip: d, Hop: d / time.Duration(n)}); err != nil {
+		for ring := range bareRings {
+			rtts, err := ringnodes.BareRing(ctx, n, m.rounds/bareRings, m.gap, m.warm, f.srv.timerSlack, f.srv.monitorAwake)
+			if err != nil {
 				return err
+			}
+			for i, d := range rtts {
+				if err := sink.Write(bareRow{Backend: env.Backend, N: n, Mode: m.mode, Ring: ring, Round: i, RoundTrip: d, Hop: d / time.Duration(n)}); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -323,7 +334,8 @@ func bareSection(t, bare *experiments.Table, seed uint64) string {
 		return ""
 	}
 	return "\n**The physical limit, measured in the same run**: a bare token ring of the same number of processes on loopback " +
-		"(`cmd/tokenring`, one 8-byte token forwarded, no election logic, each process with the servers' timer slack; ring-failover-bare.csv), timed *busy* (" + strconv.Itoa(bareRounds) +
+		"(`cmd/tokenring`, one 8-byte token forwarded, no election logic, each process with the servers' timer slack; ring-failover-bare.csv; " +
+		"each mode's trips pooled over " + strconv.Itoa(bareRings) + " rings of fresh processes, as one ring's hop depends on where its processes land on the cores), timed *busy* (" + strconv.Itoa(bareRounds) +
 		" trips back to back, the token sent round again as soon as it is back), *at rest* (" + strconv.Itoa(restRounds) + " trips, each " +
 		restGap.String() + " after the last, so every process has fallen idle, as in a ring between elections: waking an idle process costs a core's " +
 		"return from its idle state and cold caches) and *woken* (" + strconv.Itoa(restRounds) + " trips, each the second after such a pause: " +

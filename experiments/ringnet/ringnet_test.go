@@ -3,7 +3,9 @@ package ringnet
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,7 +20,11 @@ import (
 
 func runExp(t *testing.T, e experiments.Experiment, backend string, reps int, args ...string) (*experiments.Table, string) {
 	t.Helper()
-	dir := t.TempDir()
+	return runExpIn(t, t.TempDir(), e, backend, reps, args...)
+}
+
+func runExpIn(t *testing.T, dir string, e experiments.Experiment, backend string, reps int, args ...string) (*experiments.Table, string) {
+	t.Helper()
 	tab, _, err := experiments.RunArgs(context.Background(), e, args, experiments.RunOptions{Seed: 1, Reps: reps, Backend: backend, Out: dir})
 	require.NoError(t, err)
 	reg := &experiments.Registry{}
@@ -48,7 +54,8 @@ func checkFailover(t *testing.T, tab *experiments.Table, rows int) {
 
 func TestFailoverLocal(t *testing.T) {
 	start := time.Now().UnixNano()
-	tab, md := runExp(t, &Failover{}, "local", 3, "--n", "3,5")
+	dir := t.TempDir()
+	tab, md := runExpIn(t, dir, &Failover{}, "local", 3, "--n", "3,5")
 	checkFailover(t, tab, 6)
 	for i := range tab.Rows {
 		// Where the ELECTED round lies on the machine's clock.
@@ -60,6 +67,27 @@ func TestFailoverLocal(t *testing.T) {
 	// The bare token ring of the same sizes, timed in the same run.
 	assert.Contains(t, md, "The physical limit, measured in the same run")
 	assert.Regexp(t, `\| 5 \| ([0-9.]+ \| ){10}≤ 2× busy`, md, "busy, at rest and woken, and the servers' own share of a hop")
+	// Each mode's trips come from bareRings rings of fresh processes, in
+	// equal shares.
+	f, err := os.Open(filepath.Join(dir, "ring-failover-bare.csv"))
+	require.NoError(t, err)
+	defer f.Close()
+	bare, err := experiments.ReadTable(f)
+	require.NoError(t, err)
+	trips := map[string]int{}
+	for i := range bare.Rows {
+		trips[bare.Str(i, "n")+" "+bare.Str(i, "mode")+" ring "+bare.Str(i, "ring")]++
+	}
+	want := map[string]int{}
+	for _, n := range []string{"3", "5"} {
+		for ring := range bareRings {
+			want[fmt.Sprintf("%s busy ring %d", n, ring)] = bareRounds / bareRings
+			want[fmt.Sprintf("%s rest ring %d", n, ring)] = restRounds / bareRings
+			want[fmt.Sprintf("%s woken ring %d", n, ring)] = restRounds / bareRings
+		}
+	}
+	assert.Equal(t, want, trips)
+	assert.Contains(t, md, "pooled over 10 rings of fresh processes")
 }
 
 // Every election over TCP, each on a ring of its own, the bare token ring
