@@ -187,7 +187,7 @@ type bareRow struct {
 	Backend   string        `csv:"backend"`
 	N         int           `csv:"n"`
 	Mode      string        `csv:"mode"` // busy, rest or woken
-	Ring      int           `csv:"ring"`  // which of the mode's bareRings rings
+	Ring      int           `csv:"ring"` // which of the mode's bareRings rings
 	Round     int           `csv:"round"`
 	RoundTrip time.Duration `csv:"round_trip_ms"`
 	Hop       time.Duration `csv:"hop_ms"`
