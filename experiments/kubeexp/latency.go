@@ -36,7 +36,7 @@ func (l *Latency) Flags(fs *flag.FlagSet) {
 	l.k.define(fs, false)
 	fs.DurationVar(&l.together, "campaign-together", 0, "start every candidate first and hold its campaign until this long after the election set's deployment began, "+
 		"so that the elections are timed without the platform's start-up spread (0: each candidate campaigns once it runs; make it longer than the candidates take to start: "+
-		"on kind a few seconds for 35 Pods); a candidate that starts later campaigns at once, which campaign_spread_ms shows")
+		"20s covered 35 Pods on kind here, 3s 35 processes); a candidate that starts later campaigns at once, which campaign_spread_ms shows")
 }
 
 // latencyRow is one application's election.
@@ -269,8 +269,7 @@ func campaignTogether(t *experiments.Table) string {
 	if !t.Has("campaign_together_ms") {
 		return ""
 	}
-	var held []float64
-	var spreads []float64
+	var held, spreads []float64
 	for i := range t.Rows {
 		if h := t.Float(i, "campaign_together_ms"); h > 0 {
 			held = append(held, h)
