@@ -52,6 +52,21 @@ func failureLog(t *testing.T) io.Writer {
 	})
 }
 
+// writtenReport writes dir's report of the experiments' results there and
+// returns it.
+func writtenReport(t *testing.T, dir string, exps ...experiments.Experiment) string {
+	t.Helper()
+	r := &experiments.Registry{}
+	for _, e := range exps {
+		r.Register(e)
+	}
+	path, err := experiments.WriteReport(dir, r)
+	require.NoError(t, err)
+	md, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return string(md)
+}
+
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
@@ -60,10 +75,8 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 // small: CSV with the safety column at 0, and a report section each.
 func TestKubeExperimentsWriteCSVAndReport(t *testing.T) {
 	dir := t.TempDir()
-	r := &experiments.Registry{}
 
 	d := runKube(t, &Distribution{}, dir, 2, "--algorithms", "default,bld,bld-plus", "--apps", "3")
-	r.Register(&Distribution{})
 	require.NotEmpty(t, d.Rows)
 	for _, g := range d.GroupBy("algorithm", "scenario", "rep") {
 		if g.Key[0] == "default" || g.Key[1] != "spread" {
@@ -88,7 +101,6 @@ func TestKubeExperimentsWriteCSVAndReport(t *testing.T) {
 
 	logs := t.TempDir()
 	l := runKube(t, &Latency{}, dir, 1, "--algorithms", "default,bld,bld-optimistic,cle-balanced", "--apps", "3", "--elector-logs", logs)
-	r.Register(&Latency{})
 	require.Len(t, l.Rows, 4*3)
 	// --elector-logs kept every elector's debug log: the BLD family's
 	// acquisition attempts with their read, gate and write times.
@@ -152,7 +164,6 @@ func TestKubeExperimentsWriteCSVAndReport(t *testing.T) {
 	}
 
 	re := runKube(t, &Reelection{}, dir, 1, "--algorithms", "ranked", "--kill", "SIGTERM", "--lease", "10s")
-	r.Register(&Reelection{})
 	require.Len(t, re.Rows, 1)
 	assert.NotEqual(t, re.Str(0, "old_leader"), re.Str(0, "new_leader"))
 	assert.Less(t, re.Float(0, "reelection_ms"), 8000.0, "a hand-over: the 10 s lease, renewed at most 2 s before the kill, runs out ≥ 8 s after it")
@@ -161,23 +172,20 @@ func TestKubeExperimentsWriteCSVAndReport(t *testing.T) {
 	assert.GreaterOrEqual(t, from, 0.0)
 	assert.InDelta(t, re.Float(0, "reelection_ms"), seen+from, 0.01, "the two parts make the whole")
 
-	_, err = experiments.WriteReport(dir, r)
-	require.NoError(t, err)
-	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
-	require.NoError(t, err)
+	md := writtenReport(t, dir, &Distribution{}, &Latency{}, &Reelection{})
 	for _, name := range []string{"## kube-distribution", "## kube-election-latency", "## kube-reelection"} {
-		assert.Contains(t, string(md), name)
+		assert.Contains(t, md, name)
 	}
-	assert.NotContains(t, string(md), "report failed")
-	assert.Contains(t, string(md), "Targets: bld worst max − min = ")
-	assert.Contains(t, string(md), "bld-optimistic / default mean latency from campaign start: ")
+	assert.NotContains(t, md, "report failed")
+	assert.Contains(t, md, "Targets: bld worst max − min = ")
+	assert.Contains(t, md, "bld-optimistic / default mean latency from campaign start: ")
 	assert.Positive(t, namedSeen, "cle-balanced's naming read")
 	assert.Positive(t, ruleKnown, "BLD's rule admitted some candidate")
-	assert.Contains(t, string(md), "How long the placement rule refused every candidate that had begun to campaign")
-	assert.Contains(t, string(md), "cle-balanced, from the leader's own campaign start (")
-	assert.Contains(t, string(md), " elections): the controller named it after ")
-	assert.Contains(t, string(md), "The leader was the first of its application's candidates to campaign in default ")
-	assert.Contains(t, string(md), "The candidate launched first was the first to campaign in ")
+	assert.Contains(t, md, "How long the placement rule refused every candidate that had begun to campaign")
+	assert.Contains(t, md, "cle-balanced, from the leader's own campaign start (")
+	assert.Contains(t, md, " elections): the controller named it after ")
+	assert.Contains(t, md, "The leader was the first of its application's candidates to campaign in default ")
+	assert.Contains(t, md, "The candidate launched first was the first to campaign in ")
 }
 
 // --campaign-together holds every candidate until one instant: no leader
@@ -198,16 +206,11 @@ func TestLatencyCampaignsTogether(t *testing.T) {
 		}
 		assert.Equal(t, "0", l.Str(i, "overlaps"), "two leaders at once")
 	}
-	r := &experiments.Registry{}
-	r.Register(&Latency{})
-	_, err := experiments.WriteReport(dir, r)
-	require.NoError(t, err)
-	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
-	require.NoError(t, err)
-	assert.Contains(t, string(md), "In 6 of 6 rows every candidate started first and was held to campaign at one instant, 5 s after")
-	assert.Contains(t, string(md), "bld-optimistic / default mean latency from campaign start: ")
+	md := writtenReport(t, dir, &Latency{})
+	assert.Contains(t, md, "In 6 of 6 rows every candidate started first and was held to campaign at one instant, 5 s after")
+	assert.Contains(t, md, "bld-optimistic / default mean latency from campaign start: ")
 
-	_, _, err = experiments.RunArgs(context.Background(), &Latency{}, []string{"--campaign-together", "-1s"}, experiments.RunOptions{Seed: 1, Reps: 1, Out: t.TempDir(), Status: io.Discard})
+	_, _, err := experiments.RunArgs(context.Background(), &Latency{}, []string{"--campaign-together", "-1s"}, experiments.RunOptions{Seed: 1, Reps: 1, Out: t.TempDir(), Status: io.Discard})
 	require.ErrorContains(t, err, "--campaign-together -1s")
 }
 
@@ -296,9 +299,7 @@ func TestDefaultLeaderReleasesOnSIGTERM(t *testing.T) {
 // and a report with the paper's values.
 func TestThroughputExperimentsWriteCSVAndReport(t *testing.T) {
 	dir := t.TempDir()
-	r := &experiments.Registry{}
 	role := runKube(t, &ThroughputRole{}, dir, 1, "--clients", "1,4", "--duration", "300ms")
-	r.Register(&ThroughputRole{})
 	require.Len(t, role.Rows, 2*2*2)
 	for i := range role.Rows {
 		assert.Positive(t, role.Float(i, "throughput_rps"), "row %d", i)
@@ -308,7 +309,6 @@ func TestThroughputExperimentsWriteCSVAndReport(t *testing.T) {
 		}
 	}
 	place := runKube(t, &ThroughputPlacement{}, dir, 1, "--clients", "2", "--duration", "300ms", "--placements", "concentrated,balanced,bld,balanced-again")
-	r.Register(&ThroughputPlacement{})
 	require.Len(t, place.Rows, 4*3)
 	for i := range place.Rows {
 		assert.Positive(t, place.Float(i, "throughput_rps"), "row %d", i)
@@ -325,14 +325,11 @@ func TestThroughputExperimentsWriteCSVAndReport(t *testing.T) {
 		}
 	}
 	assert.FileExists(t, dir+"/kube-throughput-placement-cpu.csv")
-	path, err := experiments.WriteReport(dir, r)
-	require.NoError(t, err)
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
-	assert.Contains(t, string(b), "Leader / follower write throughput at 1 client")
-	assert.Contains(t, string(b), "Balanced over concentrated")
-	assert.Contains(t, string(b), "The noise floor — forced balance measured twice")
-	assert.Contains(t, string(b), "CPU per node during writes")
+	md := writtenReport(t, dir, &ThroughputRole{}, &ThroughputPlacement{})
+	assert.Contains(t, md, "Leader / follower write throughput at 1 client")
+	assert.Contains(t, md, "Balanced over concentrated")
+	assert.Contains(t, md, "The noise floor — forced balance measured twice")
+	assert.Contains(t, md, "CPU per node during writes")
 }
 
 // kube-split-brain end to end on its own control plane: a slow-clocked
@@ -362,14 +359,9 @@ func TestSplitBrainFencesStaleLeaders(t *testing.T) {
 			}
 		}
 	}
-	r := &experiments.Registry{}
-	r.Register(&SplitBrain{})
-	path, err := experiments.WriteReport(dir, r)
-	require.NoError(t, err)
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
-	assert.Contains(t, string(b), "## kube-split-brain")
-	assert.Contains(t, string(b), "Configurations with fencing on that missed the target: 0.")
+	md := writtenReport(t, dir, &SplitBrain{})
+	assert.Contains(t, md, "## kube-split-brain")
+	assert.Contains(t, md, "Configurations with fencing on that missed the target: 0.")
 }
 
 // kube-rebalance, both cases: the default election does not rebalance;
@@ -403,14 +395,9 @@ func TestRebalanceJoinAndDrain(t *testing.T) {
 		assert.GreaterOrEqual(t, moves, fewest, "%s: no fewer moves than the counts need", cs)
 		assert.LessOrEqual(t, moves, fewest+1, "%s: the fewest moves (one more allowed for a renewal lost under load)", cs)
 	}
-	r := &experiments.Registry{}
-	r.Register(&Rebalance{})
-	_, err := experiments.WriteReport(dir, r)
-	require.NoError(t, err)
-	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
-	require.NoError(t, err)
-	assert.Contains(t, string(md), "| cle-balanced | drain |")
-	assert.NotContains(t, string(md), "report failed")
+	md := writtenReport(t, dir, &Rebalance{})
+	assert.Contains(t, md, "| cle-balanced | drain |")
+	assert.NotContains(t, md, "report failed")
 }
 
 // A leader seen once can be gone when it is to be signalled, and nobody

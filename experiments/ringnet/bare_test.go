@@ -64,3 +64,23 @@ func TestBareSectionJudgesOnAnInterval(t *testing.T) {
 	require.NoError(t, err)
 	assert.Regexp(t, `≤ 2× busy: met \(95 % interval 1\.[0-9]+–1\.[0-9]+\) \|`, bareSection(rt, bt, 1))
 }
+
+// With the trips pooled over rings, the report says how far apart the
+// rings' busy hops were; a CSV from before the rings were pooled says
+// nothing of it.
+func TestBareSectionRingSpread(t *testing.T) {
+	runs, err := experiments.ReadTable(strings.NewReader("backend,algorithm,n,detect_ms,propagation_ms,all_know_ms,election_msgs,elected_round_ms\n" +
+		"local,chang-roberts,5,600,2,610,10,0.4\n"))
+	require.NoError(t, err)
+	pooled, err := experiments.ReadTable(strings.NewReader("backend,n,mode,ring,hop_ms\n" +
+		"local,5,busy,0,0.008\nlocal,5,busy,0,0.010\nlocal,5,busy,0,0.009\n" +
+		"local,5,busy,1,0.036\nlocal,5,busy,1,0.034\nlocal,5,busy,1,0.035\n" +
+		"local,5,rest,0,0.5\nlocal,5,rest,1,0.001\n"))
+	require.NoError(t, err)
+	// Ring 0's p50 9 µs, ring 1's 35; the rest mode's rings are not busy.
+	assert.Contains(t, bareSection(runs, pooled, 1), "lowest–highest of the pooled rings: n = 5 9–35 — ")
+
+	single, err := experiments.ReadTable(strings.NewReader("backend,n,mode,hop_ms\nlocal,5,busy,0.05\n"))
+	require.NoError(t, err)
+	assert.NotContains(t, bareSection(runs, single, 1), "pooled rings")
+}

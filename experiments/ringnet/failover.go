@@ -169,11 +169,11 @@ func profileFailover(ctx context.Context, env *experiments.Env, r *cleanup) chan
 // rest.
 //
 // Each mode's trips are pooled over bareRings rings of fresh processes:
-// at n = 5 one ring's busy hop was anything from 8 to 36 µs (p50 of 200
-// trips, eight rings one after the other on 2026-12-03), steady within
-// a ring — where its processes happen to land on the two cores — so one
-// ring made the baseline, and the ratio to it, a draw (1.22 and 4.81 in
-// two runs of one binary). Pooled over ten, it was 22.5 and 18.5.
+// one ring's busy hop is steady within the ring and a draw between rings
+// — where its processes land on the two cores — so one ring made the
+// baseline, and the ratio to it, a draw (at n = 5, 34.2 and 8.6 µs in two
+// runs of one binary: ratios 1.22 and 4.81). The report gives the
+// rings' lowest and highest (ringSpread; docs/ringnode.md).
 const (
 	bareRounds = 200
 	restRounds = 50
@@ -346,7 +346,36 @@ func bareSection(t, bare *experiments.Table, seed uint64) string {
 		"for Bully, whose winner mostly announces before any ELECTION reaches it, the time from the first suspicion until every server knows, over its election messages:\n\n" +
 		experiments.MarkdownTable([]string{"algorithm", "n", "bare µs/hop busy (p50)", "bare µs/hop at rest (p50)", "bare µs/hop woken (p50)", "ringnode ELECTED µs/hop",
 			"of it in the server: read → forward µs (p50)", "ratio to busy", "ratio at rest", "ratio woken",
-			"propagation µs per election message", "ratio to busy", "target (ELECTED)"}, rows)
+			"propagation µs per election message", "ratio to busy", "target (ELECTED)"}, rows) + ringSpread(bare)
+}
+
+// ringSpread says how far apart the bare rings of one size were, busy:
+// the lowest and highest of their p50 hops ("" for a CSV from before the
+// rings were pooled).
+func ringSpread(bare *experiments.Table) string {
+	if !bare.Has("ring") || !bare.Has("mode") {
+		return ""
+	}
+	var parts []string
+	for _, g := range bare.GroupBy("backend", "n") {
+		var p50s []float64
+		for _, rows := range bare.Split(g.Rows, "mode") {
+			if bare.Str(rows[0], "mode") != "busy" {
+				continue
+			}
+			for _, ring := range bare.Split(rows, "ring") {
+				p50s = append(p50s, experiments.Summarize(bare.Floats(ring, "hop_ms")).P50)
+			}
+		}
+		if len(p50s) > 1 {
+			parts = append(parts, fmt.Sprintf("n = %s %s–%s", g.Key[1], experiments.Num(slices.Min(p50s)*1000, 1), experiments.Num(slices.Max(p50s)*1000, 1)))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "\nOne bare ring's busy hop, p50 µs, lowest–highest of the pooled rings: " + strings.Join(parts, ", ") +
+		" — where a ring's processes land on the cores sets its hop, so a single ring would make the baseline a draw.\n"
 }
 
 // elections is each row's all_know_ms − detect_ms: the election from the

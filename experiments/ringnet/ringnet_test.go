@@ -88,6 +88,7 @@ func TestFailoverLocal(t *testing.T) {
 	}
 	assert.Equal(t, want, trips)
 	assert.Contains(t, md, "pooled over 10 rings of fresh processes")
+	assert.Contains(t, md, "lowest–highest of the pooled rings: n = 3 ")
 }
 
 // Every election over TCP, each on a ring of its own, the bare token ring

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# tools/elector-attempts.sh DIR — where the leaders' elections went, from
+# the elector logs that `ringside run kube-election-latency --elector-logs
+# DIR` kept: per algorithm family, the mean of each leader's first winning
+# acquisition attempt's read, gate and write (the BLD family's elector),
+# and of its first lock Get and Create (the default's, client-go's
+# elector, timed by the lock). A leader's log is one with an
+# event=started line.
+set -euo pipefail
+[ $# -eq 1 ] && [ -d "$1" ] || { echo "usage: $0 DIR (an --elector-logs folder)" >&2; exit 2; }
+cd "$1"
+shopt -s nullglob
+logs=(*.log)
+[ ${#logs[@]} -gt 0 ] || { echo "$0: no *.log in $1" >&2; exit 1; }
+leaders=$(grep -l 'event=started' "${logs[@]}" || true)
+[ -n "$leaders" ] || { echo "$0: no leader's log in $1" >&2; exit 1; }
+# mean FIELD... : the mean, in ms, of each key=duration field of the lines
+# on stdin (Go's durations: ns, µs, ms or s).
+mean() {
+  awk -v keys="$*" '
+    function ms(v) {
+      if (v ~ /µs$/) { sub(/µs$/, "", v); return v / 1000 }
+      if (v ~ /ns$/) { sub(/ns$/, "", v); return v / 1e6 }
+      if (v ~ /ms$/) { sub(/ms$/, "", v); return v + 0 }
+      if (v ~ /s$/)  { sub(/s$/, "", v);  return v * 1000 }
+      return "x"
+    }
+    BEGIN { n = split(keys, k, " ") }
+    { for (i = 1; i <= NF; i++) { eq = index($i, "="); if (!eq) continue
+        key = substr($i, 1, eq - 1); v = ms(substr($i, eq + 1))
+        for (j = 1; j <= n; j++) if (key == k[j] && v != "x") { sum[key] += v; cnt[key]++ } } }
+    END { for (j = 1; j <= n; j++) printf "%s%s %.1f ms (%d)", (j > 1 ? ", " : ""), k[j], (cnt[k[j]] ? sum[k[j]] / cnt[k[j]] : 0), cnt[k[j]]; print "" }'
+}
+bld=() default=()
+for f in $leaders; do
+  if grep -q 'won=true' "$f"; then bld+=("$f"); else default+=("$f"); fi
+done
+if [ ${#bld[@]} -gt 0 ]; then
+  printf 'BLD family, %d leaders: ' ${#bld[@]}
+  for f in "${bld[@]}"; do grep -m1 'won=true' "$f"; done | mean read gate write
+fi
+if [ ${#default[@]} -gt 0 ]; then
+  printf 'default, %d leaders: ' ${#default[@]}
+  for f in "${default[@]}"; do grep -m1 'op=get' "$f" | sed 's/took=/get=/'; grep -m1 'op=create' "$f" | sed 's/took=/create=/'; done | mean get create
+fi
