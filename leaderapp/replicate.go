@@ -1,7 +1,7 @@
 package leaderapp
 
-// The leader's writes and their replication: each write applied
-// locally, then at every follower (PUT /internal/apply), and fencing's
+// The leader's writes and their replication: each write applied at the
+// leader and at every follower (PUT /internal/apply), and fencing's
 // announcement of a new term.
 
 import (
@@ -18,20 +18,49 @@ import (
 	"sync"
 )
 
-// write applies a write as the leader of term: the CPU it costs, the
-// local store, then every follower; it succeeds only when all of them
-// applied it. A follower's fenced refusal raises this replica's fence: it
-// stops acting as leader.
+// write applies a write as the leader of term, at every replica; it
+// succeeds only when all of them applied it. A follower's fenced refusal
+// raises this replica's fence: it stops acting as leader.
+//
+// Without fencing the leader applies first, then replicates, as a
+// primary that trusts its election does: a deposed leader that has not
+// noticed acts (applies) until a follower refuses it. With fencing the
+// leader's own store takes the write last, once every follower has: a
+// leader deposed without knowing it — frozen past its lease with writes
+// in flight — learns it from its successor's refusal before it applies
+// anything. Applying first, a leader woken from a pause applied two
+// in-flight writes 0.1 ms apart before the first refusal came back, and
+// so acted beside its successor (the kube-split-brain test on CI).
 func (s *Server) write(ctx context.Context, key string, val []byte, term int64) (uint64, error) {
 	Work(s.cfg.WriteWork)
 	ver := Version{Seq: s.store.Next()}
-	if s.cfg.Fencing {
-		ver.Term = uint64(term) // known: roleTerm makes a leader of unknown term leaderless
+	if !s.cfg.Fencing {
+		if err := s.apply(key, val, ver, term, Leader, s.cfg.Name); err != nil {
+			return 0, err
+		}
+		if err := s.replicate(ctx, key, val, ver.Seq, term); err != nil {
+			return 0, err
+		}
+		return ver.Seq, nil
 	}
-	seq := ver.Seq
+	ver.Term = uint64(term) // known: roleTerm makes a leader of unknown term leaderless
+	if err := s.replicate(ctx, key, val, ver.Seq, term); err != nil {
+		return 0, err
+	}
+	// Every follower took the term, but this replica may have been frozen
+	// since (its sidecar's answer gone stale) or heard of a newer term.
+	if k, _, now := s.roleTerm(); k != Leader || now != term {
+		return 0, fmt.Errorf("write not acknowledged: %s stopped leading term %d while its followers took the write (role %s, term %d)", s.cfg.Name, term, k, now)
+	}
 	if err := s.apply(key, val, ver, term, Leader, s.cfg.Name); err != nil {
 		return 0, err
 	}
+	return ver.Seq, nil
+}
+
+// replicate sends a write the leader numbered seq to every follower and
+// waits for all of them.
+func (s *Server) replicate(ctx context.Context, key string, val []byte, seq uint64, term int64) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, len(s.cfg.Peers))
 	for name, base := range s.cfg.Peers {
@@ -62,9 +91,9 @@ func (s *Server) write(ctx context.Context, key string, val []byte, term int64) 
 		all = append(all, err)
 	}
 	if len(all) > 0 {
-		return 0, fmt.Errorf("write not acknowledged: %w", errors.Join(all...))
+		return fmt.Errorf("write not acknowledged: %w", errors.Join(all...))
 	}
-	return seq, nil
+	return nil
 }
 
 func (s *Server) peer(ctx context.Context, u string, body []byte, header ...string) (*http.Response, error) {
