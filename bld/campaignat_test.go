@@ -13,15 +13,23 @@ import (
 	"github.com/ringside/ringside/bld/balance"
 )
 
-// A candidate held to an instant (CampaignAt) neither campaigns nor asks
-// the API server anything before its clock reaches it, and campaigns
-// then; cancelled while held, it ends without campaigning.
+// A candidate held to an instant (CampaignAt) neither campaigns nor
+// reads or writes its lock before its clock reaches it, and campaigns
+// then; cancelled while held, it ends without campaigning. A
+// bld-optimistic candidate builds its view of the Leases while it waits
+// (a list and a watch, nothing else), so that its campaign starts with
+// it, as every election after the first does; the default election asks
+// nothing.
 func TestCandidateCampaignsAtItsInstant(t *testing.T) {
-	for _, cancelled := range []bool{false, true} {
+	for _, tc := range []struct {
+		alg       string
+		cancelled bool
+	}{{balance.BLDOptimistic, false}, {balance.BLDOptimistic, true}, {balance.Default, false}} {
+		cancelled := tc.cancelled
 		fc := clocktesting.NewFakeClock(time.Now())
 		cs := fake.NewSimpleClientset()
 		events := make(chan string, 16)
-		c, err := NewCandidate(CandidateConfig{Algorithm: balance.BLDOptimistic, Election: "app", Namespace: "ns", Identity: "me", Node: "w1",
+		c, err := NewCandidate(CandidateConfig{Algorithm: tc.alg, Election: "app", Namespace: "ns", Identity: "me", Node: "w1",
 			Client: cs, LeaseDuration: 10 * time.Second, RenewDeadline: 5 * time.Second, RetryPeriod: time.Second, Clock: fc,
 			CampaignAt: fc.Now().Add(3 * time.Second), OnEvent: func(ev, _ string) { events <- ev }})
 		require.NoError(t, err)
@@ -33,7 +41,15 @@ func TestCandidateCampaignsAtItsInstant(t *testing.T) {
 		fc.Step(2 * time.Second)
 		require.Eventually(t, fc.HasWaiters, 10*time.Second, time.Millisecond, "a second early, it still waits")
 		assert.Empty(t, events, "no event before the instant")
-		assert.Empty(t, cs.Actions(), "no request before the instant")
+		if tc.alg == balance.Default {
+			assert.Empty(t, cs.Actions(), "no request before the instant")
+		} else {
+			require.Eventually(t, func() bool { return len(cs.Actions()) >= 2 }, 10*time.Second, time.Millisecond, "the view is built while held")
+			for _, a := range cs.Actions() {
+				assert.Contains(t, []string{"list", "watch"}, a.GetVerb(), "only the view's reads before the instant: %v", a)
+				assert.Equal(t, "leases", a.GetResource().Resource)
+			}
+		}
 		if cancelled {
 			cancel()
 			select {

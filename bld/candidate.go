@@ -200,6 +200,15 @@ func (c *Candidate) Run(ctx context.Context) error {
 	if err := c.publish(ctx); err != nil {
 		return err
 	}
+	if c.cfg.Algorithm == balance.BLDOptimistic {
+		// The view is the candidate's standing state, as it is for every
+		// election after the first: it is built while a held candidate
+		// waits, so a campaign at an instant starts with it.
+		c.nodeLock.node = c.cfg.Node // known now (publish)
+		c.view = newView(c.cfg.Election, c.cfg.Identity, c.cfg.Node, c.cfg.Clock, c.Kick)
+		c.view.start(ctx, c.cfg.Client, c.cfg.Namespace)
+		go c.countWorkers(ctx)
+	}
 	if wait := c.cfg.CampaignAt.Sub(c.cfg.Clock.Now()); wait > 0 {
 		select {
 		case <-ctx.Done():
@@ -275,10 +284,6 @@ func (c *Candidate) Run(ctx context.Context) error {
 	}
 	switch {
 	case c.cfg.Algorithm == balance.BLDOptimistic:
-		c.nodeLock.node = c.cfg.Node // known now (publish)
-		c.view = newView(c.cfg.Election, c.cfg.Identity, c.cfg.Node, c.cfg.Clock, c.Kick)
-		c.view.start(ctx, c.cfg.Client, c.cfg.Namespace)
-		go c.countWorkers(ctx)
 		cfg.Prefetch, cfg.Unclaimed = c.view.waitSynced, c.view.unclaimed
 		cfg.Gate, cfg.Validate = c.optimisticGate, c.validateInOrder
 		cfg.GateRetry = c.cfg.RetryPeriod / 40
