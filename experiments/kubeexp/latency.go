@@ -35,7 +35,8 @@ func (l *Latency) Flags(fs *flag.FlagSet) {
 	l.elections.define(fs, balance.Default, balance.BLD, balance.BLDOptimistic, balance.BLDPlus, balance.Ranked, balance.CLEBalanced)
 	l.k.define(fs, false)
 	fs.DurationVar(&l.together, "campaign-together", 0, "start every candidate first and hold its campaign until this long after the election set's deployment began, "+
-		"so that the elections are timed without the platform's start-up spread (0: each candidate campaigns once it runs; make it longer than the candidates take to start: "+
+		"so that the elections are timed without the platform's start-up spread (bld-optimistic's candidates build their view of the Leases while held; "+
+		"0: each candidate campaigns once it runs; make it longer than the candidates take to start: "+
 		"20s covered 35 Pods on kind here, 3s 35 processes); a candidate that starts later campaigns at once, which campaign_spread_ms shows")
 }
 
@@ -282,7 +283,9 @@ func campaignTogether(t *experiments.Table) string {
 		return ""
 	}
 	out := fmt.Sprintf("In %d of %d rows every candidate started first and was held to campaign at one instant, %s s after its election set's deployment began (--campaign-together): "+
-		"*from campaign start* there times the algorithms from a common instant, without the platform's start-up spread.", len(held), len(t.Rows), experiments.Num(slices.Max(held)/1000, 1))
+		"*from campaign start* there times the algorithms from a common instant, without the platform's start-up spread. "+
+		"A started candidate has what it keeps while it stands: bld-optimistic's its view of the Leases, listed and watched while it waits (as for every election after the first), "+
+		"so its first read there is the view's; client-go's elector keeps nothing and reads its lock at the instant.", len(held), len(t.Rows), experiments.Num(slices.Max(held)/1000, 1))
 	if s := experiments.Summarize(spreads); s.N > 0 {
 		out += fmt.Sprintf(" From an application's first campaign start to its last's there: mean %s ms, at most %s (a candidate that started after the instant campaigned late, at once).",
 			experiments.Num(s.Mean, 1), experiments.Num(s.Max, 1))
