@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # tools/elector-attempts.sh DIR — where the leaders' elections went, from
 # the elector logs that `ringside run kube-election-latency --elector-logs
-# DIR` kept: per algorithm family, the mean of each leader's first winning
-# acquisition attempt's read, gate and write (the BLD family's elector),
-# and of its first lock Get and Create (the default's, client-go's
-# elector, timed by the lock). A leader's log is one with an
+# DIR` kept: per algorithm, the mean of each leader's first winning
+# acquisition attempt's read, gate and write (ringside's elector: the BLD
+# family, ranked), and of its first lock Get and Create (the default's,
+# client-go's elector, timed by the lock). A leader's log is one with an
 # event=started line.
 set -euo pipefail
 [ $# -eq 1 ] && [ -d "$1" ] || { echo "usage: $0 DIR (an --elector-logs folder)" >&2; exit 2; }
@@ -31,15 +31,20 @@ mean() {
         for (j = 1; j <= n; j++) if (key == k[j] && v != "x") { sum[key] += v; cnt[key]++ } } }
     END { for (j = 1; j <= n; j++) printf "%s%s %.1f ms (%d)", (j > 1 ? ", " : ""), k[j], (cnt[k[j]] ? sum[k[j]] / cnt[k[j]] : 0), cnt[k[j]]; print "" }'
 }
-bld=() default=()
+# Per algorithm, as each elector's first line names it (msg=campaigning
+# ... algorithm=NAME): client-go's elector (the default) logs its lock's
+# Get and Create, ringside's the read, gate and write of each attempt.
+declare -A by
 for f in $leaders; do
-  if grep -q 'won=true' "$f"; then bld+=("$f"); else default+=("$f"); fi
+  alg=$(grep -m1 -o 'algorithm=[^ ]*' "$f" | cut -d= -f2)
+  by[${alg:-unknown}]+="$f "
 done
-if [ ${#bld[@]} -gt 0 ]; then
-  printf 'BLD family, %d leaders: ' ${#bld[@]}
-  for f in "${bld[@]}"; do grep -m1 'won=true' "$f"; done | mean read gate write
-fi
-if [ ${#default[@]} -gt 0 ]; then
-  printf 'default, %d leaders: ' ${#default[@]}
-  for f in "${default[@]}"; do grep -m1 'op=get' "$f" | sed 's/took=/get=/'; grep -m1 'op=create' "$f" | sed 's/took=/create=/'; done | mean get create
-fi
+for alg in $(printf '%s\n' "${!by[@]}" | sort); do
+  set -- ${by[$alg]}
+  printf '%s, %d leaders: ' "$alg" $#
+  if [ "$alg" = default ]; then
+    for f; do grep -m1 'op=get' "$f" | sed 's/took=/get=/'; grep -m1 'op=create' "$f" | sed 's/took=/create=/'; done | mean get create
+  else
+    for f; do grep -m1 'won=true' "$f"; done | mean read gate write
+  fi
+done
