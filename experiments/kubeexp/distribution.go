@@ -51,7 +51,7 @@ func (e *elections) define(fs *flag.FlagSet, algs ...string) {
 	fs.Var(&e.algs, "algorithms", "algorithms to compare")
 	fs.Var(&e.apps, "apps", "application counts")
 	fs.IntVar(&e.replicas, "replicas", 5, "replicas per application")
-	fs.DurationVar(&e.settle, "settle", 20*time.Second, "give up waiting for leaders after this long")
+	fs.DurationVar(&e.settle, "settle", 20*time.Second, "give up waiting for leaders after this long (from the campaign instant with --campaign-together)")
 	timingFlags(fs, &e.timing, 10*time.Second, 8*time.Second, 2*time.Second)
 }
 

@@ -193,7 +193,8 @@ func TestKubeExperimentsWriteCSVAndReport(t *testing.T) {
 // the hold), the rows record the hold, and the report says so.
 func TestLatencyCampaignsTogether(t *testing.T) {
 	dir := t.TempDir()
-	l := runKube(t, &Latency{}, dir, 1, "--algorithms", "default,bld-optimistic", "--apps", "3", "--campaign-together", "5s")
+	// A settle shorter than the hold: it counts from the instant.
+	l := runKube(t, &Latency{}, dir, 1, "--algorithms", "default,bld-optimistic", "--apps", "3", "--campaign-together", "5s", "--settle", "3s")
 	require.Len(t, l.Rows, 2*3)
 	for i := range l.Rows {
 		assert.Equal(t, 5000.0, l.Float(i, "campaign_together_ms"))

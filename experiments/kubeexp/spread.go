@@ -94,7 +94,14 @@ func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas 
 	if err != nil {
 		return spreadResult{}, err
 	}
-	leaders, err := waitLeaders(ctx, c, ns, names, settle)
+	// Held candidates try nothing before their instant: --settle counts
+	// from it (a 60-s hold on kind elected no one within a 20-s settle
+	// counted from the deployment).
+	limit := settle
+	if !campaignAt.IsZero() {
+		limit += max(0, time.Until(campaignAt))
+	}
+	leaders, err := waitLeaders(ctx, c, ns, names, limit)
 	if err != nil {
 		return spreadResult{}, err
 	}
