@@ -357,15 +357,13 @@ func ringSpread(bare *experiments.Table) string {
 		return ""
 	}
 	var parts []string
-	for _, g := range bare.GroupBy("backend", "n") {
+	for _, g := range bare.GroupBy("backend", "n", "mode") {
+		if g.Key[2] != "busy" {
+			continue
+		}
 		var p50s []float64
-		for _, rows := range bare.Split(g.Rows, "mode") {
-			if bare.Str(rows[0], "mode") != "busy" {
-				continue
-			}
-			for _, ring := range bare.Split(rows, "ring") {
-				p50s = append(p50s, experiments.Summarize(bare.Floats(ring, "hop_ms")).P50)
-			}
+		for _, ring := range bare.Split(g.Rows, "ring") {
+			p50s = append(p50s, experiments.Summarize(bare.Floats(ring, "hop_ms")).P50)
 		}
 		if len(p50s) > 1 {
 			parts = append(parts, fmt.Sprintf("n = %s %s–%s", g.Key[1], experiments.Num(slices.Min(p50s)*1000, 1), experiments.Num(slices.Max(p50s)*1000, 1)))
