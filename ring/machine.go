@@ -256,7 +256,8 @@ func (m *Machine) challenge(now time.Duration) {
 func (m *Machine) heartbeat(now time.Duration, msg Message) {
 	m.MarkUp(msg.From)
 	busy := m.st.Participant || m.st.Announcing
-	if msg.Round > m.st.Round && !busy && msg.Cand.Less(m.self) {
+	if msg.Round > m.st.Round && msg.Cand.Less(m.self) {
+		// As Node.heartbeat: busy in an older round or not.
 		m.newRound(msg.Round)
 		m.challenge(now)
 		return

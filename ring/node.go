@@ -226,9 +226,11 @@ func (n *Node) challenge(now time.Duration) {
 
 func (n *Node) heartbeat(now time.Duration, m Message) {
 	n.MarkUp(m.From)
-	if m.Round > n.st.Round && !n.st.Participant && !n.st.Announcing && m.Cand.Less(n.cfg.Self) {
+	if m.Round > n.st.Round && m.Cand.Less(n.cfg.Self) {
 		// A smaller leader won a newer round without this node: see
-		// challenge.
+		// challenge. Taking part in (or announcing) an older round does
+		// not excuse it — that round's candidacy was lost with the round,
+		// and following here would leave the smaller leader for good.
 		n.adopt(m.Round)
 		n.challenge(now)
 		return

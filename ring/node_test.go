@@ -273,6 +273,27 @@ func TestALargerLiveNodeChallengesASmallerLeader(t *testing.T) {
 	assert.Equal(t, uint64(5), out[0].Round)
 	assert.Equal(t, 1, n.Stats().Challenges)
 
+	// Taking part in an older round — its own detector fired, or it was
+	// announcing — when a smaller member's heartbeat says it won a newer
+	// one: its candidacy was lost with the old round. Following would
+	// leave the smaller leader for good (a loaded make test saw
+	// ring-failover's n = 3 settle on the smaller survivor); it
+	// challenges.
+	for _, announcing := range []bool{false, true} {
+		b, err := NewNode(Config{Self: u(9), Ring: r, Round: 3})
+		require.NoError(t, err)
+		b.Step(time.Second, msg(MsgElection, 1, 4, 1)) // it takes part in round 4
+		require.True(t, b.Status().Participant)
+		if announcing {
+			b.Step(time.Second, msg(MsgElection, 9, 4, 3)) // its own came back
+			require.True(t, b.Status().Announcing)
+		}
+		out = b.Step(2*time.Second, Message{Type: MsgHeartbeat, From: u(5), To: u(9), Cand: u(5), Round: 5})
+		require.Len(t, out, 1, "announcing %v", announcing)
+		assert.Equal(t, Message{Type: MsgElection, From: u(9), To: u(1), Cand: u(9), Round: 6, Hops: 1}, out[0], "announcing %v", announcing)
+		assert.Equal(t, 1, b.Stats().Challenges, "announcing %v", announcing)
+	}
+
 	// Same round: a coordinator it joined. It follows.
 	j, err := NewNode(Config{Self: u(9), Ring: r, Round: 4, Leader: u(5)})
 	require.NoError(t, err)

@@ -2,6 +2,7 @@ package ring
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -67,6 +68,27 @@ func TestOneAnnouncementPerElection(t *testing.T) {
 			}
 			assert.Equal(t, 1, announced)
 			assert.Equal(t, 1, ended)
+		})
+	}
+}
+
+// A member busy in an older round — taking part, or announcing — that
+// hears a smaller member's heartbeat of a newer round challenges it, in
+// every algorithm: its candidacy was lost with the old round, and
+// following would leave the smaller leader for good (TestALargerLiveNode
+// ChallengesASmallerLeader has Chang–Roberts' cases in detail).
+func TestABusyLargerMemberChallengesANewerSmallerLeader(t *testing.T) {
+	for _, alg := range Algorithms() {
+		t.Run(alg.Name, func(t *testing.T) {
+			e := electors(t, alg, u(1), u(5), u(9))[u(9)]
+			e.Start(0)
+			require.Equal(t, uint64(1), e.Status().Round)
+			st := e.Status()
+			require.True(t, st.Participant || st.Announcing || st.Leader == u(9), "%+v", st)
+			e.Step(time.Second, Message{Type: MsgHeartbeat, From: u(5), To: u(9), Cand: u(5), Round: 2})
+			assert.Equal(t, 1, e.Stats().Challenges)
+			assert.Equal(t, uint64(3), e.Status().Round, "a round newer than the heartbeat's")
+			assert.NotEqual(t, u(5), e.Status().Leader)
 		})
 	}
 }
