@@ -276,9 +276,9 @@ func TestALargerLiveNodeChallengesASmallerLeader(t *testing.T) {
 	// Taking part in an older round — its own detector fired, or it was
 	// announcing — when a smaller member's heartbeat says it won a newer
 	// one: its candidacy was lost with the old round. Following would
-	// leave the smaller leader for good (a loaded make test saw
-	// ring-failover's n = 3 settle on the smaller survivor); it
-	// challenges.
+	// leave the smaller leader for good — one way a ring can settle on a
+	// smaller survivor, as ring-failover's n = 3 once did in a loaded
+	// make test; it challenges.
 	for _, announcing := range []bool{false, true} {
 		b, err := NewNode(Config{Self: u(9), Ring: r, Round: 3})
 		require.NoError(t, err)

@@ -75,8 +75,9 @@ func TestOneAnnouncementPerElection(t *testing.T) {
 // A member busy in an older round — taking part, or announcing — that
 // hears a smaller member's heartbeat of a newer round challenges it, in
 // every algorithm: its candidacy was lost with the old round, and
-// following would leave the smaller leader for good (TestALargerLiveNode
-// ChallengesASmallerLeader has Chang–Roberts' cases in detail).
+// following would leave the smaller leader for good
+// (TestALargerLiveNodeChallengesASmallerLeader has Chang–Roberts' cases
+// in detail).
 func TestABusyLargerMemberChallengesANewerSmallerLeader(t *testing.T) {
 	for _, alg := range Algorithms() {
 		t.Run(alg.Name, func(t *testing.T) {
