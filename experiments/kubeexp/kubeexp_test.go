@@ -397,9 +397,9 @@ func TestRebalanceJoinAndDrain(t *testing.T) {
 			assert.LessOrEqual(t, moves, 1.0, "%s: the default election does not rebalance", cs)
 			continue
 		}
-		assert.LessOrEqual(t, tab.Float(i, "spread_final"), 1.0, "%s: spread within one", cs)
-		assert.GreaterOrEqual(t, moves, fewest, "%s: no fewer moves than the counts need", cs)
-		assert.LessOrEqual(t, moves, fewest+1, "%s: the fewest moves (one more allowed for a renewal lost under load)", cs)
+		assert.LessOrEqual(t, tab.Float(i, "spread_final"), 1.0, "%s %s: spread within one", alg, cs)
+		assert.GreaterOrEqual(t, moves, fewest, "%s %s: no fewer moves than the counts need", alg, cs)
+		assert.LessOrEqual(t, moves, fewest+1, "%s %s: the fewest moves (one more allowed for a renewal lost under load)", alg, cs)
 	}
 	md := writtenReport(t, dir, &Rebalance{})
 	assert.Contains(t, md, "| cle-balanced | drain |")
