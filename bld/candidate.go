@@ -65,7 +65,7 @@ type CandidateConfig struct {
 	// admits.
 	CampaignAt time.Time
 
-	OnEvent func(event, leader string) // campaign, started, stopped, leader, refused
+	OnEvent func(event, leader string) // campaign, started, stopped (leader: the successor it handed to, if any), leader, refused
 	Log     *slog.Logger
 	// Clock is every decision's time — retries, renewals, the record's
 	// ages, caches, ranking rounds and RTTs (nil: the real one). The
@@ -249,7 +249,7 @@ func (c *Candidate) Run(ctx context.Context) error {
 			c.rankLoop(lctx)
 		}
 		<-lctx.Done()
-		c.endLeadership()
+		c.endLeadership(c.movedTo())
 	}
 	stopped := func() {
 		if c.sharesRecord() {

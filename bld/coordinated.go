@@ -255,6 +255,18 @@ func (c *Candidate) notNamed() string {
 	return ""
 }
 
+// movedTo is the candidate the controller moves this one's leadership to,
+// as the Lease was last seen ("" for none): the successor its "stopped"
+// names.
+func (c *Candidate) movedTo() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l := c.lease; l != nil && l.Spec.PreferredHolder != nil && *l.Spec.PreferredHolder != c.cfg.Identity {
+		return *l.Spec.PreferredHolder
+	}
+	return ""
+}
+
 // leaseDuration is l's duration, or def where it has none.
 func leaseDuration(l *coordinationv1.Lease, def time.Duration) time.Duration {
 	if l.Spec.LeaseDurationSeconds != nil {

@@ -201,3 +201,73 @@ func TestATermNeverOutlastsItsLease(t *testing.T) {
 		assert.Equal(t, tc.want, left, "a %d-s Lease", tc.secs)
 	}
 }
+
+// A leader the controller moves names the candidate it moves to in its
+// "stopped"; a leader whose Lease another candidate took without a move
+// (its renewals lost) names nobody: an experiment tells the strategy's
+// moves from a loaded machine's re-elections by it.
+func TestAMovedLeaderNamesItsSuccessor(t *testing.T) {
+	for _, tc := range []struct{ name, holder, preferred, want string }{
+		{"moved", "me", "next", "next"},
+		{"lost", "other", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			me, secs, st := "me", int32(10), coordinationv1.CoordinatedLeaseStrategy(strategy.Name)
+			cs := fake.NewSimpleClientset(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "ns"},
+				Spec: coordinationv1.LeaseSpec{HolderIdentity: &me, Strategy: &st, LeaseDurationSeconds: &secs, RenewTime: &metav1.MicroTime{Time: time.Now()}}})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			events := make(chan [2]string, 8)
+			c, err := NewCandidate(CandidateConfig{Algorithm: balance.CLEBalanced, Election: "app", Namespace: "ns", Identity: "me", Node: "w1",
+				Client: cs, LeaseDuration: 10 * time.Second, RenewDeadline: 5 * time.Second, RetryPeriod: time.Second,
+				OnEvent: func(ev, who string) {
+					select {
+					case events <- [2]string{ev, who}:
+					case <-ctx.Done():
+					}
+				}})
+			require.NoError(t, err)
+			go c.Run(ctx)
+			started := false
+			for !started {
+				select {
+				case ev := <-events:
+					started = ev[0] == "started"
+				case <-time.After(10 * time.Second):
+					t.Fatal("not leading on a Lease that names it")
+				}
+			}
+			// The controller's (or the other candidate's) write. The
+			// candidate's informer watches after it lists, and the fake API
+			// server does not replay what changed between the two: write it
+			// again until the leader steps down.
+			write := func() {
+				l, err := cs.CoordinationV1().Leases("ns").Get(ctx, "app", metav1.GetOptions{})
+				require.NoError(t, err)
+				holder := tc.holder
+				l.Spec.HolderIdentity = &holder
+				if tc.preferred != "" {
+					l.Spec.PreferredHolder = &tc.preferred
+				}
+				_, err = cs.CoordinationV1().Leases("ns").Update(ctx, l, metav1.UpdateOptions{})
+				require.NoError(t, err)
+			}
+			poll := time.NewTicker(50 * time.Millisecond)
+			defer poll.Stop()
+			deadline := time.After(10 * time.Second)
+			for write(); ; {
+				select {
+				case ev := <-events:
+					if ev[0] == "stopped" {
+						assert.Equal(t, tc.want, ev[1])
+						return
+					}
+				case <-poll.C:
+					write()
+				case <-deadline:
+					t.Fatal("still leading 10 s after the write")
+				}
+			}
+		})
+	}
+}

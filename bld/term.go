@@ -18,11 +18,12 @@ import (
 // candidate reads or writes successfully, and whether it wrote it.
 //
 // Before a write that names another holder or none (a release, a
-// hand-over) it calls yield, which ends this candidate's leadership.
+// hand-over) it calls yield with that holder, which ends this candidate's
+// leadership.
 type termLock struct {
 	annotatedLock
 	note  func(holder string, transitions int, wrote bool)
-	yield func()
+	yield func(to string)
 }
 
 func (l termLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
@@ -43,7 +44,7 @@ func (l termLock) Create(ctx context.Context, rec resourcelock.LeaderElectionRec
 
 func (l termLock) Update(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
 	if rec.HolderIdentity != l.Identity() {
-		l.yield()
+		l.yield(rec.HolderIdentity)
 	}
 	err := l.annotatedLock.Update(ctx, rec)
 	if err == nil {
@@ -89,12 +90,16 @@ func (c *Candidate) LeaderTerm() (leader string, term int, ok bool) {
 
 // endLeadership sends "stopped" once per "started": when the leader
 // context ends, or before the write that gives the lease up, whichever
-// comes first.
-func (c *Candidate) endLeadership() {
+// comes first. The event names to, the candidate this one hands the lead
+// to where it gives it up on purpose (a hand-over's write, a move the
+// controller ordered), and nobody where it releases the lease or loses it
+// (a renewal missed): an experiment tells the moves a strategy made from
+// the re-elections a loaded machine causes by it.
+func (c *Candidate) endLeadership(to string) {
 	c.announceMu.Lock()
 	defer c.announceMu.Unlock()
 	if c.announced {
 		c.announced = false
-		c.cfg.OnEvent("stopped", "")
+		c.cfg.OnEvent("stopped", to)
 	}
 }

@@ -78,12 +78,13 @@ func (l *orderLock) Update(context.Context, resourcelock.LeaderElectionRecord) e
 // A leader's "stopped" comes before the write that gives its lease up, not
 // whenever the goroutine waiting for the end of its leadership runs: the
 // successor's "started" cannot precede it. Renewals end nothing, and the
-// leadership's own end sends no second "stopped".
+// leadership's own end sends no second "stopped". A release names nobody;
+// a hand-over names the successor it writes.
 func TestStoppedPrecedesTheRelease(t *testing.T) {
 	var events []string
 	c, err := NewCandidate(CandidateConfig{Algorithm: balance.Default, Election: "app", Namespace: "ns", Identity: "me", Node: "w1",
 		Client: fake.NewSimpleClientset(), LeaseDuration: 10 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 2 * time.Second,
-		OnEvent: func(e, _ string) { events = append(events, e) }})
+		OnEvent: func(e, to string) { events = append(events, e+" "+to) }})
 	require.NoError(t, err)
 	l := &orderLock{events: &events}
 	lock := termLock{l, c.noteRecord, c.endLeadership}
@@ -92,8 +93,12 @@ func TestStoppedPrecedesTheRelease(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, lock.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "me"}))
 	require.NoError(t, lock.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: ""}))
-	c.endLeadership() // the leader context's end, later
+	c.endLeadership("") // the leader context's end, later
 	require.NoError(t, lock.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "next"}))
-	assert.Equal(t, [][]string{nil, {"stopped"}, {"stopped"}}, l.seen, "events sent before each write: a renewal, the release, a hand-over")
-	assert.Equal(t, []string{"stopped"}, events)
+	assert.Equal(t, [][]string{nil, {"stopped "}, {"stopped "}}, l.seen, "events sent before each write: a renewal, the release, a hand-over")
+	assert.Equal(t, []string{"stopped "}, events)
+
+	c.announced = true // led again
+	require.NoError(t, lock.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "next"}))
+	assert.Equal(t, []string{"stopped ", "stopped next"}, events, "a hand-over names its successor")
 }

@@ -372,8 +372,9 @@ func TestSplitBrainFencesStaleLeaders(t *testing.T) {
 
 // kube-rebalance, both cases: the default election does not rebalance;
 // cle-balanced spreads the leaders within one after a node joins and after
-// the fullest returns from a drain, in (about) the fewest moves, never two
-// leaders at once. The leases are longer than the experiment's default
+// the fullest returns from a drain, never two leaders at once, and its
+// controller orders the fewest moves — plus one for each re-election a
+// lost renewal caused, which may unbalance the counts by one. The leases are longer than the experiment's default
 // (2 s, renewed within 1.5 s every 0.5 s): a leader's term there ends by
 // its own clock 0.5 s before the controller or another candidate may take
 // the Lease (no time at all for the default election: 0.5 s of retry
@@ -390,16 +391,18 @@ func TestRebalanceJoinAndDrain(t *testing.T) {
 	for i := range tab.Rows {
 		alg, cs := tab.Str(i, "algorithm"), tab.Str(i, "case")
 		assert.Equal(t, "0", tab.Str(i, "overlaps"), "%s %s: two leaders at once", alg, cs)
-		moves, fewest := tab.Float(i, "moves"), tab.Float(i, "min_moves")
+		moves, ordered, fewest := tab.Float(i, "moves"), tab.Float(i, "ordered"), tab.Float(i, "min_moves")
 		if alg == "default" {
 			// It never moves a leader on purpose; a renewal lost on a
 			// loaded machine may re-elect one.
-			assert.LessOrEqual(t, moves, 1.0, "%s: the default election does not rebalance", cs)
+			assert.Zero(t, ordered, "%s: the default election does not rebalance", cs)
 			continue
 		}
 		assert.LessOrEqual(t, tab.Float(i, "spread_final"), 1.0, "%s %s: spread within one", alg, cs)
 		assert.GreaterOrEqual(t, moves, fewest, "%s %s: no fewer moves than the counts need", alg, cs)
-		assert.LessOrEqual(t, moves, fewest+1, "%s %s: the fewest moves (one more allowed for a renewal lost under load)", alg, cs)
+		// Every re-election (a renewal lost under load) may unbalance the
+		// counts by one, and call for one corrective move more.
+		assert.LessOrEqual(t, ordered, fewest+moves-ordered, "%s %s: the controller orders the fewest moves (%v moves, %v of them ordered)", alg, cs, moves, ordered)
 	}
 	md := writtenReport(t, dir, &Rebalance{})
 	assert.Contains(t, md, "| cle-balanced | drain |")

@@ -11,26 +11,40 @@ import (
 // per node: the moves and the gaps they leave, the spread, and the fewest
 // moves that would have balanced it.
 
-// moveGaps is, for every leadership that started after since by another
-// candidate than the election's previous leader (a move), how long its
-// election had no leader before it: from the end of the previous
-// leadership ("stopped" or "killed") to this "started" — 0 when they
-// overlapped. A move with no previous end in the events counts from
-// since. Leaderships after since that the previous leader started again
-// are counted apart (regained).
-func moveGaps(events []kube.Event, since time.Time) (out []time.Duration, regained int) {
+// moveCount is what moveGaps counts after the join or return.
+type moveCount struct {
+	// For every leadership started by another candidate than the
+	// election's previous leader (a move), how long its election had no
+	// leader before it.
+	gaps []time.Duration
+	// Of those moves, the ones the previous leader handed over: its
+	// "stopped" named this candidate (a move the controller ordered). The
+	// rest are re-elections, after a leader lost its Lease.
+	ordered int
+	// Leaderships the previous leader started again (no move).
+	regained int
+}
+
+// moveGaps counts the leaderships that started after since. A move's gap
+// runs from the end of the previous leadership ("stopped" or "killed") to
+// its "started" — 0 when they overlapped; a move with no previous end in
+// the events counts from since.
+func moveGaps(events []kube.Event, since time.Time) moveCount {
+	var out moveCount
 	ended := map[string]time.Time{} // election → its last leadership's end
 	leading := map[string]int{}     // election → leaderships under way
 	last := map[string]string{}     // election → the candidate that led it last
+	handed := map[string]string{}   // election → whom its last leader's "stopped" named
 	for _, e := range kube.SortByTime(events) {
 		switch e.Event {
 		case "started":
 			again := last[e.Election] == e.ID
-			last[e.Election] = e.ID
+			ordered := handed[e.Election] == e.ID
+			last[e.Election], handed[e.Election] = e.ID, ""
 			switch {
 			case !e.TS.After(since):
 			case again:
-				regained++
+				out.regained++
 			default:
 				gap := time.Duration(0)
 				if leading[e.Election] == 0 {
@@ -40,7 +54,10 @@ func moveGaps(events []kube.Event, since time.Time) (out []time.Duration, regain
 					}
 					gap = max(0, e.TS.Sub(from))
 				}
-				out = append(out, gap)
+				out.gaps = append(out.gaps, gap)
+				if ordered {
+					out.ordered++
+				}
 			}
 			leading[e.Election]++
 		case "stopped", "killed":
@@ -48,9 +65,12 @@ func moveGaps(events []kube.Event, since time.Time) (out []time.Duration, regain
 				leading[e.Election]--
 			}
 			ended[e.Election] = e.TS
+			if e.ID == last[e.Election] {
+				handed[e.Election] = e.Leader // "" for a kill
+			}
 		}
 	}
-	return out, regained
+	return out
 }
 
 // fullest is the node of nodes with the most leaders (the first such).
