@@ -89,6 +89,16 @@ func (f *Failover) Run(ctx context.Context, env *experiments.Env) error {
 			NewIsMaxLive: res.NewIsMaxLive, Coordinators: res.Coordinators, Detect: res.Detect, Propagation: res.Propagation,
 			AllKnow: res.AllKnow, Metadata: res.Metadata, ElectionMsgs: int(res.Sent["election"]), ElectedMsgs: int(res.Sent["elected"]),
 			EndMsgs: int(res.Sent["end"]), Suspect: f.srv.suspect, Seed: t.Seed, ElectedRound: res.ElectedRound, ElectedForward: res.ElectedForward, ElectedAt: res.ElectedAt}
+		if c, ok := r.(*cleanup); ok && (!res.NewIsMaxLive || res.Coordinators != 1) {
+			// The ring's scratch folder goes when it closes: keep what
+			// its servers logged, the only account of how it settled.
+			kept := filepath.Join(env.Dir, fmt.Sprintf("%s-n%d-%s-rep%d", failoverLogs, n, alg, t.Rep))
+			if err := c.keepLogs(kept); err != nil {
+				return nil, fmt.Errorf("n=%d: keeping the logs of a wrong coordinator: %w", n, err)
+			}
+			env.Log.Warn("ring-failover: a wrong coordinator; its servers' logs are kept", "n", n, "algorithm", alg, "rep", t.Rep,
+				"coordinator", res.NewCoordinator, "coordinators", res.Coordinators, "logs", kept)
+		}
 		// Bring the killed server back so every repetition sees n servers.
 		if err := bringBack(ctx, r, res.Killed, n); err != nil {
 			return nil, fmt.Errorf("n=%d: %w", n, err)
@@ -131,6 +141,9 @@ func bringBack(ctx context.Context, r ringnodes.Ring, killed string, n int) erro
 // (a fresh ring's coordinator is the server that started it, whatever
 // its UID), so it lives through the failover and sees it all.
 const (
+	// failoverLogs prefixes the folders that keep the servers' logs of a
+	// repetition that ended on a wrong coordinator (local backend).
+	failoverLogs         = "ring-failover-logs"
 	failoverCPUProfile   = "ring-failover-ringnode.cpu.pprof"
 	failoverBlockProfile = "ring-failover-ringnode.block.pprof"
 	profileWindow        = 3 * time.Second

@@ -139,6 +139,27 @@ type cleanup struct {
 	secret string // the cluster secret, for peer-only requests
 }
 
+// keepLogs copies the servers' logs so far into dir.
+func (c *cleanup) keepLogs(dir string) error {
+	logs, err := filepath.Glob(filepath.Join(c.dir, "*.log"))
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(l)), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (c *cleanup) Close() error {
 	err := c.Ring.Close()
 	os.RemoveAll(filepath.Clean(c.dir))

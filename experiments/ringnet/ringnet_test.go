@@ -36,11 +36,13 @@ func runExpIn(t *testing.T, dir string, e experiments.Experiment, backend string
 	return tab, string(md)
 }
 
-func checkFailover(t *testing.T, tab *experiments.Table, rows int) {
+func checkFailover(t *testing.T, dir string, tab *experiments.Table, rows int) {
 	t.Helper()
 	require.Equal(t, rows, len(tab.Rows))
+	wrong := false
 	for i := range tab.Rows {
 		alg := tab.Str(i, "algorithm")
+		wrong = wrong || tab.Str(i, "new_is_max_live") != "true" || tab.Str(i, "coordinators") != "1"
 		assert.Equal(t, "true", tab.Str(i, "new_is_max_live"), "row %d %s", i, alg)
 		assert.Equal(t, "1", tab.Str(i, "coordinators"), "row %d %s", i, alg)
 		assert.Greater(t, tab.Float(i, "detect_ms"), 0.0)
@@ -50,13 +52,28 @@ func checkFailover(t *testing.T, tab *experiments.Table, rows int) {
 			assert.GreaterOrEqual(t, tab.Float(i, "election_msgs"), 2.0, "row %d %s", i, alg)
 		}
 	}
+	// A wrong coordinator's servers' logs are kept (local backend), and
+	// shown here: the run's folder goes with the test.
+	kept, err := filepath.Glob(filepath.Join(dir, failoverLogs+"-*", "*.log"))
+	require.NoError(t, err)
+	if !wrong || tab.Str(0, "backend") != "local" {
+		assert.Empty(t, kept, "logs kept with no wrong coordinator")
+		return
+	}
+	assert.NotEmpty(t, kept, "a wrong coordinator's logs")
+	for _, l := range kept {
+		b, err := os.ReadFile(l)
+		require.NoError(t, err)
+		lines := strings.Split(string(b), "\n")
+		t.Logf("%s, the last of %d lines:\n%s", l, len(lines), strings.Join(lines[max(0, len(lines)-80):], "\n"))
+	}
 }
 
 func TestFailoverLocal(t *testing.T) {
 	start := time.Now().UnixNano()
 	dir := t.TempDir()
 	tab, md := runExpIn(t, dir, &Failover{}, "local", 3, "--n", "3,5")
-	checkFailover(t, tab, 6)
+	checkFailover(t, dir, tab, 6)
 	for i := range tab.Rows {
 		// Where the ELECTED round lies on the machine's clock.
 		at, err := strconv.ParseInt(tab.Str(i, "elected_at_unix_ns"), 10, 64)
@@ -94,8 +111,9 @@ func TestFailoverLocal(t *testing.T) {
 // Every election over TCP, each on a ring of its own, the bare token ring
 // timed once beside them.
 func TestFailoverLocalEveryAlgorithm(t *testing.T) {
-	tab, md := runExp(t, &Failover{}, "local", 1, "--n", "5", "--algorithm", "all")
-	checkFailover(t, tab, len(ring.AlgorithmNames()))
+	dir := t.TempDir()
+	tab, md := runExpIn(t, dir, &Failover{}, "local", 1, "--n", "5", "--algorithm", "all")
+	checkFailover(t, dir, tab, len(ring.AlgorithmNames()))
 	for _, name := range ring.AlgorithmNames() {
 		assert.Regexp(t, `\| local \| `+name+` \| 5 \| 1 \|`, md)
 		assert.Regexp(t, `\| `+name+` \| 5 \| [0-9.]+ \|`, md, "beside the bare ring")
@@ -104,10 +122,26 @@ func TestFailoverLocalEveryAlgorithm(t *testing.T) {
 
 func TestFailoverCompose(t *testing.T) {
 	// RINGNODE_ELECTION reaches the containers: a second ring runs Franklin.
-	tab, md := runExp(t, &Failover{}, "compose", 3, "--n", "4", "--algorithm", "chang-roberts,franklin")
-	checkFailover(t, tab, 6)
+	dir := t.TempDir()
+	tab, md := runExpIn(t, dir, &Failover{}, "compose", 3, "--n", "4", "--algorithm", "chang-roberts,franklin")
+	checkFailover(t, dir, tab, 6)
 	assert.Contains(t, md, "| compose | franklin | 4 | 3 |")
 	assert.Contains(t, md, "no bare token ring beside this run")
+}
+
+// A ring's servers' logs so far are copied out of its scratch folder,
+// which goes when the ring closes.
+func TestKeepLogsCopiesTheServersLogs(t *testing.T) {
+	scratch, out := t.TempDir(), filepath.Join(t.TempDir(), "kept")
+	require.NoError(t, os.WriteFile(filepath.Join(scratch, "127.0.0.1_7001.log"), []byte("elected 7001\n"), 0o644))
+	require.NoError(t, os.Mkdir(filepath.Join(scratch, "127.0.0.1_7001"), 0o755)) // a data folder: not a log
+	require.NoError(t, (&cleanup{dir: scratch}).keepLogs(out))
+	got, err := os.ReadDir(out)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	b, err := os.ReadFile(filepath.Join(out, "127.0.0.1_7001.log"))
+	require.NoError(t, err)
+	assert.Equal(t, "elected 7001\n", string(b))
 }
 
 func TestJoinLocal(t *testing.T) {
