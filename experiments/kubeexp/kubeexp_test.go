@@ -392,6 +392,7 @@ func TestRebalanceJoinAndDrain(t *testing.T) {
 		alg, cs := tab.Str(i, "algorithm"), tab.Str(i, "case")
 		assert.Equal(t, "0", tab.Str(i, "overlaps"), "%s %s: two leaders at once", alg, cs)
 		moves, ordered, fewest := tab.Float(i, "moves"), tab.Float(i, "ordered"), tab.Float(i, "min_moves")
+		t.Logf("%s %s: %v moves, %v of them ordered, the fewest %v, %v leases regained", alg, cs, moves, ordered, fewest, tab.Float(i, "regained"))
 		if alg == "default" {
 			// It never moves a leader on purpose; a renewal lost on a
 			// loaded machine may re-elect one.

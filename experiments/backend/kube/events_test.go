@@ -14,7 +14,10 @@ import (
 func TestParseEvent(t *testing.T) {
 	e, ok := parseEvent([]byte(`{"election":"app","event":"started","id":"app-7d-x2","leader":"app-7d-x2","ts_ns":1795510865515684731}`), "ns1")
 	assert.True(t, ok)
-	assert.Equal(t, Event{TS: time.Unix(0, 1795510865515684731), Event: "started", ID: "ns1/app-7d-x2", Election: "ns1/app", Leader: "app-7d-x2"}, e)
+	assert.Equal(t, Event{TS: time.Unix(0, 1795510865515684731), Event: "started", ID: "ns1/app-7d-x2", Election: "ns1/app", Leader: "ns1/app-7d-x2"}, e)
+	e, ok = parseEvent([]byte(`{"election":"app","event":"stopped","id":"app-7d-x2","leader":"","ts_ns":1}`), "ns1")
+	assert.True(t, ok)
+	assert.Empty(t, e.Leader, "a stop that handed over to nobody")
 	for _, line := range []string{
 		`{"addr":"[::]:4040","election":"app","event":"serving","id":"p","ts_ns":1}`, // the sidecar's address, not an event
 		`I1124 09:01:05.515732       1 leaderelection.go:257] attempting to acquire leader lease`,
@@ -41,7 +44,7 @@ func FuzzParseEvent(f *testing.F) {
 			t.Fatalf("%q is both an event and the serving announcement", line)
 		}
 		if isEvent {
-			if e.Event == "" || !strings.HasPrefix(e.ID, "ns/") || !strings.HasPrefix(e.Election, "ns/") {
+			if e.Event == "" || !strings.HasPrefix(e.ID, "ns/") || !strings.HasPrefix(e.Election, "ns/") || e.Leader != "" && !strings.HasPrefix(e.Leader, "ns/") {
 				t.Fatalf("%q: event %+v outside its namespace or unnamed", line, e)
 			}
 		}

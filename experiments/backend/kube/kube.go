@@ -36,13 +36,16 @@ import (
 // three as in the BLD paper.
 var LocalWorkers = []string{"worker-1", "worker-2", "worker-3"}
 
-// Event is one line an elector printed.
+// Event is one line an elector printed. ID, Election and Leader are
+// "namespace/name".
 type Event struct {
 	TS       time.Time
 	Event    string // launched, campaign, started, stopped, leader, killed
 	ID       string
 	Election string
-	Leader   string
+	// The leader: the new one for "leader" and "started", the one a
+	// "stopped" handed over to (none where it lost or released the lease).
+	Leader string
 }
 
 // Timing is the lease configuration of every elector.
@@ -307,7 +310,11 @@ func parseEvent(line []byte, ns string) (Event, bool) {
 	if json.Unmarshal(line, &raw) != nil || raw.Event == "" || raw.Event == "serving" {
 		return Event{}, false
 	}
-	return Event{TS: time.Unix(0, raw.TS), Event: raw.Event, ID: ns + "/" + raw.ID, Election: ns + "/" + raw.Election, Leader: raw.Leader}, true
+	e := Event{TS: time.Unix(0, raw.TS), Event: raw.Event, ID: ns + "/" + raw.ID, Election: ns + "/" + raw.Election}
+	if raw.Leader != "" {
+		e.Leader = ns + "/" + raw.Leader
+	}
+	return e, true
 }
 
 // servingAt reads the elector's announcement of its sidecar address.
