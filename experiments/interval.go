@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 )
 
@@ -99,43 +100,60 @@ func JudgeInterval(lo, hi, atMost float64) string {
 	return "inconclusive (" + iv + ")"
 }
 
-// MedianRatioInterval is the ratio of a's median to b's, with the
-// percentile bootstrap's 95 % interval from resampling each sample on its
-// own (two independent measurements: a ring's election rounds and a bare
-// ring's trips, say). Seeded like RatioInterval; NaN values are left out;
-// the bounds are NaN when either sample has fewer than minGroups values.
-func MedianRatioInterval(a, b []float64, seed uint64) (ratio, lo, hi float64) {
-	a, b = withoutNaN(a), withoutNaN(b)
+// MedianRatioInterval is the ratio of a's median to b's over all their
+// values, with the percentile bootstrap's 95 % interval from resampling
+// each side's groups whole, with replacement, each side on its own (two
+// independent measurements: a ring's election rounds and a bare ring's
+// trips, say). A group is what shares its conditions — one bare ring's
+// trips share where its processes landed on the cores, so resampling the
+// trips one by one would take its rings for many and draw the interval too
+// narrow; a value measured on its own is a group of one. Seeded like
+// RatioInterval; NaN values are left out; the bounds are NaN when either
+// side has fewer than minGroups groups with a value.
+func MedianRatioInterval(a, b [][]float64, seed uint64) (ratio, lo, hi float64) {
+	a, b = groupsWithoutNaN(a), groupsWithoutNaN(b)
 	nan := math.NaN()
 	if len(a) == 0 || len(b) == 0 {
 		return nan, nan, nan
 	}
-	// median sorts xs in place: the resamples are scratch, the samples
-	// themselves copies (withoutNaN).
+	// median sorts xs in place: it is given scratch (resample) or copies
+	// (slices.Concat).
 	median := func(xs []float64) float64 {
 		sort.Float64s(xs)
 		return Quantile(xs, 0.5)
 	}
-	ratio = median(a) / median(b)
+	ratio = median(slices.Concat(a...)) / median(slices.Concat(b...))
 	if len(a) < minGroups || len(b) < minGroups {
 		return ratio, nan, nan
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
-	ra, rb := make([]float64, len(a)), make([]float64, len(b))
+	resample := func(groups [][]float64, into []float64) []float64 {
+		into = into[:0]
+		for range groups {
+			into = append(into, groups[rng.IntN(len(groups))]...)
+		}
+		return into
+	}
+	var ra, rb []float64
 	rs := make([]float64, 0, bootstrapRounds)
 	for range bootstrapRounds {
-		for i := range ra {
-			ra[i] = a[rng.IntN(len(a))]
-		}
-		for i := range rb {
-			rb[i] = b[rng.IntN(len(b))]
-		}
+		ra, rb = resample(a, ra), resample(b, rb)
 		if mb := median(rb); mb != 0 {
 			rs = append(rs, median(ra)/mb)
 		}
 	}
 	lo, hi = percentiles95(rs)
 	return ratio, lo, hi
+}
+
+// Singletons makes each value a group of its own, for MedianRatioInterval's
+// side whose values were each measured apart.
+func Singletons(xs []float64) [][]float64 {
+	out := make([][]float64, len(xs))
+	for i, x := range xs {
+		out[i] = []float64{x}
+	}
+	return out
 }
 
 // percentiles95 are the 2.5 % and 97.5 % percentiles of the resampled
@@ -154,6 +172,18 @@ func withoutNaN(xs []float64) []float64 {
 	for _, x := range xs {
 		if !math.IsNaN(x) {
 			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// groupsWithoutNaN is groups without their NaN values and without the
+// groups that leaves empty, in new slices.
+func groupsWithoutNaN(groups [][]float64) [][]float64 {
+	var out [][]float64
+	for _, g := range groups {
+		if kept := withoutNaN(g); len(kept) > 0 {
+			out = append(out, kept)
 		}
 	}
 	return out

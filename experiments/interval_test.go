@@ -3,6 +3,7 @@ package experiments
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -69,17 +70,46 @@ func TestMedianRatioInterval(t *testing.T) {
 		a = append(a, 90+20*rng.Float64()) // median ≈ 100
 		b = append(b, 45+10*rng.Float64()) // median ≈ 50
 	}
-	r, lo, hi := MedianRatioInterval(a, b, 1)
+	r, lo, hi := MedianRatioInterval(Singletons(a), Singletons(b), 1)
 	assert.InDelta(t, 2, r, 0.15)
 	assert.True(t, lo < r && r < hi, "%v in %v–%v", r, lo, hi)
 	assert.Contains(t, JudgeInterval(lo, hi, 2), "inconclusive", "a ratio of 2 against a bound of 2")
 	assert.Contains(t, JudgeInterval(lo, hi, 3), "met")
-	_, lo2, hi2 := MedianRatioInterval(a, b, 1)
+	_, lo2, hi2 := MedianRatioInterval(Singletons(a), Singletons(b), 1)
 	assert.Equal(t, [2]float64{lo, hi}, [2]float64{lo2, hi2}, "seeded")
 
-	r, lo, _ = MedianRatioInterval([]float64{4, math.NaN(), 4}, []float64{2, 2, 2, 2, 2}, 1)
+	r, lo, _ = MedianRatioInterval(Singletons([]float64{4, math.NaN(), 4}), Singletons([]float64{2, 2, 2, 2, 2}), 1)
 	assert.Equal(t, 2.0, r, "NaN left out")
 	assert.True(t, math.IsNaN(lo), "two values are no interval")
-	r, _, _ = MedianRatioInterval(nil, b, 1)
+	r, _, _ = MedianRatioInterval(nil, Singletons(b), 1)
 	assert.True(t, math.IsNaN(r))
+	r, lo, _ = MedianRatioInterval(Singletons([]float64{6, 6, 6, 6, 6}), [][]float64{{1, 2}, {math.NaN()}, {3}, {4}, {5}}, 1)
+	assert.Equal(t, 2.0, r, "the median over every group's values")
+	assert.True(t, math.IsNaN(lo), "a group of NaN is no group: four are too few")
+}
+
+// Ten rings of twenty trips each, whose hops differ from ring to ring far
+// more than within one: resampled whole, the rings give the interval their
+// spread; taken one trip at a time, 200 trips would pretend to pin the
+// median down.
+func TestMedianRatioIntervalResamplesGroupsWhole(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	var rounds []float64
+	for range 16 {
+		rounds = append(rounds, 48+4*rng.Float64())
+	}
+	var rings [][]float64
+	for i := range 10 {
+		level := 15 + 2*float64(i) // the rings' p50s: 15–33 µs
+		var trips []float64
+		for range 20 {
+			trips = append(trips, level+rng.Float64())
+		}
+		rings = append(rings, trips)
+	}
+	r, lo, hi := MedianRatioInterval(Singletons(rounds), rings, 1)
+	_, tlo, thi := MedianRatioInterval(Singletons(rounds), Singletons(slices.Concat(rings...)), 1)
+	assert.InDelta(t, 2, r, 0.2)
+	assert.Greater(t, hi-lo, 2*(thi-tlo), "rings %v–%v against trips %v–%v", lo, hi, tlo, thi)
+	assert.Contains(t, JudgeInterval(lo, hi, 2), "inconclusive", "the rings' spread leaves 2 open: %v–%v", lo, hi)
 }

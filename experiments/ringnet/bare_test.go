@@ -2,6 +2,7 @@ package ringnet
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -63,6 +64,36 @@ func TestBareSectionJudgesOnAnInterval(t *testing.T) {
 	bt, err := experiments.ReadTable(strings.NewReader(trips.String()))
 	require.NoError(t, err)
 	assert.Regexp(t, `≤ 2× busy: met \(95 % interval 1\.[0-9]+–1\.[0-9]+\) \|`, bareSection(rt, bt, 1))
+}
+
+// Pooled over rings, the bare side is resampled a ring at a time: ten rings
+// whose busy hops sit 2 µs apart (15–33 µs) leave a ratio of about 1.8
+// open, where their 200 trips taken one by one would call it met.
+func TestBareSectionResamplesWholeRings(t *testing.T) {
+	var runs, trips strings.Builder
+	runs.WriteString("backend,algorithm,n,detect_ms,propagation_ms,all_know_ms,election_msgs,elected_round_ms\n")
+	trips.WriteString("backend,n,mode,ring,hop_ms\n")
+	for i := range 16 {
+		// ELECTED rounds of 4 hops at 42–46 µs a hop.
+		fmt.Fprintf(&runs, "local,chang-roberts,5,600,2,610,10,%g\n", 4*(0.042+0.00025*float64(i)))
+	}
+	for ring := range 10 {
+		for trip := range 20 {
+			fmt.Fprintf(&trips, "local,5,busy,%d,%g\n", ring, 0.015+0.002*float64(ring)+0.00005*float64(trip))
+		}
+	}
+	rt, err := experiments.ReadTable(strings.NewReader(runs.String()))
+	require.NoError(t, err)
+	pooled, err := experiments.ReadTable(strings.NewReader(trips.String()))
+	require.NoError(t, err)
+	assert.Regexp(t, `≤ 2× busy: inconclusive \(95 % interval 1\.[0-9]+–2\.[0-9]+\) \|`, bareSection(rt, pooled, 1))
+
+	// The same trips without their rings: one by one, as a CSV from before
+	// the rings were pooled is read.
+	unpooled, err := experiments.ReadTable(strings.NewReader(strings.ReplaceAll(
+		regexp.MustCompile(`(?m)^local,5,busy,[0-9]+,`).ReplaceAllString(trips.String(), "local,5,busy,"), "mode,ring,", "mode,")))
+	require.NoError(t, err)
+	assert.Regexp(t, `≤ 2× busy: met \(95 % interval 1\.[0-9]+–1\.[0-9]+\) \|`, bareSection(rt, unpooled, 1))
 }
 
 // With the trips pooled over rings, the report says how far apart the

@@ -279,19 +279,28 @@ var otherModes = []string{"rest", "woken"}
 // included, beside the bare hop.
 func bareSection(t, bare *experiments.Table, seed uint64) string {
 	// p50 per size and mode; a CSV from before the rest and woken modes
-	// has busy trips only. The busy trips themselves too: the target's
-	// verdict rests on the ratio's bootstrap interval.
+	// has busy trips only. The busy trips themselves too, ring by ring: the
+	// target's verdict rests on the ratio's bootstrap interval, which
+	// resamples whole rings (a CSV from before the rings were pooled: each
+	// trip on its own, as then).
 	hop := map[[2]string]float64{}
-	busy := map[string][]float64{}
+	busy := map[string][][]float64{}
 	for _, g := range bare.GroupBy("backend", "n") {
 		for _, rows := range bare.Split(g.Rows, "mode") {
 			mode := "busy"
 			if bare.Has("mode") {
 				mode = bare.Str(rows[0], "mode")
 			}
-			hop[[2]string{g.Key[1], mode}] = experiments.Summarize(bare.Floats(rows, "hop_ms")).P50
-			if mode == "busy" {
-				busy[g.Key[1]] = append(busy[g.Key[1]], bare.Floats(rows, "hop_ms")...)
+			trips := bare.Floats(rows, "hop_ms")
+			hop[[2]string{g.Key[1], mode}] = experiments.Summarize(trips).P50
+			switch {
+			case mode != "busy":
+			case bare.Has("ring"):
+				for _, ring := range bare.Split(rows, "ring") {
+					busy[g.Key[1]] = append(busy[g.Key[1]], bare.Floats(ring, "hop_ms"))
+				}
+			default:
+				busy[g.Key[1]] = append(busy[g.Key[1]], experiments.Singletons(trips)...)
 			}
 		}
 	}
@@ -318,7 +327,7 @@ func bareSection(t, bare *experiments.Table, seed uint64) string {
 			for i, r := range rounds {
 				perHop[i] = r / float64(n-1)
 			}
-			_, lo, hi := experiments.MedianRatioInterval(perHop, busy[g.Key[2]], seed)
+			_, lo, hi := experiments.MedianRatioInterval(experiments.Singletons(perHop), busy[g.Key[2]], seed)
 			verdict = "≤ 2× busy: " + experiments.JudgeInterval(lo, hi, 2)
 		}
 		// The other modes' hops, and the ELECTED hop's ratio to each.
@@ -356,7 +365,8 @@ func bareSection(t, bare *experiments.Table, seed uint64) string {
 		"ringnode's time per hop, like for like, is its ELECTED round (one message once around the n−1 survivors) / (n−1), and its own share of it " +
 		"the survivors' time from reading the ELECTED to their forward's write returning (their clocks; the rest of a hop is loopback and the next server's wake-up); " +
 		"per election message is the election's propagation over its election messages (several travel at once, and the servers' detection instants spread) — " +
-		"for Bully, whose winner mostly announces before any ELECTION reaches it, the time from the first suspicion until every server knows, over its election messages:\n\n" +
+		"for Bully, whose winner mostly announces before any ELECTION reaches it, the time from the first suspicion until every server knows, over its election messages. " +
+		"The target's verdict rests on the 95 % bootstrap interval of the ratio of medians, which resamples the repetitions one by one and the bare rings whole:\n\n" +
 		experiments.MarkdownTable([]string{"algorithm", "n", "bare µs/hop busy (p50)", "bare µs/hop at rest (p50)", "bare µs/hop woken (p50)", "ringnode ELECTED µs/hop",
 			"of it in the server: read → forward µs (p50)", "ratio to busy", "ratio at rest", "ratio woken",
 			"propagation µs per election message", "ratio to busy", "target (ELECTED)"}, rows) + ringSpread(bare)
