@@ -2,7 +2,6 @@ package ringnet
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -48,52 +47,62 @@ func TestBareSectionPerMessage(t *testing.T) {
 	assert.Contains(t, bareSection(runs, old, 1), "| chang-roberts | 5 | 50 | — | — | 100 | — | 2 | — | — | 200 | 4 |")
 }
 
+// readCSV is the table of a CSV text.
+func readCSV(t *testing.T, csv string) *experiments.Table {
+	t.Helper()
+	tab, err := experiments.ReadTable(strings.NewReader(csv))
+	require.NoError(t, err)
+	return tab
+}
+
+// electedRuns is Chang–Roberts at n = 5, one repetition per value: an
+// ELECTED round of 4 hops at that many ms a hop.
+func electedRuns(t *testing.T, perHop []float64) *experiments.Table {
+	var runs strings.Builder
+	runs.WriteString("backend,algorithm,n,detect_ms,propagation_ms,all_know_ms,election_msgs,elected_round_ms\n")
+	for _, h := range perHop {
+		fmt.Fprintf(&runs, "local,chang-roberts,5,600,2,610,10,%g\n", 4*h)
+	}
+	return readCSV(t, runs.String())
+}
+
 // The ≤ 2× busy verdict rests on the ratio's bootstrap interval: met only
 // when the whole interval is under it.
 func TestBareSectionJudgesOnAnInterval(t *testing.T) {
-	var runs, trips strings.Builder
-	runs.WriteString("backend,algorithm,n,detect_ms,propagation_ms,all_know_ms,election_msgs,elected_round_ms\n")
+	var perHop []float64
+	var trips strings.Builder
 	trips.WriteString("backend,n,mode,hop_ms\n")
 	for i := range 12 {
-		// ELECTED rounds of 4 hops at 60–71 µs a hop; busy trips 49–60 µs.
-		fmt.Fprintf(&runs, "local,chang-roberts,5,600,2,610,10,%g\n", 4*(0.060+0.001*float64(i)))
+		// ELECTED rounds at 60–71 µs a hop; busy trips 49–60 µs.
+		perHop = append(perHop, 0.060+0.001*float64(i))
 		fmt.Fprintf(&trips, "local,5,busy,%g\n", 0.049+0.001*float64(i))
 	}
-	rt, err := experiments.ReadTable(strings.NewReader(runs.String()))
-	require.NoError(t, err)
-	bt, err := experiments.ReadTable(strings.NewReader(trips.String()))
-	require.NoError(t, err)
-	assert.Regexp(t, `≤ 2× busy: met \(95 % interval 1\.[0-9]+–1\.[0-9]+\) \|`, bareSection(rt, bt, 1))
+	assert.Regexp(t, `≤ 2× busy: met \(95 % interval 1\.[0-9]+–1\.[0-9]+\) \|`, bareSection(electedRuns(t, perHop), readCSV(t, trips.String()), 1))
 }
 
 // Pooled over rings, the bare side is resampled a ring at a time: ten rings
 // whose busy hops sit 2 µs apart (15–33 µs) leave a ratio of about 1.8
 // open, where their 200 trips taken one by one would call it met.
 func TestBareSectionResamplesWholeRings(t *testing.T) {
-	var runs, trips strings.Builder
-	runs.WriteString("backend,algorithm,n,detect_ms,propagation_ms,all_know_ms,election_msgs,elected_round_ms\n")
-	trips.WriteString("backend,n,mode,ring,hop_ms\n")
+	var perHop []float64
 	for i := range 16 {
-		// ELECTED rounds of 4 hops at 42–46 µs a hop.
-		fmt.Fprintf(&runs, "local,chang-roberts,5,600,2,610,10,%g\n", 4*(0.042+0.00025*float64(i)))
+		perHop = append(perHop, 0.042+0.00025*float64(i)) // 42–46 µs a hop
 	}
+	// The same trips with their rings, and without: one by one, as a CSV
+	// from before the rings were pooled is read.
+	var pooled, unpooled strings.Builder
+	pooled.WriteString("backend,n,mode,ring,hop_ms\n")
+	unpooled.WriteString("backend,n,mode,hop_ms\n")
 	for ring := range 10 {
 		for trip := range 20 {
-			fmt.Fprintf(&trips, "local,5,busy,%d,%g\n", ring, 0.015+0.002*float64(ring)+0.00005*float64(trip))
+			hop := 0.015 + 0.002*float64(ring) + 0.00005*float64(trip)
+			fmt.Fprintf(&pooled, "local,5,busy,%d,%g\n", ring, hop)
+			fmt.Fprintf(&unpooled, "local,5,busy,%g\n", hop)
 		}
 	}
-	rt, err := experiments.ReadTable(strings.NewReader(runs.String()))
-	require.NoError(t, err)
-	pooled, err := experiments.ReadTable(strings.NewReader(trips.String()))
-	require.NoError(t, err)
-	assert.Regexp(t, `≤ 2× busy: inconclusive \(95 % interval 1\.[0-9]+–2\.[0-9]+\) \|`, bareSection(rt, pooled, 1))
-
-	// The same trips without their rings: one by one, as a CSV from before
-	// the rings were pooled is read.
-	unpooled, err := experiments.ReadTable(strings.NewReader(strings.ReplaceAll(
-		regexp.MustCompile(`(?m)^local,5,busy,[0-9]+,`).ReplaceAllString(trips.String(), "local,5,busy,"), "mode,ring,", "mode,")))
-	require.NoError(t, err)
-	assert.Regexp(t, `≤ 2× busy: met \(95 % interval 1\.[0-9]+–1\.[0-9]+\) \|`, bareSection(rt, unpooled, 1))
+	runs := electedRuns(t, perHop)
+	assert.Regexp(t, `≤ 2× busy: inconclusive \(95 % interval 1\.[0-9]+–2\.[0-9]+\) \|`, bareSection(runs, readCSV(t, pooled.String()), 1))
+	assert.Regexp(t, `≤ 2× busy: met \(95 % interval 1\.[0-9]+–1\.[0-9]+\) \|`, bareSection(runs, readCSV(t, unpooled.String()), 1))
 }
 
 // With the trips pooled over rings, the report says how far apart the

@@ -293,14 +293,15 @@ func bareSection(t, bare *experiments.Table, seed uint64) string {
 			}
 			trips := bare.Floats(rows, "hop_ms")
 			hop[[2]string{g.Key[1], mode}] = experiments.Summarize(trips).P50
-			switch {
-			case mode != "busy":
-			case bare.Has("ring"):
-				for _, ring := range bare.Split(rows, "ring") {
-					busy[g.Key[1]] = append(busy[g.Key[1]], bare.Floats(ring, "hop_ms"))
-				}
-			default:
+			if mode != "busy" {
+				continue
+			}
+			if !bare.Has("ring") {
 				busy[g.Key[1]] = append(busy[g.Key[1]], experiments.Singletons(trips)...)
+				continue
+			}
+			for _, ring := range bare.Split(rows, "ring") {
+				busy[g.Key[1]] = append(busy[g.Key[1]], bare.Floats(ring, "hop_ms"))
 			}
 		}
 	}
