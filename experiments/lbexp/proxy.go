@@ -44,6 +44,11 @@ const (
 // The balancer's fronts (cmd/balancer --front); the first is its default.
 var Fronts = []string{"epoll", "fasthttp", "conn", "net/http"}
 
+// FrontBefore is the front the balancer had when #29 asked for a faster
+// one (balancer.Front): the measured front's p99 is held to no worse than
+// its, in the same repetition.
+const FrontBefore = "conn"
+
 func (*Proxy) Spec() experiments.Spec {
 	return experiments.Spec{Name: "lb-proxy", Backends: []string{lbstack.Process}, Quick: 3, Paper: 10, Row: proxyRow{},
 		Summary: "requests per second and latency of the balancer and of nginx in front of the same workers, driven by wrk with near-free requests, beside the goal of ≥ 0.9 × nginx"}
@@ -58,7 +63,7 @@ func (p *Proxy) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&p.picker, "picker", pick.WeightedRandom, "the balancer's picker")
 	fs.BoolVar(&p.control, "control", true, "measure a second nginx as one more target: its ratio to the first is the spread two identical proxies show on this machine")
 	fs.BoolVar(&p.profile, "profile-balancer", true, "keep a CPU profile of the balancer's first run (its first front) beside the CSV ("+proxyProfile+")")
-	p.fronts = experiments.ChoiceList{Vals: Fronts[:2], Allowed: Fronts}
+	p.fronts = experiments.ChoiceList{Vals: Fronts[:3], Allowed: Fronts}
 	fs.Var(&p.fronts, "fronts", "the balancer's fronts to measure, each as its own process in the same run: "+strings.Join(Fronts, ", ")+" (docs/balancer-front.md)")
 }
 
@@ -195,6 +200,9 @@ func (p *Proxy) Run(ctx context.Context, env *experiments.Env) error {
 // atLeastNine is lb-proxy's goal for one repetition's ratio to nginx.
 func atLeastNine(r float64) bool { return r >= 0.9 }
 
+// atMostOne is its goal for one repetition's p99 against FrontBefore's.
+func atMostOne(r float64) bool { return r <= 1 }
+
 // medianOf says "median over N runs (min–max)" of per-repetition ratios.
 func medianOf(ratios []float64) string {
 	s := experiments.Summarize(ratios)
@@ -213,10 +221,14 @@ func (p *Proxy) Report(in *experiments.ReportInput) (string, error) {
 	hasCPU := t.Has("cpu_us_per_request")
 	ratios, cpuRatios := map[string][]float64{}, map[string][]float64{}
 	var fronts []string
-	var control []float64 // the control nginx over nginx, per repetition
+	var control []float64               // the control nginx over nginx, per repetition
+	p99Ratios := map[string][]float64{} // each front's p99 over FrontBefore's, per repetition
 	for _, g := range t.GroupBy("rep") {
-		nginx, nginxCPU := 0.0, math.NaN()
+		nginx, nginxCPU, p99Before := 0.0, math.NaN(), math.NaN()
 		for _, i := range g.Rows {
+			if t.Str(i, "target") == TargetBalancer && t.Str(i, "front") == FrontBefore {
+				p99Before = t.Float(i, "p99_ms")
+			}
 			if t.Str(i, "target") == TargetNginx {
 				nginx = t.Float(i, "requests_per_s")
 				if hasCPU {
@@ -233,6 +245,9 @@ func (p *Proxy) Report(in *experiments.ReportInput) (string, error) {
 					fronts = append(fronts, f)
 				}
 				ratios[f] = append(ratios[f], t.Float(i, "requests_per_s")/nginx)
+				if f != FrontBefore && p99Before > 0 {
+					p99Ratios[f] = append(p99Ratios[f], t.Float(i, "p99_ms")/p99Before)
+				}
 				if hasCPU && nginxCPU > 0 {
 					if r := t.Float(i, "cpu_us_per_request") / nginxCPU; !math.IsNaN(r) {
 						cpuRatios[f] = append(cpuRatios[f], r)
@@ -273,6 +288,10 @@ func (p *Proxy) Report(in *experiments.ReportInput) (string, error) {
 			line = "**" + line + "** — the goal of ≥ 0.9: " + experiments.Judge(ratios[f], atLeastNine)
 		}
 		out += "- " + line + ".\n"
+		if k == 0 && len(p99Ratios[f]) > 0 {
+			out += fmt.Sprintf("- Balancer (%s front) / (%s front) p99 latency: %s — the goal of a p99 no worse than the %s front's (the front #29 started from): %s.\n",
+				f, FrontBefore, medianOf(p99Ratios[f]), FrontBefore, experiments.Judge(p99Ratios[f], atMostOne))
+		}
 		if len(cpuRatios[f]) > 0 {
 			out += fmt.Sprintf("- Balancer (%s front) / nginx processor time per request: %s.\n", f, medianOf(cpuRatios[f]))
 		}

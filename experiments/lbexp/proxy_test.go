@@ -3,8 +3,10 @@ package lbexp
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -43,6 +45,7 @@ func TestProxyAgainstNginx(t *testing.T) {
 	assert.Contains(t, string(md), "epoll front) / nginx requests per second: ")
 	assert.Contains(t, string(md), "epoll front) / nginx processor time per request: ")
 	assert.Regexp(t, `\*\*Balancer \(epoll front\)[^\n]*\*\* — the goal of ≥ 0.9: `, string(md))
+	assert.Regexp(t, `Balancer \(epoll front\) / \(conn front\) p99 latency: [0-9.]+ median over 2 runs \([0-9.]+–[0-9.]+\) — the goal of a p99 no worse than the conn front's \(the front #29 started from\): (met|\*\*missed\*\*|inconclusive) \(`, string(md))
 	// A loaded machine may miss the goal even nginx against nginx: the
 	// verdict is whichever the runs gave, missed in bold as every miss.
 	assert.Regexp(t, `Control: a second nginx, configured as the first, / nginx requests per second: [0-9.]+ median over 2 runs \([0-9.]+–[0-9.]+\); the goal of ≥ 0.9 held to it: (met|\*\*missed\*\*|inconclusive) \(`, string(md))
@@ -55,4 +58,38 @@ func TestProxyWithoutWrkIsUnavailable(t *testing.T) {
 	_, _, err := experiments.RunArgs(context.Background(), &Proxy{}, nil, experiments.RunOptions{Seed: 1, Reps: 1, Backend: "process", Out: t.TempDir()})
 	require.ErrorIs(t, err, experiments.ErrUnavailable)
 	assert.ErrorContains(t, err, "apt-get install wrk")
+}
+
+// The measured front's p99 is judged against the conn front's of the same
+// repetition, never against a pooled figure: lower in every repetition is
+// met, higher in every one missed, and without the conn front there is no
+// line to judge.
+func TestProxyReportJudgesP99AgainstTheFrontBefore(t *testing.T) {
+	report := func(csv string) string {
+		t.Helper()
+		tab, err := experiments.ReadTable(strings.NewReader(csv))
+		require.NoError(t, err)
+		out, err := (&Proxy{}).Report(&experiments.ReportInput{Table: tab, Dir: t.TempDir(), Meta: experiments.Meta{Experiment: "lb-proxy"}})
+		require.NoError(t, err)
+		return out
+	}
+	// rows writes three repetitions: nginx, the conn front at p99 2 ms,
+	// the epoll front at the given p99s.
+	rows := func(epollP99 [3]float64, withConn bool) string {
+		var b strings.Builder
+		b.WriteString("target,front,rep,requests_per_s,p50_ms,p99_ms,errors\n")
+		for rep, p99 := range epollP99 {
+			fmt.Fprintf(&b, "nginx,,%d,1000,1,2.1,0\n", rep)
+			fmt.Fprintf(&b, "balancer,epoll,%d,950,1,%g,0\n", rep, p99)
+			if withConn {
+				fmt.Fprintf(&b, "balancer,conn,%d,800,1,2,0\n", rep)
+			}
+		}
+		return b.String()
+	}
+	const line = "Balancer (epoll front) / (conn front) p99 latency: "
+	assert.Contains(t, report(rows([3]float64{1.8, 1.9, 2}, true)), line+"0.95 median over 3 runs (0.9–1) — the goal of a p99 no worse than the conn front's (the front #29 started from): met (all 3 repetitions, 0.9–1)")
+	assert.Contains(t, report(rows([3]float64{2.2, 2.4, 2.1}, true)), "**missed** (all 3 repetitions, 1.05–1.2)")
+	assert.Contains(t, report(rows([3]float64{1.8, 2.4, 2.1}, true)), "inconclusive (1 of 3 repetitions, 0.9–1.2)")
+	assert.NotContains(t, report(rows([3]float64{1.8, 1.9, 2}, false)), line)
 }
