@@ -1,6 +1,7 @@
 package kubeexp
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -39,11 +40,14 @@ func doRequest(ctx context.Context, hc *http.Client, method, base string, rng *r
 	if err != nil {
 		return err
 	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
+	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusNotFound {
-		return fmt.Errorf("%s %s: %s", method, base, resp.Status)
+		// The replica's own words say which of its refusals this was (no
+		// leader, a stale sidecar, a follower that refused the apply).
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("%s %s: %s: %s", method, base, resp.Status, bytes.TrimSpace(b))
 	}
+	io.Copy(io.Discard, resp.Body)
 	return nil
 }
 

@@ -198,6 +198,7 @@ func (t *ThroughputPlacement) once(ctx context.Context, env *experiments.Env, c 
 		return nil, err
 	}
 	perNode := map[string]int{}
+	leaderOf := make([]string, len(apps))
 	for i, a := range apps {
 		l, err := a.settled(ctx, hc, 30*time.Second)
 		if err != nil {
@@ -207,6 +208,7 @@ func (t *ThroughputPlacement) once(ctx context.Context, env *experiments.Env, c 
 			return nil, fmt.Errorf("%w: %s leads %s on %s, forced onto %s", errNotAsForced, l, a.name, a.node[l], forced[i])
 		}
 		perNode[a.node[l]]++
+		leaderOf[i] = l
 	}
 	var counts []string
 	for _, w := range c.WorkerNodes {
@@ -218,6 +220,13 @@ func (t *ThroughputPlacement) once(ctx context.Context, env *experiments.Env, c 
 	var rows []placementRow
 	for _, op := range []string{"read", "write", "smart-write"} {
 		for _, n := range t.clientCounts(op, env.Profile) {
+			if err := steady(ctx, hc, apps, leaderOf); errors.Is(err, errLeaderMoved) {
+				// Placed again, in a fresh namespace, rather than measured
+				// under leaders the rows would not name.
+				return nil, fmt.Errorf("%w: %w", errNotAsForced, err)
+			} else if err != nil {
+				return nil, err
+			}
 			sampler := sampleCPU(run.nodes, t.f.nodeCPUs, 250*time.Millisecond)
 			res := drive(ctx, n, d, tk.Seed, func() tpClient { return placementClient(op, apps, hc) })
 			for _, s := range sampler.finish() {

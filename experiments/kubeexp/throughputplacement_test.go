@@ -2,10 +2,14 @@ package kubeexp
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -47,4 +51,53 @@ func TestAForcedPlacementThatDidNotHoldIsForcedAgain(t *testing.T) {
 			assert.Equal(t, tries-1, strings.Count(logged.String(), "forcing it again"))
 		})
 	}
+}
+
+// Before a load point, steady waits out replicas that answer leaderless
+// (a sidecar's answer gone stale on a saturated node) until every one
+// names the placement's leader again, and refuses a leader that moved.
+func TestSteadyWaitsOutALapseAndRefusesAMovedLeader(t *testing.T) {
+	// replica answers /role: leaderless for its first lapse answers, then
+	// following leader.
+	replica := func(lapse int, leader string) string {
+		var answers atomic.Int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/role" {
+				http.NotFound(w, r)
+				return
+			}
+			if answers.Add(1) <= int32(lapse) {
+				fmt.Fprint(w, `{"role":"leaderless","leader":""}`)
+				return
+			}
+			fmt.Fprintf(w, `{"role":"follower","leader":%q}`, leader)
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	app := func(urls ...string) *tpApp {
+		a := &tpApp{name: "app0", url: map[string]string{}}
+		for i, u := range urls {
+			pod := fmt.Sprintf("app0-%d", i)
+			a.pods = append(a.pods, pod)
+			a.url[pod] = u
+		}
+		return a
+	}
+	ctx := context.Background()
+	lapsed := app(replica(0, "app0-0"), replica(3, "app0-0"))
+	require.NoError(t, steady(ctx, http.DefaultClient, []*tpApp{lapsed}, []string{"app0-0"}))
+	var second atomic.Int32
+	counting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		second.Add(1)
+		fmt.Fprint(w, `{"role":"leader","leader":"app0-0"}`)
+	}))
+	t.Cleanup(counting.Close)
+	require.NoError(t, steady(ctx, http.DefaultClient, []*tpApp{app(counting.URL, replica(2, "app0-0"))}, []string{"app0-0"}))
+	assert.Equal(t, int32(3), second.Load(), "asked again until the lapsed replica named the leader")
+
+	moved := app(replica(0, "app0-1"), replica(0, "app0-1"))
+	err := steady(ctx, http.DefaultClient, []*tpApp{moved}, []string{"app0-0"})
+	require.ErrorIs(t, err, errLeaderMoved)
+	assert.ErrorContains(t, err, "app0-1 leads app0, not app0-0")
 }

@@ -93,6 +93,9 @@ func (t *ThroughputRole) rep(ctx context.Context, env *experiments.Env, c *kube.
 		for _, op := range []string{"read", "write"} {
 			method := map[string]string{"read": http.MethodGet, "write": http.MethodPut}[op]
 			for _, n := range t.f.clientCounts(env.Profile) {
+				if err := steady(ctx, hc, []*tpApp{app}, []string{leader}); err != nil {
+					return nil, err
+				}
 				res := drive(ctx, n, d, tk.Seed, func() tpClient {
 					return func(ctx context.Context, rng *rand.Rand) error { return doRequest(ctx, hc, method, app.url[pod], rng) }
 				})
