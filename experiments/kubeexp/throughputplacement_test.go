@@ -96,6 +96,6 @@ func TestSteadyWaitsOutALapseAndRefusesAMovedLeader(t *testing.T) {
 
 	moved := app(replica(0, "app0-1"), replica(0, "app0-1"))
 	err := steady(ctx, http.DefaultClient, []*tpApp{moved}, []string{"app0-0"})
-	require.ErrorIs(t, err, errLeaderMoved)
+	require.ErrorIs(t, err, errNotAsForced)
 	assert.ErrorContains(t, err, "app0-1 leads app0, not app0-0")
 }

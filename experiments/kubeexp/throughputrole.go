@@ -61,7 +61,7 @@ func (t *ThroughputRole) Run(ctx context.Context, env *experiments.Env) error {
 	d := t.f.pointDuration(env.Profile)
 	hc := newHTTPClient()
 	return experiments.RunGrid(ctx, env, experiments.Grid{Cells: 1}, func(ctx context.Context, tk experiments.Task) ([]roleRow, error) {
-		return t.rep(ctx, env, c, hc, tk, d)
+		return untilAsForced(env.Log, "leader/follower", func() ([]roleRow, error) { return t.rep(ctx, env, c, hc, tk, d) })
 	})
 }
 
