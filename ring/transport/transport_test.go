@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -279,19 +280,29 @@ func TestStuckPeerWriteGivesUpAtItsDeadline(t *testing.T) {
 	tr.SetPeers(map[ring.UID]string{peer: ln.Addr().String()})
 
 	// Send until the transport has dialled again: the buffers fill, a
-	// write waits until its deadline, and a later message redials.
+	// write waits until its deadline, and a later message redials. Two
+	// senders, as a server's election and lease goroutines: the stuck
+	// write may be the peer goroutine's or a sender's own direct one, and
+	// with one sender, stuck in its direct write, nothing queued behind it
+	// (a fresh machine's CI run saw that, lost 0).
 	done, stop := make(chan struct{}), make(chan struct{})
 	defer close(stop)
-	go func() {
-		defer close(done)
-		for i := uint64(0); len(accepted) < 2; i++ {
-			select {
-			case <-stop:
-				return
-			default:
+	var senders sync.WaitGroup
+	for range 2 {
+		senders.Go(func() {
+			for i := uint64(0); len(accepted) < 2; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				tr.Send(ring.Message{Type: ring.MsgElection, To: peer, Round: i})
 			}
-			tr.Send(ring.Message{Type: ring.MsgElection, To: peer, Round: i})
-		}
+		})
+	}
+	go func() {
+		senders.Wait()
+		close(done)
 	}()
 	select {
 	case <-done:
