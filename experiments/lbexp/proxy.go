@@ -44,10 +44,10 @@ const (
 // The balancer's fronts (cmd/balancer --front); the first is its default.
 var Fronts = []string{"epoll", "fasthttp", "conn", "net/http"}
 
-// FrontBefore is the front the balancer had when #29 asked for a faster
+// frontBefore is the front the balancer had when #29 asked for a faster
 // one (balancer.Front): the measured front's p99 is held to no worse than
 // its, in the same repetition.
-const FrontBefore = "conn"
+const frontBefore = "conn"
 
 func (*Proxy) Spec() experiments.Spec {
 	return experiments.Spec{Name: "lb-proxy", Backends: []string{lbstack.Process}, Quick: 3, Paper: 10, Row: proxyRow{},
@@ -200,7 +200,7 @@ func (p *Proxy) Run(ctx context.Context, env *experiments.Env) error {
 // atLeastNine is lb-proxy's goal for one repetition's ratio to nginx.
 func atLeastNine(r float64) bool { return r >= 0.9 }
 
-// atMostOne is its goal for one repetition's p99 against FrontBefore's.
+// atMostOne is its goal for one repetition's p99 against frontBefore's.
 func atMostOne(r float64) bool { return r <= 1 }
 
 // medianOf says "median over N runs (min–max)" of per-repetition ratios.
@@ -222,11 +222,11 @@ func (p *Proxy) Report(in *experiments.ReportInput) (string, error) {
 	ratios, cpuRatios := map[string][]float64{}, map[string][]float64{}
 	var fronts []string
 	var control []float64               // the control nginx over nginx, per repetition
-	p99Ratios := map[string][]float64{} // each front's p99 over FrontBefore's, per repetition
+	p99Ratios := map[string][]float64{} // each front's p99 over frontBefore's, per repetition
 	for _, g := range t.GroupBy("rep") {
 		nginx, nginxCPU, p99Before := 0.0, math.NaN(), math.NaN()
 		for _, i := range g.Rows {
-			if t.Str(i, "target") == TargetBalancer && t.Str(i, "front") == FrontBefore {
+			if t.Str(i, "target") == TargetBalancer && t.Str(i, "front") == frontBefore {
 				p99Before = t.Float(i, "p99_ms")
 			}
 			if t.Str(i, "target") == TargetNginx {
@@ -245,7 +245,7 @@ func (p *Proxy) Report(in *experiments.ReportInput) (string, error) {
 					fronts = append(fronts, f)
 				}
 				ratios[f] = append(ratios[f], t.Float(i, "requests_per_s")/nginx)
-				if f != FrontBefore && p99Before > 0 {
+				if f != frontBefore && p99Before > 0 {
 					p99Ratios[f] = append(p99Ratios[f], t.Float(i, "p99_ms")/p99Before)
 				}
 				if hasCPU && nginxCPU > 0 {
@@ -290,7 +290,7 @@ func (p *Proxy) Report(in *experiments.ReportInput) (string, error) {
 		out += "- " + line + ".\n"
 		if k == 0 && len(p99Ratios[f]) > 0 {
 			out += fmt.Sprintf("- Balancer (%s front) / (%s front) p99 latency: %s — the goal of a p99 no worse than the %s front's (the front #29 started from): %s.\n",
-				f, FrontBefore, medianOf(p99Ratios[f]), FrontBefore, experiments.Judge(p99Ratios[f], atMostOne))
+				f, frontBefore, medianOf(p99Ratios[f]), frontBefore, experiments.Judge(p99Ratios[f], atMostOne))
 		}
 		if len(cpuRatios[f]) > 0 {
 			out += fmt.Sprintf("- Balancer (%s front) / nginx processor time per request: %s.\n", f, medianOf(cpuRatios[f]))

@@ -58,6 +58,7 @@ func readCSV(t *testing.T, csv string) *experiments.Table {
 // electedRuns is Chang–Roberts at n = 5, one repetition per value: an
 // ELECTED round of 4 hops at that many ms a hop.
 func electedRuns(t *testing.T, perHop []float64) *experiments.Table {
+	t.Helper()
 	var runs strings.Builder
 	runs.WriteString("backend,algorithm,n,detect_ms,propagation_ms,all_know_ms,election_msgs,elected_round_ms\n")
 	for _, h := range perHop {
