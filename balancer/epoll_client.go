@@ -213,57 +213,74 @@ func (c *client) read() bool {
 	return true
 }
 
-// request parses the whole request at the head of the input and starts
-// its exchange, or refuses it.
+// request starts the exchange of the whole request at the head of the
+// input, or refuses it.
 func (c *client) request(n int) {
+	l := c.l
+	x := l.exchange()
+	var status int
+	var why string
+	if c.fr.plain(c.in[:n]) {
+		status, why = c.plainRequest(x, c.in[:n])
+	} else {
+		status, why = c.parsedRequest(x, c.in[:n])
+	}
+	c.in = c.in[:copy(c.in, c.in[n:])]
+	c.fr.reset()
+	c.continued = false
+	c.begun, c.deadline = time.Time{}, time.Time{}
+	if status != 0 {
+		l.recycle(x)
+		c.refuse(status, why)
+		return
+	}
+	t := l.f.B.table.Load()
+	if t == nil {
+		closeAfter := x.closeAfter
+		l.recycle(x)
+		c.answerError(http.StatusServiceUnavailable, errNoWorker.Error(), closeAfter)
+		return
+	}
+	x.c, x.t, x.attempts = c, t, 1
+	if x.idempotent {
+		x.attempts += l.f.B.retries
+	}
+	c.x = x
+	l.attempt(x)
+}
+
+// parsedRequest makes x the request in msg as the worker gets it, parsed
+// with fasthttp's reader, checked and rewritten (forwardable) and written
+// out again, or returns the status and reason to refuse it with.
+func (c *client) parsedRequest(x *exchange, msg []byte) (int, string) {
 	l := c.l
 	req := &l.req
 	req.Reset()
 	// The request goes on with the client's header names and path.
 	req.Header.DisableNormalizing()
-	err := l.parse(c.in[:n], func(br *bufio.Reader) error {
+	err := l.parse(msg, func(br *bufio.Reader) error {
 		if err := req.Header.Read(br); err != nil {
 			return err
 		}
 		return req.ContinueReadBody(br, int(l.bodyMax), false)
 	})
-	c.in = c.in[:copy(c.in, c.in[n:])]
-	c.fr.reset()
-	c.continued = false
-	c.begun, c.deadline = time.Time{}, time.Time{}
 	if err != nil {
-		c.refuse(http.StatusBadRequest, "malformed request: "+err.Error())
-		return
+		return http.StatusBadRequest, "malformed request: " + err.Error()
 	}
-	closeAfter := req.Header.ConnectionClose() || l.draining
-	if status, msg := forwardable(req, c.remote); status != 0 {
-		c.refuse(status, msg)
-		return
+	x.closeAfter = req.Header.ConnectionClose() || l.draining
+	if status, why := forwardable(req, c.remote); status != 0 {
+		return status, why
 	}
-	t := l.f.B.table.Load()
-	if t == nil {
-		c.answerError(http.StatusServiceUnavailable, errNoWorker.Error(), closeAfter)
-		return
-	}
-	x := l.exchange()
-	x.c, x.t, x.closeAfter, x.head, x.http11 = c, t, closeAfter, req.Header.IsHead(), req.Header.IsHTTP11()
-	x.attempts = 1
-	if fastIdempotent(req) {
-		x.idempotent = true
-		x.attempts += l.f.B.retries
-	}
+	x.head, x.http11, x.idempotent = req.Header.IsHead(), req.Header.IsHTTP11(), fastIdempotent(req)
 	if len(req.Header.Host()) == 0 {
 		// Write takes the host from an absolute target, and normalises
 		// the path as it does, unless told not to.
 		req.URI().DisablePathNormalizing = true
 	}
 	if err := l.serialise(&x.wire, req.Write); err != nil {
-		l.recycle(x)
-		c.refuse(http.StatusBadRequest, "malformed request: "+err.Error())
-		return
+		return http.StatusBadRequest, "malformed request: " + err.Error()
 	}
-	c.x = x
-	l.attempt(x)
+	return 0, ""
 }
 
 // answer queues the worker's answer, parsed into the loop's response. The

@@ -258,15 +258,8 @@ func (f *FastFront) handle(ctx *fasthttp.RequestCtx) {
 // worker gets — without hop-by-hop headers, with X-Forwarded-For, -Host
 // and -Proto — or returns the status and reason to refuse it with.
 func forwardable(req *fasthttp.Request, remote net.Addr) (int, string) {
-	// fasthttp forwards request-targets net/http refuses (a bad escape,
-	// a control character) and cuts a fragment off where net/http
-	// escapes it into the path: the target is held to net/http's rules
-	// (the workers' parser), and a fragment, which has no place in a
-	// request-target (RFC 9112 §3.2), is refused.
-	if target := req.Header.RequestURI(); bytes.IndexByte(target, '#') >= 0 {
-		return http.StatusBadRequest, "malformed request: a fragment (#) in the request-target"
-	} else if _, err := url.ParseRequestURI(string(target)); err != nil {
-		return http.StatusBadRequest, "malformed request: " + err.Error()
+	if status, msg := checkTarget(req.Header.RequestURI()); status != 0 {
+		return status, msg
 	}
 	if len(req.Header.Peek("Upgrade")) > 0 {
 		return http.StatusNotImplemented, "protocol upgrades are not proxied"
@@ -278,10 +271,9 @@ func forwardable(req *fasthttp.Request, remote net.Addr) (int, string) {
 	}
 	if a, ok := remote.(*net.TCPAddr); ok {
 		// Written into a buffer on the stack (the header copies it):
-		// a.IP.String() allocated on every request. As net.IP prints it:
-		// IPv4 dotted, no zone.
+		// a.IP.String() allocated on every request.
 		var buf [64]byte
-		host := a.AddrPort().Addr().Unmap().WithZone("").AppendTo(buf[:0])
+		host := appendClientIP(buf[:0], a)
 		if prior := req.Header.PeekAll("X-Forwarded-For"); len(prior) > 0 {
 			host = append(append(bytes.Join(prior, []byte(", ")), ", "...), host...)
 		}
@@ -295,6 +287,27 @@ func forwardable(req *fasthttp.Request, remote net.Addr) (int, string) {
 	// CloseOnShutdown).
 	req.Header.ResetConnectionClose()
 	return 0, ""
+}
+
+// checkTarget holds a request-target to net/http's rules (the workers'
+// parser): fasthttp, and the epoll front's framer, let through targets
+// net/http refuses (a bad escape, a control character); a fragment, which
+// has no place in a request-target (RFC 9112 §3.2) and which fasthttp
+// cuts off where net/http escapes it into the path, is refused too.
+func checkTarget(target []byte) (int, string) {
+	if bytes.IndexByte(target, '#') >= 0 {
+		return http.StatusBadRequest, "malformed request: a fragment (#) in the request-target"
+	}
+	if _, err := url.ParseRequestURI(string(target)); err != nil {
+		return http.StatusBadRequest, "malformed request: " + err.Error()
+	}
+	return 0, ""
+}
+
+// appendClientIP appends a client's address as X-Forwarded-For names it,
+// as net.IP prints it: IPv4 dotted (also when mapped into IPv6), no zone.
+func appendClientIP(b []byte, a *net.TCPAddr) []byte {
+	return a.AddrPort().Addr().Unmap().WithZone("").AppendTo(b)
 }
 
 var errAnswerTooLarge = errors.New("the worker's answer is over the front's body limit")

@@ -50,6 +50,16 @@ type framer struct {
 	// lies in the buffer (end 0: no report).
 	hop, bareLF bool
 	report      [2]int
+
+	// What a client's request needs to go on with its head as it came
+	// (framer.plain), in offsets of the buffer: where its request-line
+	// begins and its method ends, its target, its Host's value and how many
+	// Host lines it has; whether it has an Expect, an Idempotency-Key or an
+	// X-Forwarded-* header.
+	start, methodEnd           int
+	target, host               [2]int
+	hosts                      int
+	hasExpect, idemKey, xfwded bool
 }
 
 type framePhase uint8
@@ -223,7 +233,7 @@ func (f *framer) scanHead(buf []byte) *frameError {
 			// Empty lines before a request-line are skipped (RFC 9112 §2.2).
 			continue
 		case f.lines == 0:
-			if err := f.firstLine(content); err != nil {
+			if err := f.firstLine(content, at); err != nil {
 				return err
 			}
 		case len(content) == 0:
@@ -251,7 +261,9 @@ func lineContent(line []byte) ([]byte, *frameError) {
 	return line, nil
 }
 
-func (f *framer) firstLine(line []byte) *frameError {
+// firstLine reads the request- or status-line, which begins at offset at
+// of the buffer.
+func (f *framer) firstLine(line []byte, at int) *frameError {
 	// Cut by hand: bytes.Split allocated on every message.
 	first, rest, _ := bytes.Cut(line, []byte(" "))
 	second, third, found := bytes.Cut(rest, []byte(" "))
@@ -260,6 +272,8 @@ func (f *framer) firstLine(line []byte) *frameError {
 			return malformed("a malformed request-line")
 		}
 		f.http10 = third[7] == '0'
+		f.start, f.methodEnd = at, at+len(first)
+		f.target = [2]int{f.methodEnd + 1, f.methodEnd + 1 + len(second)}
 		return nil
 	}
 	if !httpVersion(first) || len(second) != 3 {
@@ -327,13 +341,16 @@ func (f *framer) field(line []byte, at int) *frameError {
 	if err != nil {
 		return err
 	}
-	if f.response && isHopHeader(name) {
+	if isHopHeader(name) {
 		f.hop = true
 	}
+	// value is a part of line: their capacities differ by its offset.
+	valueAt := at + cap(line) - cap(value)
 	if f.response && f.report[1] == 0 && bytes.EqualFold(name, []byte(loadreport.Header)) {
-		// value is a part of line: their capacities differ by its offset.
-		start := at + cap(line) - cap(value)
-		f.report = [2]int{start, start + len(value)}
+		f.report = [2]int{valueAt, valueAt + len(value)}
+	}
+	if !f.response {
+		f.requestField(name, value, valueAt)
 	}
 	switch {
 	case bytes.EqualFold(name, []byte("Content-Length")):
