@@ -344,8 +344,12 @@ func (f *framer) field(line []byte, at int) *frameError {
 	if isHopHeader(name) {
 		f.hop = true
 	}
-	// value is a part of line: their capacities differ by its offset.
-	valueAt := at + cap(line) - cap(value)
+	// value is a part of line: their capacities differ by its offset (an
+	// empty one may be nil).
+	valueAt := at
+	if len(value) > 0 {
+		valueAt += cap(line) - cap(value)
+	}
 	if f.response && f.report[1] == 0 && bytes.EqualFold(name, []byte(loadreport.Header)) {
 		f.report = [2]int{valueAt, valueAt + len(value)}
 	}

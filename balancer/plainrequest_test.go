@@ -109,6 +109,8 @@ func TestPlainRequests(t *testing.T) {
 		{"\r\nPOST /p HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nIdempotency-Key: k\r\n\r\nabc", true},
 		{"HEAD /a%2Fb HTTP/1.1\r\nhost: [2001:db8::1]:80\r\nCookie: a=1\r\nCookie: b=2\r\nX-A: 1\r\nx-a: 2\r\nX-Obs: \xe9t\xe9\r\n\r\n", true},
 		{"PUT /p HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", true},
+		{"GET / HTTP/1.1\r\nHost:\r\n\r\n", true},
+		{"GET / HTTP/1.1\r\nHost: \t\r\nX-Empty:\r\n\r\n", true},
 		{"GET /%zz HTTP/1.1\r\nHost: x\r\n\r\n", true}, // plain, then refused by checkTarget
 		{"GET / HTTP/1.0\r\nHost: x\r\n\r\n", false},
 		{"GET / HTTP/1.1\r\n\r\n", false},
