@@ -159,12 +159,7 @@ func (l *eloop) run() error {
 		if !l.acceptAt.IsZero() && l.acceptAt.Before(wait) {
 			wait = l.acceptAt
 		}
-		n, err := poll(l.ep, events)
-		if n == 0 && err == nil {
-			// Nothing ready: sleep, the runtime told (it gives the
-			// processor to other goroutines meanwhile).
-			n, err = unix.EpollWait(l.ep, events, max(int(wait.Sub(l.now).Milliseconds()), 0))
-		}
+		n, err := epollWait(l.ep, events, max(int(wait.Sub(l.now).Milliseconds()), 0))
 		l.now = time.Now()
 		if err != nil {
 			if errors.Is(err, unix.EINTR) {

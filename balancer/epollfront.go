@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"runtime"
@@ -113,6 +114,7 @@ func (f *EpollFront) serve(lns []net.Listener) error {
 	}
 	f.loops, f.lns, f.done = loops, lns, make(chan struct{})
 	f.mu.Unlock()
+	defer reserveProcs(len(loops), f.B.log)()
 
 	errc := make(chan error, len(loops))
 	for _, l := range loops {
@@ -222,3 +224,32 @@ func listenerFD(ln net.Listener) (int, error) {
 }
 
 var errLoopClosed = errors.New("the event loop is closed")
+
+// loopProcs counts the processors the process's event loops hold, each
+// also while it sleeps (epollWait).
+var loopProcs struct {
+	sync.Mutex
+	n int
+}
+
+// reserveProcs counts n more loops and raises GOMAXPROCS, where it must,
+// so that one processor is left for the rest of the program: with every
+// processor held by a loop, timers, the admin server and the garbage
+// collector's workers would run only when the runtime's monitor preempts a
+// loop, every 10 ms (the balancer's tests took 40 s instead of 4). The
+// returned func gives the count back; GOMAXPROCS is not lowered again,
+// since the rest of the program may have come to rely on it.
+func reserveProcs(n int, log *slog.Logger) (release func()) {
+	loopProcs.Lock()
+	defer loopProcs.Unlock()
+	loopProcs.n += n
+	if have, want := runtime.GOMAXPROCS(0), loopProcs.n+1; have < want {
+		runtime.GOMAXPROCS(want)
+		log.Info("epoll front: GOMAXPROCS raised: its loops hold a processor each, also while they wait, and the rest of the program needs one", "from", have, "to", want)
+	}
+	return func() {
+		loopProcs.Lock()
+		loopProcs.n -= n
+		loopProcs.Unlock()
+	}
+}

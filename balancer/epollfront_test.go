@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -377,4 +378,23 @@ func TestEpollFrontRefusesHostileAnswers(t *testing.T) {
 	code, _, body := get(t, hc, http.MethodGet, "http://"+addr+"/x", "")
 	assert.Equal(t, http.StatusOK, code)
 	assert.Equal(t, "ok", body, "the front serves on")
+}
+
+// Each loop holds its processor, also while it waits (epollWait): the
+// front leaves one more to the rest of the program — timers, the admin
+// server, the collector's workers — which would otherwise run only when
+// the runtime's monitor preempts a loop.
+func TestEpollFrontLeavesAProcessorToTheRest(t *testing.T) {
+	before := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(before) }) // after the front's own cleanup: they run last first
+	w := rawWorker(t, func(conn net.Conn, br *bufio.Reader) {
+		if _, err := http.ReadRequest(br); err == nil {
+			io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}
+	})
+	addr := epollFront(t, balancerFor(t, w), &EpollFront{Loops: before})
+	code, _, body := get(t, &http.Client{}, http.MethodGet, "http://"+addr+"/x", "")
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "ok", body)
+	assert.GreaterOrEqual(t, runtime.GOMAXPROCS(0), before+1, "%d loops", before)
 }
