@@ -236,7 +236,7 @@ var loopProcs struct {
 // so that one processor is left for the rest of the program: with every
 // processor held by a loop, timers, the admin server and the garbage
 // collector's workers would run only when the runtime's monitor preempts a
-// loop, every 10 ms (the balancer's tests took 40 s instead of 4). The
+// loop, every 10 ms (the balancer's tests took 40 s instead of 3). The
 // returned func gives the count back; GOMAXPROCS is not lowered again,
 // since the rest of the program may have come to rely on it.
 func reserveProcs(n int, log *slog.Logger) (release func()) {
