@@ -23,6 +23,7 @@ func (s *Server) locked(f func()) {
 	}
 	f()
 	s.observe()
+	s.readAt = time.Time{}
 	s.timer.Reset(s.nextWake())
 }
 
@@ -161,6 +162,15 @@ func (s *Server) observe() {
 	}
 	st, prev, stats := s.node.Status(), s.last, s.node.Stats()
 	now := time.Now().UnixNano()
+	// The ELECTED round runs from the read of the winner's own ELECTION
+	// to the read of its ELECTED, each back from around the ring — not
+	// from after the first ELECTED's write to after the END that the
+	// winner then writes to every member, which put n−2 writes (and the
+	// wake-ups they cause) into a round of n−1 hops.
+	read := now
+	if !s.readAt.IsZero() {
+		read = s.readAt.UnixNano()
+	}
 	s.mu.Lock()
 	if stats.Initiated > s.seen.Initiated && stats.Restarts == s.seen.Restarts {
 		s.events.Suspected = now
@@ -169,13 +179,13 @@ func (s *Server) observe() {
 		s.events.LeaderKnown = now
 	}
 	if stats.Announced > s.seen.Announced {
-		s.events.Announced = now
+		s.events.Announced = read
 	}
 	// The announcement came back (or had no one to go to): the election
 	// ended here. Its announcer is the winner, but for Dolev–Klawe–Rodeh,
 	// whose announcer names another.
 	if stats.Ended > s.seen.Ended {
-		s.events.Won = now
+		s.events.Won = read
 	}
 	s.seen = stats
 	s.status = st

@@ -128,8 +128,8 @@ func (tcpNetwork) DialContext(ctx context.Context, addr string) (net.Conn, error
 type Events struct {
 	Suspected     int64 `json:"suspected_ns"`      // its detector fired and it started an election
 	ElectionSent  int64 `json:"election_sent_ns"`  // first ELECTION it sent in its current round
-	Announced     int64 `json:"announced_ns"`      // its own ELECTION came back: it sent ELECTED
-	Won           int64 `json:"won_ns"`            // its ELECTED came back: the election ended (it won, or named the winner)
+	Announced     int64 `json:"announced_ns"`      // its own ELECTION came back (read): it sent ELECTED
+	Won           int64 `json:"won_ns"`            // its ELECTED came back (read): the election ended (it won, or named the winner)
 	LeaderKnown   int64 `json:"leader_known_ns"`   // it learned its current leader
 	MetaApplied   int64 `json:"meta_applied_ns"`   // it installed its current metadata
 	RebalanceDone int64 `json:"rebalance_done_ns"` // its last data move finished
@@ -174,8 +174,9 @@ type Server struct {
 	last      ring.Status
 	seen      ring.Stats // the node's counters at the last observe
 	sentRound uint64
-	// When the ELECTED being handled was read (zero outside one): its
-	// forward is timed from it.
+	// When the ELECTION or ELECTED being handled was read (zero outside
+	// one, cleared after its observe): an ELECTED's forward is timed from
+	// it, and the ELECTED round's ends are stamped with it.
 	readAt time.Time
 
 	// Shared state, read by handlers.
@@ -297,14 +298,13 @@ func New(cfg Config) (*Server, error) {
 			if s.onLease(m) {
 				return
 			}
-			var at time.Time // only an ELECTED's forward is timed
-			if m.Type == ring.MsgElected {
+			var at time.Time // only the election's own messages are timed
+			if m.Type == ring.MsgElection || m.Type == ring.MsgElected {
 				at = time.Now()
 			}
 			s.locked(func() {
 				s.readAt = at
 				s.onMessage(m)
-				s.readAt = time.Time{}
 			})
 		},
 		// Send may report a message unreachable while lmu is held. A lease

@@ -85,7 +85,19 @@ func withReplicas(t testing.TB, r int) {
 // when both are a stopped server's.
 func startNodeAt(t testing.TB, addr, dir string, join ...string) *node {
 	t.Helper()
-	return run(t, testConfig(addr, dir, testNet.Host(addr), join...))
+	return run(t, testConfig(addr, dir, testNetwork(addr), join...))
+}
+
+// testNetwork is the network the servers the tests start are on
+// (withNetwork), as seen from their address.
+var testNetwork = func(addr string) Network { return testNet.Host(addr) }
+
+// withNetwork puts the servers the test starts on the network f returns
+// for their address.
+func withNetwork(t testing.TB, f func(addr string) Network) {
+	old := testNetwork
+	testNetwork = f
+	t.Cleanup(func() { testNetwork = old })
 }
 
 // testElection is the election the servers the tests start run

@@ -23,7 +23,8 @@ type Failover struct {
 	// ElectedRound is the winner's ELECTED going once around the
 	// survivors: n−1 hops of one message, no detection skew in it.
 	ElectedRound time.Duration
-	// ElectedAt is when the winner sent that ELECTED (Unix ns, its clock):
+	// ElectedAt is when the winner read its ELECTION back and so sent that
+	// ELECTED (Unix ns, its clock):
 	// with ElectedRound, the round's window in a system-wide trace.
 	ElectedAt int64
 	// ElectedForward is the survivors' own share of an ELECTED hop: the
