@@ -363,7 +363,7 @@ func bareSection(t, bare *experiments.Table, seed uint64) string {
 		restGap.String() + " after the last, so every process has fallen idle, as in a ring between elections: waking an idle process costs a core's " +
 		"return from its idle state and cold caches) and *woken* (" + strconv.Itoa(restRounds) + " trips, each the second after such a pause: " +
 		"every process woken one trip earlier, as an election's ELECTED round meets the ring — each server handled the winner's ELECTION one round before). " +
-		"ringnode's time per hop, like for like, is its ELECTED round (one message once around the n−1 survivors) / (n−1), and its own share of it " +
+		"ringnode's time per hop, like for like, is its ELECTED round (one message once around the n−1 survivors: from the winner's read of its own ELECTION back to its read of the ELECTED back) / (n−1), and its own share of it " +
 		"the survivors' time from reading the ELECTED to their forward's write returning (their clocks; the rest of a hop is loopback and the next server's wake-up); " +
 		"per election message is the election's propagation over its election messages (several travel at once, and the servers' detection instants spread) — " +
 		"for Bully, whose winner mostly announces before any ELECTION reaches it, the time from the first suspicion until every server knows, over its election messages. " +
