@@ -203,9 +203,10 @@ func TestLatencyCampaignsTogether(t *testing.T) {
 	require.Len(t, l.Rows, 2*3)
 	for i := range l.Rows {
 		assert.Equal(t, 5000.0, l.Float(i, "campaign_together_ms"))
-		// The first launch comes after the instant is set, by the Pods'
-		// creation and the launches before it: well under 3 s here.
-		assert.Greater(t, l.Float(i, "latency_ms"), 2000.0, "%s: the leader started only after the instant", l.Str(i, "algorithm"))
+		// Not latency_ms > some share of the hold: a loaded machine's
+		// Pods once took 3.5 s of the 5 to start (CI, 2026-12-05).
+		assert.GreaterOrEqual(t, l.Float(i, "leader_after_instant_ms"), 0.0, "%s: the leader started only after the instant", l.Str(i, "algorithm"))
+		assert.Less(t, l.Float(i, "leader_after_instant_ms"), l.Float(i, "latency_ms"), "%s: the first launch came before the instant", l.Str(i, "algorithm"))
 		assert.Positive(t, l.Float(i, "campaign_latency_ms"))
 		if l.Str(i, "algorithm") == "bld-optimistic" {
 			assert.LessOrEqual(t, l.Float(i, "max_minus_min"), 1.0, "bld-optimistic balanced")

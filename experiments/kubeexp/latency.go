@@ -75,8 +75,13 @@ type latencyRow struct {
 	// --campaign-together: how long after the deployment the candidates
 	// were held to campaign together (0: each campaigned once it ran).
 	Together float64 `csv:"campaign_together_ms"`
-	Overlaps int     `csv:"overlaps"`
-	Elected  bool    `csv:"elected"`
+	// --campaign-together: from that instant to the leader's start (NaN
+	// without a hold); a leader that did not wait for it would read below
+	// 0. On a loaded machine the Pods' start-up may take the hold's whole
+	// length, so latency_ms alone cannot tell.
+	AfterInstant float64 `csv:"leader_after_instant_ms"`
+	Overlaps     int     `csv:"overlaps"`
+	Elected      bool    `csv:"elected"`
 	// Leaders on the fullest worker node less the emptiest's, once the
 	// repetition's elections settled.
 	Imbalance int `csv:"max_minus_min"`
@@ -115,12 +120,15 @@ func (l *Latency) Run(ctx context.Context, env *experiments.Env) error {
 			// latency: dropping it would flatter the algorithm.
 			for _, a := range r.apps {
 				row := latencyRow{Backend: env.Backend, Algorithm: alg, Apps: n, Rep: t.Rep, App: a,
-					Latency: math.NaN(), Campaign: math.NaN(), Own: math.NaN(), Named: math.NaN(), Before: math.NaN(), LaunchOrder: math.NaN(), Spread: math.NaN(), RuleWait: math.NaN(), Together: experiments.Ms(l.together), Overlaps: r.overlaps, Seed: t.Seed, Imbalance: r.imbalance(c.WorkerNodes),
+					Latency: math.NaN(), Campaign: math.NaN(), Own: math.NaN(), Named: math.NaN(), Before: math.NaN(), LaunchOrder: math.NaN(), Spread: math.NaN(), RuleWait: math.NaN(), AfterInstant: math.NaN(), Together: experiments.Ms(l.together), Overlaps: r.overlaps, Seed: t.Seed, Imbalance: r.imbalance(c.WorkerNodes),
 					Requests: r.requests / float64(n), Writes: r.writes / float64(n)}
 				if d, ok := r.launch[a]; ok {
 					row.Latency, row.Campaign, row.Own, row.Elected = experiments.Ms(d), experiments.Ms(r.campaign[a]), experiments.Ms(r.own[a]), true
 					row.Before = float64(r.before[a])
 					row.Spread = experiments.Ms(r.spread[a])
+					if d, ok := r.afterInstant[a]; ok {
+						row.AfterInstant = experiments.Ms(d)
+					}
 					if w, ok := r.ruleWait[a]; ok {
 						row.RuleWait = experiments.Ms(w)
 					}

@@ -37,6 +37,9 @@ type spreadResult struct {
 	// rule first admitted a campaigning candidate (ruleWaits); read only
 	// under measure.
 	ruleWait map[string]time.Duration
+	// --campaign-together: the leader's start after the instant every
+	// candidate was held to (the harness's clock against the candidates').
+	afterInstant map[string]time.Duration
 	// Whether the candidate launched first was the first to campaign;
 	// absent where the backend does not launch candidates one by one.
 	launchOrder map[string]bool
@@ -105,7 +108,7 @@ func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas 
 	if err != nil {
 		return spreadResult{}, err
 	}
-	res := spreadResult{perNode: map[string]int{}, elected: len(leaders), launch: map[string]time.Duration{}, campaign: map[string]time.Duration{}, own: map[string]time.Duration{}, named: map[string]time.Duration{}, before: map[string]int{}, spread: map[string]time.Duration{}, launchOrder: map[string]bool{}, apps: names,
+	res := spreadResult{perNode: map[string]int{}, elected: len(leaders), launch: map[string]time.Duration{}, campaign: map[string]time.Duration{}, own: map[string]time.Duration{}, named: map[string]time.Duration{}, before: map[string]int{}, spread: map[string]time.Duration{}, afterInstant: map[string]time.Duration{}, launchOrder: map[string]bool{}, apps: names,
 		requests: math.NaN(), writes: math.NaN()}
 	if measure {
 		after, err := requestCounts(ctx, c)
@@ -161,6 +164,9 @@ func spread(ctx context.Context, c *kube.Cluster, alg, lock string, n, replicas 
 			}
 		}
 		res.spread[app] = last.Sub(campaignedAt[firstCampaign])
+		if !campaignAt.IsZero() {
+			res.afterInstant[app] = started.Sub(campaignAt)
+		}
 		if len(launchedAt) > 1 {
 			res.launchOrder[app] = firstLaunched == firstCampaign
 		}
