@@ -215,6 +215,7 @@ func TestLatencyCampaignsTogether(t *testing.T) {
 	}
 	md := writtenReport(t, dir, &Latency{})
 	assert.Contains(t, md, "In 6 of 6 rows every candidate started first and was held to campaign at one instant, 5 s after")
+	assert.Contains(t, md, " ms after the instant on average, ")
 	assert.Contains(t, md, "bld-optimistic / default mean latency from campaign start: ")
 
 	_, _, err := experiments.RunArgs(context.Background(), &Latency{}, []string{"--campaign-together", "-1s"}, experiments.RunOptions{Seed: 1, Reps: 1, Out: t.TempDir(), Status: io.Discard})

@@ -278,12 +278,15 @@ func campaignTogether(t *experiments.Table) string {
 	if !t.Has("campaign_together_ms") {
 		return ""
 	}
-	var held, spreads []float64
+	var held, spreads, after []float64
 	for i := range t.Rows {
 		if h := t.Float(i, "campaign_together_ms"); h > 0 {
 			held = append(held, h)
 			if t.Has("campaign_spread_ms") {
 				spreads = append(spreads, t.Float(i, "campaign_spread_ms"))
+			}
+			if t.Has("leader_after_instant_ms") {
+				after = append(after, t.Float(i, "leader_after_instant_ms"))
 			}
 		}
 	}
@@ -297,6 +300,10 @@ func campaignTogether(t *experiments.Table) string {
 	if s := experiments.Summarize(spreads); s.N > 0 {
 		out += fmt.Sprintf(" From an application's first campaign start to its last's there: mean %s ms, at most %s (a candidate that started after the instant campaigned late, at once).",
 			experiments.Num(s.Mean, 1), experiments.Num(s.Max, 1))
+	}
+	if s := experiments.Summarize(after); s.N > 0 {
+		out += fmt.Sprintf(" The leaders started %s ms after the instant on average, %s at the earliest (below 0 would be a leader that did not wait).",
+			experiments.Num(s.Mean, 1), experiments.Num(s.Min, 1))
 	}
 	return out + "\n\n"
 }
