@@ -285,8 +285,8 @@ func campaignTogether(t *experiments.Table) string {
 			if t.Has("campaign_spread_ms") {
 				spreads = append(spreads, t.Float(i, "campaign_spread_ms"))
 			}
-			if t.Has("leader_after_instant_ms") {
-				after = append(after, t.Float(i, "leader_after_instant_ms"))
+			if a := t.Float(i, "leader_after_instant_ms"); !math.IsNaN(a) {
+				after = append(after, a) // NaN: not elected, or a CSV from before the column
 			}
 		}
 	}
