@@ -126,8 +126,8 @@ func (l *Latency) Run(ctx context.Context, env *experiments.Env) error {
 					row.Latency, row.Campaign, row.Own, row.Elected = experiments.Ms(d), experiments.Ms(r.campaign[a]), experiments.Ms(r.own[a]), true
 					row.Before = float64(r.before[a])
 					row.Spread = experiments.Ms(r.spread[a])
-					if d, ok := r.afterInstant[a]; ok {
-						row.AfterInstant = experiments.Ms(d)
+					if after, ok := r.afterInstant[a]; ok {
+						row.AfterInstant = experiments.Ms(after)
 					}
 					if w, ok := r.ruleWait[a]; ok {
 						row.RuleWait = experiments.Ms(w)
