@@ -24,6 +24,7 @@ import (
 type Failover struct {
 	ns         experiments.IntList
 	algorithms experiments.ChoiceList
+	bareRings  int
 	srv        serverFlags
 }
 
@@ -37,11 +38,16 @@ func (f *Failover) Flags(fs *flag.FlagSet) {
 	fs.Var(&f.ns, "n", "ring sizes, comma-separated (default: 3,5,16 quick — the sizes the report holds against the bare ring, and the smallest; 3,5,8,12,16 paper)")
 	fs.Var(&f.algorithms, "algorithm", "the servers' election algorithms, comma-separated or all (a ring per algorithm and size): "+
 		strings.Join(ring.AlgorithmNames(), ", "))
+	fs.IntVar(&f.bareRings, "bare-rings", 10, fmt.Sprintf("rings of fresh processes the bare token ring's trips are pooled over, per size and mode (%d busy, %d at rest and %d woken trips each; 1–%d): "+
+		"more rings narrow the interval of the ratio to it", busyTrips, restTrips, restTrips, maxBareRings))
 	f.srv.define(fs)
 }
 
 func (f *Failover) Run(ctx context.Context, env *experiments.Env) error {
 	ns := experiments.Points(f.ns, env.Profile, experiments.IntList{3, 5, 16}, experiments.IntList{3, 5, 8, 12, 16})
+	if f.bareRings < 1 || f.bareRings > maxBareRings {
+		return fmt.Errorf("--bare-rings %d: must be 1–%d", f.bareRings, maxBareRings)
+	}
 	for _, n := range ns {
 		if n < 2 {
 			return fmt.Errorf("n=%d: a failover needs at least 2 servers", n)
@@ -181,17 +187,18 @@ func profileFailover(ctx context.Context, env *experiments.Env, r *cleanup) chan
 // cold caches: on this machine the token's hop took twice as long at
 // rest.
 //
-// Each mode's trips are pooled over bareRings rings of fresh processes:
+// Each mode's trips are pooled over --bare-rings rings of fresh processes:
 // one ring's busy hop is steady within the ring and a draw between rings
 // — where its processes land on the two cores — so one ring made the
 // baseline, and the ratio to it, a draw (at n = 5, 34.2 and 8.6 µs in two
 // runs of one binary: ratios 1.22 and 4.81). The report gives the
-// rings' lowest and highest (ringSpread; docs/ringnode.md).
+// rings' lowest and highest (ringSpread; docs/ringnode.md). The interval
+// of the ratio resamples whole rings, so more rings narrow it.
 const (
-	bareRounds = 200
-	restRounds = 50
-	restGap    = 20 * time.Millisecond
-	bareRings  = 10
+	busyTrips    = 20 // a ring's, back to back
+	restTrips    = 5  // a ring's at rest, and woken
+	restGap      = 20 * time.Millisecond
+	maxBareRings = 1000 // n processes started and stopped 3 times a ring
 )
 
 // bareRow is a row of ring-failover-bare.csv: one trip of the bare token
@@ -200,7 +207,7 @@ type bareRow struct {
 	Backend   string        `csv:"backend"`
 	N         int           `csv:"n"`
 	Mode      string        `csv:"mode"` // busy, rest or woken
-	Ring      int           `csv:"ring"` // which of the mode's bareRings rings
+	Ring      int           `csv:"ring"` // which of the mode's --bare-rings rings
 	Round     int           `csv:"round"`
 	RoundTrip time.Duration `csv:"round_trip_ms"`
 	Hop       time.Duration `csv:"hop_ms"`
@@ -219,9 +226,9 @@ func (f *Failover) bare(ctx context.Context, env *experiments.Env, n int) error 
 		rounds int
 		gap    time.Duration
 		warm   int
-	}{{"busy", bareRounds, 0, 0}, {"rest", restRounds, restGap, 0}, {"woken", restRounds, restGap, 1}} {
-		for ring := range bareRings {
-			rtts, err := ringnodes.BareRing(ctx, n, m.rounds/bareRings, m.gap, m.warm, f.srv.timerSlack, f.srv.monitorAwake)
+	}{{"busy", busyTrips, 0, 0}, {"rest", restTrips, restGap, 0}, {"woken", restTrips, restGap, 1}} {
+		for ring := range f.bareRings {
+			rtts, err := ringnodes.BareRing(ctx, n, m.rounds, m.gap, m.warm, f.srv.timerSlack, f.srv.monitorAwake)
 			if err != nil {
 				return err
 			}
@@ -285,6 +292,9 @@ func bareSection(t, bare *experiments.Table, seed uint64) string {
 	// trip on its own, as then).
 	hop := map[[2]string]float64{}
 	busy := map[string][][]float64{}
+	// How many trips each mode took at a size, over how many rings (the
+	// run's --bare-rings), for the text: the largest of the sizes'.
+	tripsOf, ringsOf := map[string]int{}, 1
 	for _, g := range bare.GroupBy("backend", "n") {
 		for _, rows := range bare.Split(g.Rows, "mode") {
 			mode := "busy"
@@ -293,6 +303,10 @@ func bareSection(t, bare *experiments.Table, seed uint64) string {
 			}
 			trips := bare.Floats(rows, "hop_ms")
 			hop[[2]string{g.Key[1], mode}] = experiments.Summarize(trips).P50
+			tripsOf[mode] = max(tripsOf[mode], len(trips))
+			if bare.Has("ring") {
+				ringsOf = max(ringsOf, len(bare.Split(rows, "ring")))
+			}
 			if mode != "busy" {
 				continue
 			}
@@ -358,10 +372,10 @@ func bareSection(t, bare *experiments.Table, seed uint64) string {
 	}
 	return "\n**The physical limit, measured in the same run**: a bare token ring of the same number of processes on loopback " +
 		"(`cmd/tokenring`, one 8-byte token forwarded, no election logic, each process with the servers' timer slack; ring-failover-bare.csv; " +
-		"each mode's trips pooled over " + strconv.Itoa(bareRings) + " rings of fresh processes, as one ring's hop depends on where its processes land on the cores), timed *busy* (" + strconv.Itoa(bareRounds) +
-		" trips back to back, the token sent round again as soon as it is back), *at rest* (" + strconv.Itoa(restRounds) + " trips, each " +
+		"each mode's trips pooled over " + strconv.Itoa(ringsOf) + " rings of fresh processes, as one ring's hop depends on where its processes land on the cores), timed *busy* (" + strconv.Itoa(tripsOf["busy"]) +
+		" trips back to back, the token sent round again as soon as it is back), *at rest* (" + strconv.Itoa(tripsOf["rest"]) + " trips, each " +
 		restGap.String() + " after the last, so every process has fallen idle, as in a ring between elections: waking an idle process costs a core's " +
-		"return from its idle state and cold caches) and *woken* (" + strconv.Itoa(restRounds) + " trips, each the second after such a pause: " +
+		"return from its idle state and cold caches) and *woken* (" + strconv.Itoa(tripsOf["woken"]) + " trips, each the second after such a pause: " +
 		"every process woken one trip earlier, as an election's ELECTED round meets the ring — each server handled the winner's ELECTION one round before). " +
 		"ringnode's time per hop, like for like, is its ELECTED round (one message once around the n−1 survivors: from the winner's read of its own ELECTION back to its read of the ELECTED back) / (n−1), and its own share of it " +
 		"the survivors' time from reading the ELECTED to their forward's write returning (their clocks; the rest of a hop is loopback and the next server's wake-up); " +

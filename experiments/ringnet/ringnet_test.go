@@ -72,7 +72,7 @@ func checkFailover(t *testing.T, dir string, tab *experiments.Table, rows int) {
 func TestFailoverLocal(t *testing.T) {
 	start := time.Now().UnixNano()
 	dir := t.TempDir()
-	tab, md := runExpIn(t, dir, &Failover{}, "local", 3, "--n", "3,5")
+	tab, md := runExpIn(t, dir, &Failover{}, "local", 3, "--n", "3,5", "--bare-rings", "4")
 	checkFailover(t, dir, tab, 6)
 	for i := range tab.Rows {
 		// Where the ELECTED round lies on the machine's clock.
@@ -84,8 +84,8 @@ func TestFailoverLocal(t *testing.T) {
 	// The bare token ring of the same sizes, timed in the same run.
 	assert.Contains(t, md, "The physical limit, measured in the same run")
 	assert.Regexp(t, `\| 5 \| ([0-9.]+ \| ){10}≤ 2× busy`, md, "busy, at rest and woken, and the servers' own share of a hop")
-	// Each mode's trips come from bareRings rings of fresh processes, in
-	// equal shares.
+	// Each mode's trips come from --bare-rings rings of fresh processes,
+	// in equal shares.
 	f, err := os.Open(filepath.Join(dir, "ring-failover-bare.csv"))
 	require.NoError(t, err)
 	defer f.Close()
@@ -97,14 +97,15 @@ func TestFailoverLocal(t *testing.T) {
 	}
 	want := map[string]int{}
 	for _, n := range []string{"3", "5"} {
-		for ring := range bareRings {
-			want[fmt.Sprintf("%s busy ring %d", n, ring)] = bareRounds / bareRings
-			want[fmt.Sprintf("%s rest ring %d", n, ring)] = restRounds / bareRings
-			want[fmt.Sprintf("%s woken ring %d", n, ring)] = restRounds / bareRings
+		for ring := range 4 {
+			want[fmt.Sprintf("%s busy ring %d", n, ring)] = busyTrips
+			want[fmt.Sprintf("%s rest ring %d", n, ring)] = restTrips
+			want[fmt.Sprintf("%s woken ring %d", n, ring)] = restTrips
 		}
 	}
 	assert.Equal(t, want, trips)
-	assert.Contains(t, md, "pooled over 10 rings of fresh processes")
+	assert.Contains(t, md, "pooled over 4 rings of fresh processes")
+	assert.Contains(t, md, "timed *busy* (80 trips back to back")
 	assert.Contains(t, md, "lowest–highest of the pooled rings: n = 3 ")
 }
 
@@ -214,4 +215,14 @@ func TestServerFlagsReachTheServers(t *testing.T) {
 	require.EqualError(t, f.check(), "--ack-timeout -1s: must not be negative")
 	require.NoError(t, fs.Parse([]string{"--ack-timeout", "1ms", "--timer-slack", "6ms"}))
 	require.EqualError(t, f.check(), "--timer-slack 6ms: want 0 (as inherited) to 5ms")
+}
+
+// --bare-rings out of its range is refused by name before any process
+// starts.
+func TestFailoverRefusesBareRingsOutOfRange(t *testing.T) {
+	for _, v := range []string{"0", "-3", "1001"} {
+		_, _, err := experiments.RunArgs(context.Background(), &Failover{}, []string{"--n", "3", "--bare-rings", v},
+			experiments.RunOptions{Seed: 1, Reps: 1, Backend: "local", Out: t.TempDir()})
+		require.EqualError(t, err, "run ring-failover: --bare-rings "+v+": must be 1–1000")
+	}
 }
