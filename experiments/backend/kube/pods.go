@@ -325,35 +325,62 @@ func (r *podRunner) waiting(ns, selector string) string {
 }
 
 // crashed names the electors of ns that restarted or exited without
-// being deleted by the experiment.
+// being deleted by the experiment. When each of them only failed to
+// start (ErrStartFailed), the error says so: the runtime, not the
+// elector, failed, and a caller may run the set again.
 func (r *podRunner) crashed(ns string) error {
 	list, err := r.c.CS.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		return nil // unknown, not a crash
 	}
 	var errs []error
+	startOnly := true
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, p := range list.Items {
 		if r.signalled[ns+"/"+p.Name] {
 			continue
 		}
-		for i, s := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
-			done := i < len(p.Status.InitContainerStatuses) && s.State.Terminated != nil && s.State.Terminated.ExitCode == 0 // an init container's end
-			if s.RestartCount > 0 || (s.State.Terminated != nil && !done) {
-				t := s.State.Terminated
-				if t == nil {
-					t = s.LastTerminationState.Terminated
-				}
-				why := ""
-				if t != nil {
-					why = fmt.Sprintf(": %s, exit %d: %s", t.Reason, t.ExitCode, t.Message)
-				}
-				errs = append(errs, fmt.Errorf("container %s of %s/%s ended (restarted %d times)%s", s.Name, ns, p.Name, s.RestartCount, why))
-			}
-		}
+		pe, start := podCrashes(ns, &p)
+		errs = append(errs, pe...)
+		startOnly = startOnly && start
+	}
+	if len(errs) > 0 && startOnly {
+		return fmt.Errorf("%w: %w", ErrStartFailed, errors.Join(errs...))
 	}
 	return errors.Join(errs...)
+}
+
+// ErrStartFailed marks electors whose containers the runtime failed to
+// create (kubelet's StartError: on kind, runc once answered `namespace
+// path: lstat /proc/0/ns/ipc: no such file or directory` for a sandbox
+// that had gone): the elector never ran, so nothing it did is at fault.
+var ErrStartFailed = errors.New("the container runtime failed to start an elector")
+
+// podCrashes names p's containers that restarted or exited (an init
+// container's clean exit aside), and reports whether each of them ended
+// only in StartError, before the elector ran.
+func podCrashes(ns string, p *v1.Pod) (errs []error, startOnly bool) {
+	startOnly = true
+	for i, s := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+		done := i < len(p.Status.InitContainerStatuses) && s.State.Terminated != nil && s.State.Terminated.ExitCode == 0 // an init container's end
+		if s.RestartCount == 0 && (s.State.Terminated == nil || done) {
+			continue
+		}
+		t := s.State.Terminated
+		if t == nil {
+			t = s.LastTerminationState.Terminated
+		}
+		why := ""
+		if t != nil {
+			why = fmt.Sprintf(": %s, exit %d: %s", t.Reason, t.ExitCode, t.Message)
+		}
+		// A restart count above one means it ran at least once more
+		// after the failed start, which the last state cannot vouch for.
+		startOnly = startOnly && t != nil && t.Reason == "StartError" && s.RestartCount <= 1
+		errs = append(errs, fmt.Errorf("container %s of %s/%s ended (restarted %d times)%s", s.Name, ns, p.Name, s.RestartCount, why))
+	}
+	return errs, startOnly
 }
 
 // stop deletes ns (the cluster's namespace controller empties it) and its
