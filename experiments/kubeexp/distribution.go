@@ -101,13 +101,12 @@ func (d *Distribution) Run(ctx context.Context, env *experiments.Env) error {
 		Cost: func(cell int) int { _, _, apps := cellOf(cell); return apps * d.replicas }}
 	return experiments.RunGrid(ctx, env, grid, func(ctx context.Context, t experiments.Task) ([]distributionRow, error) {
 		alg, scenario, apps := cellOf(t.Cell)
-		var r spreadResult
-		var err error
-		if scenario == "constrained" {
-			r, err = constrained(ctx, c, alg, d.k.lock, d.replicas, d.timing, d.settle/2)
-		} else {
-			r, err = spread(ctx, c, alg, d.k.lock, apps, d.replicas, d.timing, d.settle, false, 0)
-		}
+		r, err := runSet(env, func() (spreadResult, error) {
+			if scenario == "constrained" {
+				return constrained(ctx, c, alg, d.k.lock, d.replicas, d.timing, d.settle/2)
+			}
+			return spread(ctx, c, alg, d.k.lock, apps, d.replicas, d.timing, d.settle, false, 0)
+		}, "algorithm", alg, "scenario", scenario, "apps", apps, "rep", t.Rep)
 		if err != nil {
 			return nil, fmt.Errorf("%s, %s, %d apps: %w", alg, scenario, apps, err)
 		}

@@ -2,7 +2,6 @@ package kubeexp
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"maps"
@@ -15,7 +14,6 @@ import (
 	"github.com/ringside/ringside/bld"
 	"github.com/ringside/ringside/bld/balance"
 	"github.com/ringside/ringside/experiments"
-	"github.com/ringside/ringside/experiments/backend/kube"
 )
 
 // Latency is kube-election-latency: election start to OnStartedLeading,
@@ -114,13 +112,9 @@ func (l *Latency) Run(ctx context.Context, env *experiments.Env) error {
 		var rows []latencyRow
 		for i := range algs {
 			alg := algs[(t.Rep+i)%len(algs)]
-			r, err := spread(ctx, c, alg, l.k.lock, n, l.replicas, l.timing, l.settle, true, l.together)
-			for try := 1; errors.Is(err, kube.ErrStartFailed) && try < startTries; try++ {
-				// The runtime's failure, not the algorithm's: the set
-				// runs again, whole, in a fresh namespace.
-				env.Log.Warn("kube-election-latency: an elector's container failed to start; running the set again", "algorithm", alg, "apps", n, "rep", t.Rep, "try", try, "err", err)
-				r, err = spread(ctx, c, alg, l.k.lock, n, l.replicas, l.timing, l.settle, true, l.together)
-			}
+			r, err := runSet(env, func() (spreadResult, error) {
+				return spread(ctx, c, alg, l.k.lock, n, l.replicas, l.timing, l.settle, true, l.together)
+			}, "algorithm", alg, "apps", n, "rep", t.Rep)
 			if err != nil {
 				return nil, fmt.Errorf("%s, %d apps: %w", alg, n, err)
 			}
@@ -156,10 +150,6 @@ func (l *Latency) Run(ctx context.Context, env *experiments.Env) error {
 		return rows, nil
 	})
 }
-
-// startTries bounds the runs of one election set whose electors' containers
-// the runtime failed to start (kube.ErrStartFailed).
-const startTries = 3
 
 // paperLatency is the BLD paper's Table 2 (mean, std, min, max in ms).
 var paperLatency = map[string]map[int][4]float64{

@@ -120,6 +120,10 @@ func TestBareSectionRingSpread(t *testing.T) {
 	require.NoError(t, err)
 	// Ring 0's p50 9 µs, ring 1's 35; the rest mode's rings are not busy.
 	assert.Contains(t, bareSection(runs, pooled, 1), "lowest–highest of the pooled rings: n = 5 9–35 — ")
+	// The text counts the rings and each mode's trips from the CSV.
+	assert.Contains(t, bareSection(runs, pooled, 1), "pooled over 2 rings of fresh processes")
+	assert.Contains(t, bareSection(runs, pooled, 1), "timed *busy* (6 trips back to back")
+	assert.Contains(t, bareSection(runs, pooled, 1), "*at rest* (2 trips, each")
 
 	single, err := experiments.ReadTable(strings.NewReader("backend,n,mode,hop_ms\nlocal,5,busy,0.05\n"))
 	require.NoError(t, err)

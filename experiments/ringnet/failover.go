@@ -292,8 +292,9 @@ func bareSection(t, bare *experiments.Table, seed uint64) string {
 	// trip on its own, as then).
 	hop := map[[2]string]float64{}
 	busy := map[string][][]float64{}
-	// How many trips each mode took at a size, over how many rings (the
-	// run's --bare-rings), for the text: the largest of the sizes'.
+	// How many trips each mode took at a size, and over how many rings
+	// the busy ones (the run's --bare-rings; every mode has as many), for
+	// the text: the largest of the sizes'.
 	tripsOf, ringsOf := map[string]int{}, 1
 	for _, g := range bare.GroupBy("backend", "n") {
 		for _, rows := range bare.Split(g.Rows, "mode") {
@@ -304,9 +305,6 @@ func bareSection(t, bare *experiments.Table, seed uint64) string {
 			trips := bare.Floats(rows, "hop_ms")
 			hop[[2]string{g.Key[1], mode}] = experiments.Summarize(trips).P50
 			tripsOf[mode] = max(tripsOf[mode], len(trips))
-			if bare.Has("ring") {
-				ringsOf = max(ringsOf, len(bare.Split(rows, "ring")))
-			}
 			if mode != "busy" {
 				continue
 			}
@@ -314,7 +312,9 @@ func bareSection(t, bare *experiments.Table, seed uint64) string {
 				busy[g.Key[1]] = append(busy[g.Key[1]], experiments.Singletons(trips)...)
 				continue
 			}
-			for _, ring := range bare.Split(rows, "ring") {
+			rings := bare.Split(rows, "ring")
+			ringsOf = max(ringsOf, len(rings))
+			for _, ring := range rings {
 				busy[g.Key[1]] = append(busy[g.Key[1]], bare.Floats(ring, "hop_ms"))
 			}
 		}
