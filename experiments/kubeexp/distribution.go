@@ -101,7 +101,7 @@ func (d *Distribution) Run(ctx context.Context, env *experiments.Env) error {
 		Cost: func(cell int) int { _, _, apps := cellOf(cell); return apps * d.replicas }}
 	return experiments.RunGrid(ctx, env, grid, func(ctx context.Context, t experiments.Task) ([]distributionRow, error) {
 		alg, scenario, apps := cellOf(t.Cell)
-		r, err := runSet(env, func() (spreadResult, error) {
+		r, err := againOnFailedStart(env, func() (spreadResult, error) {
 			if scenario == "constrained" {
 				return constrained(ctx, c, alg, d.k.lock, d.replicas, d.timing, d.settle/2)
 			}

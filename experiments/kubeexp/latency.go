@@ -112,7 +112,7 @@ func (l *Latency) Run(ctx context.Context, env *experiments.Env) error {
 		var rows []latencyRow
 		for i := range algs {
 			alg := algs[(t.Rep+i)%len(algs)]
-			r, err := runSet(env, func() (spreadResult, error) {
+			r, err := againOnFailedStart(env, func() (spreadResult, error) {
 				return spread(ctx, c, alg, l.k.lock, n, l.replicas, l.timing, l.settle, true, l.together)
 			}, "algorithm", alg, "apps", n, "rep", t.Rep)
 			if err != nil {

@@ -92,7 +92,8 @@ func (l *LeaseTradeoff) Run(ctx context.Context, env *experiments.Env) error {
 	return experiments.RunGrid(ctx, env, grid, func(ctx context.Context, tk experiments.Task) ([]leaseTradeoffRow, error) {
 		d, alg := leases[cells[tk.Cell][0]], l.algs.Vals[cells[tk.Cell][1]]
 		t := kube.Timing{Lease: d, Renew: d * 3 / 4, Retry: d / 4}
-		row, err := l.once(ctx, c, alg, t)
+		row, err := againOnFailedStart(env, func() (leaseTradeoffRow, error) { return l.once(ctx, c, alg, t) },
+			"algorithm", alg, "lease", d, "rep", tk.Rep)
 		if err != nil {
 			return nil, fmt.Errorf("%s, lease %s: %w", alg, d, err)
 		}

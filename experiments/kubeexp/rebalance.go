@@ -124,7 +124,8 @@ func (r *Rebalance) Run(ctx context.Context, env *experiments.Env) error {
 	grid := experiments.Grid{Cells: len(r.algs.Vals) * len(r.cases.Vals)}
 	return experiments.RunGrid(ctx, env, grid, func(ctx context.Context, tk experiments.Task) ([]rebalanceRow, error) {
 		alg, cs := r.algs.Vals[tk.Cell/len(r.cases.Vals)], r.cases.Vals[tk.Cell%len(r.cases.Vals)]
-		row, err := r.once(ctx, c, env.Backend, join, alg, cs)
+		row, err := againOnFailedStart(env, func() (rebalanceRow, error) { return r.once(ctx, c, env.Backend, join, alg, cs) },
+			"algorithm", alg, "case", cs, "rep", tk.Rep)
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", alg, cs, err)
 		}

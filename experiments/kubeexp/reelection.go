@@ -173,7 +173,8 @@ func (r *Reelection) Run(ctx context.Context, env *experiments.Env) error {
 	return experiments.RunGrid(ctx, env, grid, func(ctx context.Context, tk experiments.Task) ([]reelectionRow, error) {
 		p, alg, kill := r.profiles.Vals[cells[tk.Cell][0]], r.algs.Vals[cells[tk.Cell][1]], r.kills.Vals[cells[tk.Cell][2]]
 		t := profiles[p]
-		res, err := r.once(ctx, c, alg, kill, t)
+		res, err := againOnFailedStart(env, func() (reelected, error) { return r.once(ctx, c, alg, kill, t) },
+			"algorithm", alg, "kill", kill, "profile", p, "rep", tk.Rep)
 		if err != nil {
 			return nil, fmt.Errorf("%s %s %s: %w", alg, kill, p, err)
 		}

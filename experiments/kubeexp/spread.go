@@ -2,7 +2,6 @@ package kubeexp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -11,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ringside/ringside/bld/balance"
-	"github.com/ringside/ringside/experiments"
 	"github.com/ringside/ringside/experiments/backend/kube"
 )
 
@@ -289,23 +287,4 @@ func constrained(ctx context.Context, c *kube.Cluster, alg, lock string, replica
 	}
 	res.overlaps = kube.Overlaps(c.Events(ns))
 	return res, nil
-}
-
-// startTries bounds the runs of one election set whose electors' containers
-// the runtime failed to start.
-const startTries = 3
-
-// runSet runs an election set (spread or constrained) and, when the
-// runtime failed to start one of its electors' containers
-// (kube.ErrStartFailed: the platform's failure, not the algorithm's),
-// runs it again, whole, in a fresh namespace, up to startTries runs in
-// all; attrs name the set in the warning.
-func runSet(env *experiments.Env, set func() (spreadResult, error), attrs ...any) (spreadResult, error) {
-	for try := 1; ; try++ {
-		r, err := set()
-		if !errors.Is(err, kube.ErrStartFailed) || try == startTries {
-			return r, err
-		}
-		env.Log.Warn("an elector's container failed to start; running the election set again", append(attrs, "try", try, "err", err)...)
-	}
 }

@@ -12,9 +12,9 @@ import (
 	"github.com/ringside/ringside/experiments/backend/kube"
 )
 
-// A set whose electors' containers the runtime failed to start runs
+// A repetition whose electors' containers the runtime failed to start runs
 // again, at most startTries times in all; any other outcome ends it.
-func TestRunSetRunsAgainOnlyOnAFailedStart(t *testing.T) {
+func TestAgainOnFailedStartRunsAgainOnlyOnAFailedStart(t *testing.T) {
 	env := &experiments.Env{Log: slog.New(slog.DiscardHandler)}
 	failedStart := fmt.Errorf("%w: container elector of ns/p ended", kube.ErrStartFailed)
 	for _, c := range []struct {
@@ -29,7 +29,7 @@ func TestRunSetRunsAgainOnlyOnAFailedStart(t *testing.T) {
 		{"failed starts to the end", []error{failedStart, failedStart, failedStart, nil}, startTries, failedStart},
 	} {
 		runs := 0
-		_, err := runSet(env, func() (spreadResult, error) {
+		_, err := againOnFailedStart(env, func() (spreadResult, error) {
 			runs++
 			return spreadResult{}, c.results[runs-1]
 		}, "case", c.name)
