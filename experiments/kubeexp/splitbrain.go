@@ -194,11 +194,17 @@ func (s *SplitBrain) Run(ctx context.Context, env *experiments.Env) error {
 	grid := experiments.Grid{Cells: len(cells), Parallel: s.k.parallelism(env.Backend), Cost: func(int) int { return 2 * s.replicas }}
 	return experiments.RunGrid(ctx, env, grid, func(ctx context.Context, tk experiments.Task) ([]splitRow, error) {
 		cell := cells[tk.Cell]
-		row, err := s.once(ctx, c, env.Backend, cell, t)
-		for try := 2; errors.Is(err, errLeadMoved) && try <= setupTries; try++ {
-			env.Log.Warn("kube-split-brain: setting the repetition up again", "cell", cell.String(), "rep", tk.Rep, "try", try, "err", err)
-			row, err = s.once(ctx, c, env.Backend, cell, t)
-		}
+		// Each run of once deploys into a fresh namespace, so a
+		// repetition whose victim lost the lead early, or whose
+		// container the runtime failed to start, can be run again whole.
+		row, err := againOnFailedStart(env, func() (splitRow, error) {
+			row, err := s.once(ctx, c, env.Backend, cell, t)
+			for try := 2; errors.Is(err, errLeadMoved) && try <= setupTries; try++ {
+				env.Log.Warn("kube-split-brain: setting the repetition up again", "cell", cell.String(), "rep", tk.Rep, "try", try, "err", err)
+				row, err = s.once(ctx, c, env.Backend, cell, t)
+			}
+			return row, err
+		}, "experiment", "kube-split-brain", "cell", cell.String(), "rep", tk.Rep)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", cell, err)
 		}
