@@ -2,7 +2,6 @@ package kubeexp
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -197,14 +196,11 @@ func (s *SplitBrain) Run(ctx context.Context, env *experiments.Env) error {
 		// Each run of once deploys into a fresh namespace, so a
 		// repetition whose victim lost the lead early, or whose
 		// container the runtime failed to start, can be run again whole.
+		attrs := []any{"experiment", "kube-split-brain", "cell", cell.String(), "rep", tk.Rep}
 		row, err := againOnFailedStart(env, func() (splitRow, error) {
-			row, err := s.once(ctx, c, env.Backend, cell, t)
-			for try := 2; errors.Is(err, errLeadMoved) && try <= setupTries; try++ {
-				env.Log.Warn("kube-split-brain: setting the repetition up again", "cell", cell.String(), "rep", tk.Rep, "try", try, "err", err)
-				row, err = s.once(ctx, c, env.Backend, cell, t)
-			}
-			return row, err
-		}, "experiment", "kube-split-brain", "cell", cell.String(), "rep", tk.Rep)
+			return againOn(env, errLeadMoved, setupTries, "kube-split-brain: setting the repetition up again",
+				func() (splitRow, error) { return s.once(ctx, c, env.Backend, cell, t) }, attrs...)
+		}, attrs...)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", cell, err)
 		}

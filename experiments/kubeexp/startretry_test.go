@@ -41,3 +41,23 @@ func TestAgainOnFailedStartRunsAgainOnlyOnAFailedStart(t *testing.T) {
 		}
 	}
 }
+
+// kube-split-brain nests its set-up-again on errLeadMoved inside the run
+// again on a failed start: each bounds its own runs, and the other's
+// error passes through it.
+func TestAgainOnNestsWithTheFailedStart(t *testing.T) {
+	env := &experiments.Env{Log: slog.New(slog.DiscardHandler)}
+	failedStart := fmt.Errorf("%w: container elector of ns/p ended", kube.ErrStartFailed)
+	results := []error{errLeadMoved, failedStart, errLeadMoved, errLeadMoved, errLeadMoved, errors.New("crashed")}
+	runs := 0
+	_, err := againOnFailedStart(env, func() (splitRow, error) {
+		return againOn(env, errLeadMoved, setupTries, "set up again", func() (splitRow, error) {
+			runs++
+			return splitRow{}, results[runs-1]
+		})
+	})
+	// lead moved, failed start (out of the inner loop, run again by the
+	// outer), then three lead moves: the inner loop's bound ends it.
+	assert.Equal(t, 5, runs)
+	assert.ErrorIs(t, err, errLeadMoved)
+}
