@@ -17,6 +17,7 @@ import (
 	"github.com/ringside/ringside/internal/timerslack"
 	"github.com/ringside/ringside/ring"
 	"github.com/ringside/ringside/ring/server"
+	"github.com/ringside/ringside/ring/transport"
 )
 
 func main() {
@@ -61,6 +62,8 @@ func run(ctx context.Context, args []string, tune func(slack time.Duration, moni
 	var slack time.Duration
 	fs.DurationVar(&slack, "timer-slack", "RINGNODE_TIMER_SLACK", time.Millisecond,
 		"how late the kernel may end this process's timed sleeps (0: as inherited; at most "+timerslack.Max.String()+"): a busy server's Go runtime monitor then sleeps 20 µs plus this between its rounds, not 20 µs plus the kernel's default 50 µs — see docs/ringnode.md")
+	fs.DurationVar(&cfg.SpinRead, "spin-read", "RINGNODE_SPIN_READ", 0,
+		"how long the connection an ELECTION came on is polled for the round's ELECTED before its reader sleeps (0: never; at most "+transport.MaxSpin.String()+"): the round's hops then pay no wake-up, for CPU spent while they wait — see docs/ringnode.md")
 	var monitorAwake bool
 	fs.BoolVar(&monitorAwake, "monitor-awake", "RINGNODE_MONITOR_AWAKE", true,
 		"keep the Go runtime's monitor out of its deep sleep (GODEBUG schedtrace), so the first read of a frame after idling wakes no monitor — see docs/ringnode.md")

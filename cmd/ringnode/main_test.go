@@ -17,6 +17,7 @@ func TestMalformedEnvironmentIsAnError(t *testing.T) {
 		"RINGNODE_CACHE_MIB":     "lots",
 		"RINGNODE_TIMER_SLACK":   "1", // no unit
 		"RINGNODE_MONITOR_AWAKE": "maybe",
+		"RINGNODE_SPIN_READ":     "2", // no unit
 	} {
 		t.Run(key, func(t *testing.T) {
 			t.Setenv(key, value)
@@ -49,6 +50,13 @@ func TestMalformedEnvironmentIsAnError(t *testing.T) {
 		t.Setenv("RINGNODE_SECRET", "a-secret-of-16-chars")
 		err := run(context.Background(), []string{"--data", t.TempDir(), "--addr", "127.0.0.1:1"}, keepSlack)
 		require.ErrorContains(t, err, "ack timeout -1s: must not be negative")
+	})
+	t.Run("spin read", func(t *testing.T) {
+		t.Setenv("RINGNODE_SECRET", "a-secret-of-16-chars")
+		for v, want := range map[string]string{"6ms": "spin read 6ms: at most 5ms", "-1ms": "spin read -1ms: must not be negative"} {
+			t.Setenv("RINGNODE_SPIN_READ", v)
+			require.ErrorContains(t, run(context.Background(), []string{"--data", t.TempDir(), "--addr", "127.0.0.1:1"}, keepSlack), want)
+		}
 	})
 	t.Run("timer slack", func(t *testing.T) {
 		for _, v := range []string{"6ms", "-1ns"} {

@@ -17,6 +17,7 @@ import (
 	"github.com/ringside/ringside/experiments/backend/kube"
 	"github.com/ringside/ringside/experiments/backend/ringnodes"
 	"github.com/ringside/ringside/internal/timerslack"
+	"github.com/ringside/ringside/ring/transport"
 )
 
 // Backends of the network experiments.
@@ -27,6 +28,7 @@ type serverFlags struct {
 	suspect, heartbeat, hopBound time.Duration
 	ackTimeout                   time.Duration
 	timerSlack                   time.Duration
+	spinRead                     time.Duration
 	monitorAwake                 bool
 	replicas                     int
 	fsync                        string // "": the server's default
@@ -40,6 +42,7 @@ func (f *serverFlags) define(fs *flag.FlagSet) {
 	fs.DurationVar(&f.hopBound, "hop-bound", 10*time.Millisecond, "per-hop bound of the election-restart timeout")
 	fs.DurationVar(&f.ackTimeout, "ack-timeout", 10*time.Millisecond, "per-hop acknowledgement timeout of ELECTION and ELECTED (0: no acknowledgements, Chang–Roberts as published)")
 	fs.DurationVar(&f.timerSlack, "timer-slack", time.Millisecond, "the servers' timer slack (ringnode --timer-slack; 0: as inherited)")
+	fs.DurationVar(&f.spinRead, "spin-read", 0, "how long a server polls the connection an ELECTION came on for the round's ELECTED before it sleeps (ringnode --spin-read; 0: never)")
 	fs.BoolVar(&f.monitorAwake, "monitor-awake", true, "keep the servers' Go runtime monitor out of its deep sleep (ringnode --monitor-awake; the bare relays' too)")
 	fs.IntVar(&f.replicas, "replicas", 2, "replicas per key (R)")
 	fs.StringVar(&f.logLevel, "server-log", "warn", "the servers' log level (debug, info, warn, error); kept beside the CSV when a ring does not heal")
@@ -51,7 +54,7 @@ func (f *serverFlags) check() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"suspect", f.suspect}, {"heartbeat", f.heartbeat}, {"hop-bound", f.hopBound}, {"ack-timeout", f.ackTimeout}} {
+	}{{"suspect", f.suspect}, {"heartbeat", f.heartbeat}, {"hop-bound", f.hopBound}, {"ack-timeout", f.ackTimeout}, {"spin-read", f.spinRead}} {
 		if d.v < 0 {
 			return fmt.Errorf("--%s %v: must not be negative", d.name, d.v)
 		}
@@ -59,12 +62,15 @@ func (f *serverFlags) check() error {
 	if err := timerslack.Check(f.timerSlack); err != nil {
 		return fmt.Errorf("--timer-slack %w", err)
 	}
+	if f.spinRead > transport.MaxSpin {
+		return fmt.Errorf("--spin-read %v: at most %v", f.spinRead, transport.MaxSpin)
+	}
 	return nil
 }
 
 func (f *serverFlags) args() []string {
 	args := []string{"--suspect", f.suspect.String(), "--heartbeat", f.heartbeat.String(),
-		"--hop-bound", f.hopBound.String(), "--ack-timeout", f.ackTimeout.String(), "--timer-slack", f.timerSlack.String(), "--monitor-awake=" + strconv.FormatBool(f.monitorAwake), "--replicas", fmt.Sprint(f.replicas), "--log-level", f.logLevel}
+		"--hop-bound", f.hopBound.String(), "--ack-timeout", f.ackTimeout.String(), "--timer-slack", f.timerSlack.String(), "--spin-read", f.spinRead.String(), "--monitor-awake=" + strconv.FormatBool(f.monitorAwake), "--replicas", fmt.Sprint(f.replicas), "--log-level", f.logLevel}
 	if f.fsync != "" {
 		args = append(args, "--fsync", f.fsync)
 	}
@@ -76,7 +82,7 @@ func (f *serverFlags) args() []string {
 
 func (f *serverFlags) env() []string {
 	env := []string{"RINGNODE_SUSPECT=" + f.suspect.String(), "RINGNODE_HEARTBEAT=" + f.heartbeat.String(),
-		"RINGNODE_HOP_BOUND=" + f.hopBound.String(), "RINGNODE_ACK_TIMEOUT=" + f.ackTimeout.String(), "RINGNODE_TIMER_SLACK=" + f.timerSlack.String(), "RINGNODE_MONITOR_AWAKE=" + strconv.FormatBool(f.monitorAwake), "RINGNODE_REPLICAS=" + fmt.Sprint(f.replicas), "RINGNODE_LOG=" + f.logLevel}
+		"RINGNODE_HOP_BOUND=" + f.hopBound.String(), "RINGNODE_ACK_TIMEOUT=" + f.ackTimeout.String(), "RINGNODE_TIMER_SLACK=" + f.timerSlack.String(), "RINGNODE_SPIN_READ=" + f.spinRead.String(), "RINGNODE_MONITOR_AWAKE=" + strconv.FormatBool(f.monitorAwake), "RINGNODE_REPLICAS=" + fmt.Sprint(f.replicas), "RINGNODE_LOG=" + f.logLevel}
 	if f.fsync != "" {
 		env = append(env, "RINGNODE_FSYNC="+f.fsync)
 	}

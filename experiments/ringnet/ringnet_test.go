@@ -203,17 +203,21 @@ func TestServerFlagsReachTheServers(t *testing.T) {
 	var f serverFlags
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
 	f.define(fs)
-	require.NoError(t, fs.Parse([]string{"--ack-timeout", "0s", "--hop-bound", "3ms", "--suspect", "1s", "--timer-slack", "0s", "--monitor-awake=false"}))
+	require.NoError(t, fs.Parse([]string{"--ack-timeout", "0s", "--hop-bound", "3ms", "--suspect", "1s", "--timer-slack", "0s", "--spin-read", "2ms", "--monitor-awake=false"}))
 	args := strings.Join(f.args(), " ")
-	for _, want := range []string{"--ack-timeout 0s", "--hop-bound 3ms", "--suspect 1s", "--timer-slack 0s", "--monitor-awake=false"} {
+	for _, want := range []string{"--ack-timeout 0s", "--hop-bound 3ms", "--suspect 1s", "--timer-slack 0s", "--spin-read 2ms", "--monitor-awake=false"} {
 		assert.Contains(t, args, want)
 	}
-	assert.Subset(t, f.env(), []string{"RINGNODE_ACK_TIMEOUT=0s", "RINGNODE_HOP_BOUND=3ms", "RINGNODE_SUSPECT=1s", "RINGNODE_TIMER_SLACK=0s", "RINGNODE_MONITOR_AWAKE=false"})
+	assert.Subset(t, f.env(), []string{"RINGNODE_ACK_TIMEOUT=0s", "RINGNODE_HOP_BOUND=3ms", "RINGNODE_SUSPECT=1s", "RINGNODE_TIMER_SLACK=0s", "RINGNODE_SPIN_READ=2ms", "RINGNODE_MONITOR_AWAKE=false"})
 	require.NoError(t, f.check())
 
 	require.NoError(t, fs.Parse([]string{"--ack-timeout", "-1s"}))
 	require.EqualError(t, f.check(), "--ack-timeout -1s: must not be negative")
-	require.NoError(t, fs.Parse([]string{"--ack-timeout", "1ms", "--timer-slack", "6ms"}))
+	require.NoError(t, fs.Parse([]string{"--ack-timeout", "1ms", "--spin-read", "-1ms"}))
+	require.EqualError(t, f.check(), "--spin-read -1ms: must not be negative")
+	require.NoError(t, fs.Parse([]string{"--spin-read", "6ms"}))
+	require.EqualError(t, f.check(), "--spin-read 6ms: at most 5ms")
+	require.NoError(t, fs.Parse([]string{"--spin-read", "0s", "--timer-slack", "6ms"}))
 	require.EqualError(t, f.check(), "--timer-slack 6ms: want 0 (as inherited) to 5ms")
 }
 

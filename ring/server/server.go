@@ -57,6 +57,10 @@ type Config struct {
 	HopBound          time.Duration // per-hop bound for the election-restart timeout
 	AckTimeout        time.Duration // per-hop acknowledgement (ring.Config.AckTimeout); 0: off
 	JoinTimeout       time.Duration
+	// SpinRead is how long a connection that delivered an ELECTION polls
+	// for the round's ELECTED before its reader sleeps (0: never;
+	// transport.SpinAfterElection). At most transport.MaxSpin.
+	SpinRead time.Duration
 	// Election is the registered election algorithm the server runs
 	// (ring.Lookup; default Chang–Roberts). Every server of a ring runs
 	// the same: a server asking to join with another is refused.
@@ -220,11 +224,14 @@ func (c *Config) checkDurations() error {
 		v    time.Duration
 	}{
 		{"suspect timeout", c.SuspectTimeout}, {"suspect jitter", c.SuspectJitter}, {"heartbeat interval", c.HeartbeatInterval},
-		{"hop bound", c.HopBound}, {"ack timeout", c.AckTimeout}, {"join timeout", c.JoinTimeout},
+		{"hop bound", c.HopBound}, {"ack timeout", c.AckTimeout}, {"join timeout", c.JoinTimeout}, {"spin read", c.SpinRead},
 	} {
 		if d.v < 0 {
 			return fmt.Errorf("%s %v: must not be negative", d.name, d.v)
 		}
+	}
+	if c.SpinRead > transport.MaxSpin {
+		return fmt.Errorf("spin read %v: at most %v (while a connection polls, the others' frames may wait that long)", c.SpinRead, transport.MaxSpin)
 	}
 	return nil
 }
@@ -316,6 +323,7 @@ func New(cfg Config) (*Server, error) {
 		},
 		Malformed: func(string, error) { s.m.malformed.WithLabelValues("peer").Inc() },
 	}, s.log)
+	s.tr.SpinAfterElection(cfg.SpinRead)
 	s.http = serve.Limit(&http.Server{Handler: s.routes()})
 	return s, nil
 }

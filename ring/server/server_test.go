@@ -1060,6 +1060,7 @@ func TestNegativeDurationsAreRefused(t *testing.T) {
 		"hop bound -1ns":         func(c *Config) { c.HopBound = -1 },
 		"ack timeout -1s":        func(c *Config) { c.AckTimeout = -time.Second },
 		"join timeout -1s":       func(c *Config) { c.JoinTimeout = -time.Second },
+		"spin read -1µs":         func(c *Config) { c.SpinRead = -time.Microsecond },
 	} {
 		addr := newAddr()
 		cfg := testConfig(addr, t.TempDir(), testNet.Host(addr))
@@ -1067,4 +1068,9 @@ func TestNegativeDurationsAreRefused(t *testing.T) {
 		_, err := New(cfg)
 		assert.ErrorContains(t, err, name+": must not be negative")
 	}
+	addr := newAddr()
+	cfg := testConfig(addr, t.TempDir(), testNet.Host(addr))
+	cfg.SpinRead = 6 * time.Millisecond
+	_, err := New(cfg)
+	assert.ErrorContains(t, err, "spin read 6ms: at most 5ms")
 }

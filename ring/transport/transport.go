@@ -52,6 +52,8 @@ type Transport struct {
 	dial   Dialer
 	log    *slog.Logger
 	secret string
+	spin   time.Duration // SpinAfterElection's window
+	queued atomic.Int32  // messages queued for the peers' goroutines
 
 	mu     sync.Mutex
 	addrs  map[ring.UID]string
@@ -101,12 +103,12 @@ func (t *Transport) Send(m ring.Message) {
 	t.mu.Lock()
 	queued := false
 	if !t.closed && t.peers[m.To] == p {
-		p.pending.Add(1)
+		p.hold(1)
 		select {
 		case p.queue <- m:
 			queued = true
 		default:
-			p.pending.Add(-1)
+			p.hold(-1)
 		}
 	}
 	t.mu.Unlock()
@@ -193,14 +195,29 @@ func (t *Transport) ServeConn(c net.Conn, r io.Reader) {
 		t.malformed(c, err)
 		return
 	}
+	var sp *spinner
+	if t.spin > 0 {
+		sp = newSpinner(c, r, &t.queued)
+	}
 	var buf [wire.FrameSize]byte
 	for {
+		if sp != nil {
+			sp.wait()
+		}
 		m, err := wire.Read(r, &buf)
 		if err != nil {
 			t.malformed(c, err)
 			return
 		}
 		t.h.Deliver(m)
+		if sp != nil && !m.Ack {
+			switch m.Type {
+			case ring.MsgElection:
+				sp.arm(t.spin)
+			case ring.MsgElected:
+				sp.disarm()
+			}
+		}
 	}
 }
 
@@ -272,6 +289,12 @@ type peer struct {
 	deadline time.Time
 }
 
+// hold counts d more (or, negative, fewer) messages queued for run.
+func (p *peer) hold(d int32) {
+	p.pending.Add(d)
+	p.t.queued.Add(d)
+}
+
 func (p *peer) tryDirect(m ring.Message) bool {
 	if p.pending.Load() > 0 || !p.mu.TryLock() {
 		return false
@@ -302,7 +325,7 @@ func (p *peer) run() {
 		if err != nil && !dialed {
 			_, err = p.write(m)
 		}
-		p.pending.Add(-1)
+		p.hold(-1)
 		p.mu.Unlock()
 		if err != nil {
 			p.t.h.Unreachable(m)

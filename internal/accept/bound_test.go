@@ -1,0 +1,98 @@
+package accept
+
+import (
+	"errors"
+	"net"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// accepted runs Accept on ln in the background.
+func accepted(ln net.Listener) chan net.Conn {
+	got := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			close(got)
+			return
+		}
+		got <- c
+	}()
+	return got
+}
+
+func dial(t *testing.T, ln net.Listener) {
+	t.Helper()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+}
+
+func within(t *testing.T, got chan net.Conn) net.Conn {
+	t.Helper()
+	select {
+	case c := <-got:
+		return c
+	case <-time.After(10 * time.Second):
+		t.Fatal("Accept still waits")
+		return nil
+	}
+}
+
+// Past the bound Accept waits until a connection closes — a second Close
+// of the same connection frees no second place — and a Close of the
+// listener ends the wait.
+func TestBoundHoldsAtMostNConnections(t *testing.T) {
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ln := bound(raw, 2)
+	for range 4 {
+		dial(t, ln)
+	}
+	a, b := within(t, accepted(ln)), within(t, accepted(ln))
+
+	third := accepted(ln)
+	select {
+	case <-third:
+		t.Fatal("a third connection was accepted past a bound of two")
+	case <-time.After(50 * time.Millisecond):
+	}
+	require.NoError(t, a.Close())
+	c := within(t, third)
+	assert.Error(t, a.Close(), "closed twice")
+
+	fourth := accepted(ln)
+	select {
+	case <-fourth:
+		t.Fatal("a second Close of one connection freed a second place")
+	case <-time.After(50 * time.Millisecond):
+	}
+	require.NoError(t, ln.Close())
+	_, open := <-fourth
+	assert.False(t, open, "Accept ends with the listener")
+	_, err = ln.Accept()
+	assert.True(t, errors.Is(err, net.ErrClosed), "%v", err)
+	b.Close()
+	c.Close()
+}
+
+// A socket accepted through the bound keeps its descriptor reachable.
+func TestBoundKeepsTheSocket(t *testing.T) {
+	ln, err := Listen("127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	dial(t, ln)
+	c := within(t, accepted(ln))
+	defer c.Close()
+	sc, ok := c.(syscall.Conn)
+	require.True(t, ok, "%T hides its socket", c)
+	raw, err := sc.SyscallConn()
+	require.NoError(t, err)
+	var fd uintptr
+	require.NoError(t, raw.Control(func(f uintptr) { fd = f }))
+	assert.NotZero(t, fd)
+}
