@@ -56,8 +56,8 @@ func (l *boundListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	bc := &boundConn{Conn: c, release: func() { <-l.sem }}
-	if sc, ok := c.(syscall.Conn); ok {
-		return boundSocket{bc, sc}, nil
+	if _, ok := c.(syscall.Conn); ok {
+		return boundSocket{bc}, nil
 	}
 	return bc, nil
 }
@@ -81,13 +81,12 @@ func (c *boundConn) Close() error {
 	return err
 }
 
-// boundSocket is a boundConn over a socket.
-type boundSocket struct {
-	*boundConn
-	sc syscall.Conn
-}
+// boundSocket is a boundConn over a socket (a syscall.Conn).
+type boundSocket struct{ *boundConn }
 
-func (c boundSocket) SyscallConn() (syscall.RawConn, error) { return c.sc.SyscallConn() }
+func (c boundSocket) SyscallConn() (syscall.RawConn, error) {
+	return c.Conn.(syscall.Conn).SyscallConn()
+}
 
 // Listen listens on the TCP address addr, bounded.
 func Listen(addr string) (net.Listener, error) {

@@ -99,3 +99,31 @@ func TestBoundKeepsTheSocket(t *testing.T) {
 	require.NoError(t, raw.Control(func(f uintptr) { fd = f }))
 	assert.NotZero(t, fd)
 }
+
+// failing accepts with EMFILE a number of times, then from the listener.
+type failing struct {
+	net.Listener
+	left int
+}
+
+func (f *failing) Accept() (net.Conn, error) {
+	if f.left > 0 {
+		f.left--
+		return nil, syscall.EMFILE
+	}
+	return f.Listener.Accept()
+}
+
+// An Accept that fails (out of descriptors) gives its place back: more
+// failures than the bound leave the listener accepting, and Loop waits
+// them out.
+func TestBoundGivesThePlaceBackOnAFailedAccept(t *testing.T) {
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ln := bound(&failing{Listener: raw, left: 3}, 1)
+	defer ln.Close()
+	dial(t, ln)
+	got := make(chan net.Conn, 1)
+	go Loop(ln, nil, func(c net.Conn) { got <- c })
+	within(t, got).Close()
+}

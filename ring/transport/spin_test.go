@@ -107,7 +107,6 @@ func TestSpinningConnectionDeliversInOrder(t *testing.T) {
 	sa, sb := newSink(), newSink()
 	a := listen(t, sa.handler())
 	defer a.Close()
-	sb.in = make(chan ring.Message, 100)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	b := New(testSecret, nil, sb.handler(), a.log)
