@@ -42,10 +42,10 @@ ENTRYPOINT ["/etcd"]
 # (35 s here for the runner's stage, against 3 min 8 s when every
 # dependency compiled again). Same flags as the builds below, so its
 # compiles are the cache's. `make image-deps` writes the list;
-# TestImageDepsAreCurrent fails when it is stale. Kubernetes' stages start
-# from here too: tools/kubernetes requires the versions ringside does
-# (TestKubernetesSharesRingsidesModules), so client-go, the API types and
-# the rest they share compile once, not once for each.
+# TestImageDepsAreCurrent fails when it is stale. Kubernetes' and CoreDNS'
+# stages start from here too: tools/kubernetes and tools/coredns require
+# the versions ringside does (TestToolsShareRingsidesModules), so client-go,
+# the API types and the rest they share compile once, not once for each.
 FROM ${GO_IMAGE} AS deps
 ENV GOGC=400 GOFLAGS="'-gcflags=all=-dwarf=false -c=1'"
 WORKDIR /src
@@ -188,8 +188,9 @@ ENTRYPOINT ["ringside", "stack"]
 # Kubernetes' other components for the kind node image. make test takes
 # all seven from here (make kind-node-image with TOOLS_FROM=images): the
 # stack's kube-apiserver stage has already compiled nearly all their
-# packages, and its build cache is in that stage's layer, so they cost a
-# few minutes more instead of a second Kubernetes build on the host. Last
+# packages (and found those ringside shares in the deps stage's cache),
+# and its build cache is in that stage's layer, so they cost a few
+# minutes more instead of a second Kubernetes build on the host. Last
 # in the file, so that the classic builder, which builds every stage
 # before its target, never builds it for the stack.
 FROM kube-apiserver-build AS kubernetes-build
@@ -202,3 +203,14 @@ RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false \
 
 FROM scratch AS kubernetes
 COPY --from=kubernetes-build /out/ /kubernetes/
+
+# CoreDNS for the kind node image (make kind-node-image with
+# TOOLS_FROM=images), on the deps stage's cache: the kubernetes plugin's
+# client-go is ringside's.
+FROM deps AS coredns-build
+COPY tools/coredns/ /src/tools/coredns/
+WORKDIR /src/tools/coredns
+RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w" -o /out/coredns .
+
+FROM scratch AS coredns
+COPY --from=coredns-build /out/coredns /coredns

@@ -151,8 +151,17 @@ image-files = mkdir -p $(dir $(3)) && id=$$(docker create $(1) /none) && \
 # CoreDNS at the version kubeadm names, for the node image, with the
 # plugins a kubeadm cluster's Corefile uses (tools/coredns/main.go).
 COREDNS_VERSION ?= v1.11.3
+# With TOOLS_FROM=images it is the Dockerfile's coredns stage, on the
+# deps stage's build cache (tools/coredns requires ringside's versions of
+# client-go and the rest), where the host compiled them all once more.
+ifeq ($(TOOLS_FROM),images)
+bin/coredns-$(COREDNS_VERSION): tools/coredns/main.go tools/coredns/go.mod | deps-stage
+	tools/buildkit-build.sh coredns ringside/coredns:$(COREDNS_VERSION) tools/coredns go.mod go.sum image-deps.txt
+	$(call image-files,ringside/coredns:$(COREDNS_VERSION),/coredns,$@)
+else
 bin/coredns-$(COREDNS_VERSION): tools/coredns/main.go tools/coredns/go.mod
 	cd tools/coredns && $(GOBUILD) -ldflags "-s -w" -o ../../$@ .
+endif
 
 # Compose v2 from the Go module proxy (tools/compose), built once into bin/
 # by version and installed as the docker CLI plugin beside Debian's
@@ -193,7 +202,7 @@ ringside-binaries: base-images compose-v2 deps-stage
 
 # The Dockerfile's deps stage: the packages of other modules that
 # ringside's commands import, compiled once, before the builds that start
-# from it (the binaries' and Kubernetes' stages) — two BuildKit sessions
+# from it (the binaries', Kubernetes' and CoreDNS' stages) — two BuildKit sessions
 # that reach one stage at once may both compile it.
 deps-stage: base-images
 	tools/buildkit-build.sh deps ringside/deps:dev go.mod go.sum image-deps.txt
