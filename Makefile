@@ -115,7 +115,7 @@ bin/kube-apiserver: $(KUBE_BIN)/.built
 # compiled once, where a fresh machine compiled them twice (.ci/run's tools
 # and images phase: 1070 s before, 839 s after, on one machine). The
 # kubernetes target needs no compose v2 (tools/buildkit-build.sh), so it
-# starts as soon as the base images exist. The default, host, needs
+# starts as soon as the deps stage it builds on exists. The default, host, needs
 # nothing but Go (make experiments).
 TOOLS_FROM ?= host
 ifeq ($(TOOLS_FROM),images)
