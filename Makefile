@@ -202,8 +202,8 @@ ringside-binaries: base-images compose-v2 deps-stage
 
 # The Dockerfile's deps stage: the packages of other modules that
 # ringside's commands import, compiled once, before the builds that start
-# from it (the binaries', Kubernetes' and CoreDNS' stages) — two BuildKit sessions
-# that reach one stage at once may both compile it.
+# from it (the binaries', Kubernetes' and CoreDNS' stages) — two BuildKit
+# sessions that reach one stage at once may both compile it.
 deps-stage: base-images
 	tools/buildkit-build.sh deps ringside/deps:dev go.mod go.sum image-deps.txt
 
