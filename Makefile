@@ -120,7 +120,7 @@ bin/kube-apiserver: $(KUBE_BIN)/.built
 TOOLS_FROM ?= host
 ifeq ($(TOOLS_FROM),images)
 $(KUBE_BIN)/.built: tools/kubernetes/go.mod | deps-stage
-	tools/buildkit-build.sh kubernetes ringside/kubernetes:$(KUBE_VERSION) tools/kubernetes go.mod go.sum image-deps.txt
+	tools/buildkit-build.sh kubernetes ringside/kubernetes:$(KUBE_VERSION) tools/kubernetes $(DEPS_STAGE_FILES)
 	$(call image-files,ringside/kubernetes:$(KUBE_VERSION),/kubernetes/.,$(KUBE_BIN))
 	touch $@
 
@@ -156,7 +156,7 @@ COREDNS_VERSION ?= v1.11.3
 # client-go and the rest), where the host compiled them all once more.
 ifeq ($(TOOLS_FROM),images)
 bin/coredns-$(COREDNS_VERSION): tools/coredns/main.go tools/coredns/go.mod | deps-stage
-	tools/buildkit-build.sh coredns ringside/coredns:$(COREDNS_VERSION) tools/coredns go.mod go.sum image-deps.txt
+	tools/buildkit-build.sh coredns ringside/coredns:$(COREDNS_VERSION) tools/coredns $(DEPS_STAGE_FILES)
 	$(call image-files,ringside/coredns:$(COREDNS_VERSION),/coredns,$@)
 else
 bin/coredns-$(COREDNS_VERSION): tools/coredns/main.go tools/coredns/go.mod
@@ -204,8 +204,10 @@ ringside-binaries: base-images compose-v2 deps-stage
 # ringside's commands import, compiled once, before the builds that start
 # from it (the binaries', Kubernetes' and CoreDNS' stages) — two BuildKit
 # sessions that reach one stage at once may both compile it.
+# A stage built on it sends these with its own files (buildkit-build.sh).
+DEPS_STAGE_FILES = go.mod go.sum image-deps.txt
 deps-stage: base-images
-	tools/buildkit-build.sh deps ringside/deps:dev go.mod go.sum image-deps.txt
+	tools/buildkit-build.sh deps ringside/deps:dev $(DEPS_STAGE_FILES)
 
 # The public base images the Dockerfile and compose files name
 # (golang:1.26-bookworm, debian:bookworm-slim, redis:7-bookworm), made
