@@ -120,8 +120,7 @@ bin/kube-apiserver: $(KUBE_BIN)/.built
 TOOLS_FROM ?= host
 ifeq ($(TOOLS_FROM),images)
 $(KUBE_BIN)/.built: tools/kubernetes/go.mod | deps-stage
-	tools/buildkit-build.sh kubernetes ringside/kubernetes:$(KUBE_VERSION) tools/kubernetes $(DEPS_STAGE_FILES)
-	$(call image-files,ringside/kubernetes:$(KUBE_VERSION),/kubernetes/.,$(KUBE_BIN))
+	$(call stage-files,kubernetes,ringside/kubernetes:$(KUBE_VERSION),/kubernetes/.,$(KUBE_BIN),tools/kubernetes $(DEPS_STAGE_FILES))
 	touch $@
 
 bin/etcd: tools/etcd/go.mod | stack-images-v1
@@ -148,6 +147,11 @@ compose-build = printf 'services:\n  $(1):\n    build: {context: ., target: $(2)
 image-files = mkdir -p $(dir $(3)) && id=$$(docker create $(1) /none) && \
 	{ docker cp $$id:$(2) $(3); rc=$$?; docker rm $$id >/dev/null; exit $$rc; }
 
+# $(call stage-files,STAGE,IMAGE,PATH,DEST,FILES): the Dockerfile's STAGE
+# built by the engine's BuildKit from FILES (tools/buildkit-build.sh: no
+# compose v2 needed), tagged IMAGE, and its PATH copied to DEST.
+stage-files = tools/buildkit-build.sh $(1) $(2) $(5) && $(call image-files,$(2),$(3),$(4))
+
 # CoreDNS at the version kubeadm names, for the node image, with the
 # plugins a kubeadm cluster's Corefile uses (tools/coredns/main.go).
 COREDNS_VERSION ?= v1.11.3
@@ -156,8 +160,7 @@ COREDNS_VERSION ?= v1.11.3
 # client-go and the rest), where the host compiled them all once more.
 ifeq ($(TOOLS_FROM),images)
 bin/coredns-$(COREDNS_VERSION): tools/coredns/main.go tools/coredns/go.mod | deps-stage
-	tools/buildkit-build.sh coredns ringside/coredns:$(COREDNS_VERSION) tools/coredns $(DEPS_STAGE_FILES)
-	$(call image-files,ringside/coredns:$(COREDNS_VERSION),/coredns,$@)
+	$(call stage-files,coredns,ringside/coredns:$(COREDNS_VERSION),/coredns,$@,tools/coredns $(DEPS_STAGE_FILES))
 else
 bin/coredns-$(COREDNS_VERSION): tools/coredns/main.go tools/coredns/go.mod
 	cd tools/coredns && $(GOBUILD) -ldflags "-s -w" -o ../../$@ .
@@ -178,8 +181,7 @@ compose-v2: bin/docker-compose-$(COMPOSE_VERSION)
 # 782 s before, 706 s after).
 ifeq ($(TOOLS_FROM),images)
 bin/docker-compose-$(COMPOSE_VERSION): tools/compose/go.mod | base-images
-	tools/buildkit-build.sh compose-v2 ringside/compose-v2:$(COMPOSE_VERSION) tools/compose
-	$(call image-files,ringside/compose-v2:$(COMPOSE_VERSION),/docker-compose,$@)
+	$(call stage-files,compose-v2,ringside/compose-v2:$(COMPOSE_VERSION),/docker-compose,$@,tools/compose)
 else
 bin/docker-compose-$(COMPOSE_VERSION):
 	cd tools/compose && $(GOBUILD) \
