@@ -74,9 +74,10 @@ build:
 # race-deps compiles every package the tests import, alone: on an empty
 # build cache go test compiled and linked everything in 430 and 502 CPU-s
 # (220 and 258 s) on a paravirtualised host, race-deps and then go test
-# in 380 and 405 (195 and 208 s) — the links and three compiles at once
-# no longer contend — and the kind test starts when all of it is there,
-# not much later than it did.
+# in 380 and 405 (195 and 208 s); why is not measured (race-deps at -p 3,
+# go test's, took 287 CPU-s against 271 and 251 at its own -p 2). The kind
+# test then starts after all of them, not after its own; the tests phase
+# was shorter all the same (docs/timings.md, rows ²⁰ to ²²).
 TEST_PREREQS = TOOLS_FROM=images kube-tools compose-v2 base-images ringside-binaries stack-images kind kind-node-image elector-image
 LONG_TEST_PKGS = ./k8s ./compose ./experiments/kubeexp ./experiments/backend/ringnodes ./experiments/ringnet ./experiments/lbexp ./experiments/ringsim
 # The tests start ringside's commands as processes and put them in images

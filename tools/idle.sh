@@ -16,17 +16,11 @@ set -euo pipefail
 name=ringside-idle
 join() {
   local dir=$1
-  mkdir -p "$dir" 2>/dev/null || return 1
-  if [ -w "$dir/cpu.idle" ] && echo 1 >"$dir/cpu.idle" 2>/dev/null; then
-    :
-  elif [ -w "$dir/cpu.shares" ] && echo 2 >"$dir/cpu.shares" 2>/dev/null; then
-    :
-  elif [ -w "$dir/cpu.weight" ] && echo 1 >"$dir/cpu.weight" 2>/dev/null; then
-    :
-  else
-    return 1
-  fi
-  echo $$ >"$dir/cgroup.procs" 2>/dev/null
+  {
+    mkdir -p "$dir" &&
+      { echo 1 >"$dir/cpu.idle" || echo 2 >"$dir/cpu.shares" || echo 1 >"$dir/cpu.weight"; } &&
+      echo $$ >"$dir/cgroup.procs"
+  } 2>/dev/null
 }
 
 if [ -d /sys/fs/cgroup/cpu ] && join "/sys/fs/cgroup/cpu/$name"; then
