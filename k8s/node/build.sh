@@ -28,8 +28,10 @@ cp "$COREDNS" "$ctx/bin/coredns"
 cp "$PODNET" "$ctx/bin/podnet"
 gcc -static -Os -o "$ctx/bin/pause" pause.c
 
-# The cache key: every binary and every file of the recipe.
-key=$( ( (cd "$ctx/bin" && sha256sum ./*); sha256sum Dockerfile images.Dockerfile pause.c build.sh; find files kind -type f -exec sha256sum {} +) | sort | sha256sum | cut -c1-16)
+# The cache key: every binary, every file of the recipe and the Debian
+# base the node and its images are built on.
+base=$(docker image inspect -f '{{.Id}}' debian:bookworm-slim)
+key=$( ( (cd "$ctx/bin" && sha256sum ./*); sha256sum Dockerfile images.Dockerfile pause.c build.sh; find files kind -type f -exec sha256sum {} +; echo "$base") | sort | sha256sum | cut -c1-16)
 if [ "$(docker image inspect -f '{{index .Config.Labels "ringside.kind-node"}}' "$NODE_IMAGE" 2>/dev/null)" = "$key" ]; then
   echo "kind-node-image: $NODE_IMAGE is up to date ($key)" >&2
   exit 0

@@ -6,4 +6,3 @@ RUN apt-get update && apt-get install -y --no-install-recommends redis-server \
 WORKDIR /data
 EXPOSE 6379
 CMD ["redis-server", "--protected-mode", "no"]
-LABEL ringside.base="debian redis-server"
