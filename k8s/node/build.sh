@@ -30,7 +30,7 @@ gcc -static -Os -o "$ctx/bin/pause" pause.c
 
 # The cache key: every binary, every file of the recipe and the Debian
 # base the node and its images are built on.
-base=$(docker image inspect -f '{{.Id}}' debian:bookworm-slim)
+base=$(docker image inspect -f '{{.Id}}' debian:bookworm-slim 2>/dev/null || echo none)
 key=$( ( (cd "$ctx/bin" && sha256sum ./*); sha256sum Dockerfile images.Dockerfile pause.c build.sh; find files kind -type f -exec sha256sum {} +; echo "$base") | sort | sha256sum | cut -c1-16)
 if [ "$(docker image inspect -f '{{index .Config.Labels "ringside.kind-node"}}' "$NODE_IMAGE" 2>/dev/null)" = "$key" ]; then
   echo "kind-node-image: $NODE_IMAGE is up to date ($key)" >&2
