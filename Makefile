@@ -87,8 +87,9 @@ LONG_TEST_PKGS = ./k8s ./compose ./experiments/kubeexp ./experiments/backend/rin
 # The race detector needs cgo, and with cgo kustomize's Go plugin loader
 # (plugin, which k8s and the commands that render manifests import) made
 # the linker hand seven test binaries to gcc: the kind test's linked in
-# 8.2 CPU-s, 5.1 with its tag, which drops that loader — as every image's
-# static build (no cgo) has it: a plugin loader that cannot load.
+# 8.1–8.2 CPU-s, 5.0–5.3 with its tag, which drops that loader — as every
+# image's static build (no cgo) has it: a plugin loader that cannot load
+# (docs/timings.md).
 RACE_BUILD = -race -tags=kustomize_disable_go_plugin_support $(TOOLEXEC)
 test:
 	$(MAKE) -j3 --output-sync=target $(TEST_PREREQS)

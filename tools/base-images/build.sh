@@ -49,9 +49,8 @@ slim() {
   printf '#!/bin/sh\n# Services do not start inside image builds.\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
   chmod 0755 "$root/usr/sbin/policy-rc.d"
   printf 'force-unsafe-io\n' >"$root/etc/dpkg/dpkg.cfg.d/docker-apt-speedup"
-  printf '%s\n' \
-    'DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };' \
-    'APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };' \
+  local clean='"rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true";'
+  printf '%s\n' "DPkg::Post-Invoke { $clean };" "APT::Update::Post-Invoke { $clean };" \
     'Dir::Cache::pkgcache "";' 'Dir::Cache::srcpkgcache "";' >"$root/etc/apt/apt.conf.d/docker-clean"
   printf 'Acquire::GzipIndexes "true";\n' >"$root/etc/apt/apt.conf.d/docker-gzip-indexes"
   printf 'Acquire::Languages "none";\n' >"$root/etc/apt/apt.conf.d/docker-no-languages"
@@ -64,7 +63,7 @@ slim() {
     'path-include /usr/share/locale/languages' 'path-include /usr/share/locale/all_languages' \
     'path-include /usr/share/locale/currency/*' 'path-include /usr/share/locale/l10n/*' \
     >"$root/etc/dpkg/dpkg.cfg.d/docker"
-  find "$root/usr/share/doc" -mindepth 1 ! -type d ! -regex '.*/usr/share/doc/[^/]*/copyright' -delete
+  find "$root/usr/share/doc" -mindepth 1 ! -type d ! -path "$root/usr/share/doc/*/copyright" -delete
   find "$root/usr/share/doc" -mindepth 1 -type d -empty -delete
   find "$root/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name locale.alias ! -name languages \
     ! -name all_languages ! -name currency ! -name l10n -exec rm -rf {} +
