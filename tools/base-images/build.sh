@@ -97,7 +97,7 @@ fi
 # The images built on the base name it in their labels: a new base
 # rebuilds them.
 base="debian:$(docker image inspect -f '{{.Id}}' debian:bookworm-slim | cut -d: -f2 | cut -c1-12)"
-go_version="$go_version $base"
+golang_label="$go_version $base"
 
 # redis is built beside golang, the one every Go build of the Dockerfile
 # waits for.
@@ -106,14 +106,14 @@ if ! have redis:7-bookworm "redis-server $base"; then
   docker build -q --label ringside.base="redis-server $base" -t redis:7-bookworm -f redis.Dockerfile . >/dev/null &
   redis=$!
 fi
-if ! have golang:1.26-bookworm "$go_version"; then
+if ! have golang:1.26-bookworm "$golang_label"; then
   ctx=$(mktemp -d)
   trap 'rm -rf "$ctx"' EXIT
   cp -a "$(go env GOROOT)" "$ctx/go"
   rm -rf "$ctx/go/pkg/obj" "$ctx/go/test"
   cp golang.Dockerfile "$ctx/Dockerfile"
   cp /etc/ssl/certs/ca-certificates.crt "$ctx/"
-  docker build -q --build-arg GO_VERSION="$(go env GOVERSION)" --build-arg STD_GOFLAGS="$std_goflags" --label ringside.base="$go_version" -t golang:1.26-bookworm "$ctx" >/dev/null
+  docker build -q --build-arg GO_VERSION="$(go env GOVERSION)" --build-arg STD_GOFLAGS="$std_goflags" --label ringside.base="$golang_label" -t golang:1.26-bookworm "$ctx" >/dev/null
   rm -rf "$ctx"
   trap - EXIT
 fi
