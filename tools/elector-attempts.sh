@@ -48,3 +48,24 @@ for alg in $(printf '%s\n' "${!by[@]}" | sort); do
     for f; do grep -m1 'won=true' "$f"; done | mean read gate write
   fi
 done
+# Validation (bld-optimistic): from each acquisition that won its write to
+# the holder's start (its own write came back on the watch and it
+# qualified) or to its freeing (it did not), per algorithm and
+# application count (the election sets' folder prefix, NS_app-K-…), in
+# every log, leaders' or not: a freed holder need not lead later.
+for f in "${logs[@]}"; do
+  alg=$(grep -m1 -o 'algorithm=[^ ]*' "$f" | cut -d= -f2)
+  [ "${alg:-default}" = default ] && continue
+  ns=${f%%_*}
+  apps=$(printf '%s\n' "${ns}"_app-* | sed 's/.*_app-\([0-9]*\)-.*/\1/' | sort -u | wc -l)
+  # time=YYYY-MM-DDTHH:MM:SS.mmmZ, as ms of the day (a day's turn adds one).
+  awk -v key="$alg $apps" '
+    /^time=/ { split(substr($1, 17, 12), h, ":"); t = (h[1] * 3600 + h[2] * 60 + h[3]) * 1000
+      if (t < last) t += 86400000; last = t }
+    /won=true/ { won = t; next }
+    won != "" && /event=started/ { print key, "started", t - won; won = "" }
+    won != "" && /refused by validation/ { print key, "freed", t - won; won = "" }' "$f"
+done | sort -k1,1 -k2,2n -k3,3 -k4,4n | awk '
+  function flush() { if (n) printf "%s, %d applications: %d %s after a mean %.0f ms (p90 %.0f, max %.0f)\n", a, p, n, k, s / n, v[int(n * 0.9) + (int(n * 0.9) < n)], v[n] }
+  { if ($1 != a || $2 != p || $3 != k) { flush(); a = $1; p = $2; k = $3; n = 0; s = 0 } v[++n] = $4; s += $4 }
+  END { flush() }'
