@@ -5,7 +5,8 @@
 # acquisition attempt's read, gate and write (ringside's elector: the BLD
 # family, ranked), and of its first lock Get and Create (the default's,
 # client-go's elector, timed by the lock). A leader's log is one with an
-# event=started line.
+# event=started line. Then, for ringside's elector, validation's wait
+# (below) per algorithm and application count.
 set -euo pipefail
 [ $# -eq 1 ] && [ -d "$1" ] || { echo "usage: $0 DIR (an --elector-logs folder)" >&2; exit 2; }
 cd "$1"
@@ -34,11 +35,13 @@ mean() {
 # Per algorithm, as each elector's first line names it (msg=campaigning
 # ... algorithm=NAME): client-go's elector (the default) logs its lock's
 # Get and Create, ringside's the read, gate and write of each attempt.
-declare -A by
-for f in $leaders; do
+declare -A alg_of
+for f in "${logs[@]}"; do
   alg=$(grep -m1 -o 'algorithm=[^ ]*' "$f" | cut -d= -f2)
-  by[${alg:-unknown}]+="$f "
+  alg_of[$f]=${alg:-unknown}
 done
+declare -A by
+for f in $leaders; do by[${alg_of[$f]}]+="$f "; done
 for alg in $(printf '%s\n' "${!by[@]}" | sort); do
   set -- ${by[$alg]}
   printf '%s, %d leaders: ' "$alg" $#
@@ -53,19 +56,21 @@ done
 # qualified) or to its freeing (it did not), per algorithm and
 # application count (the election sets' folder prefix, NS_app-K-…), in
 # every log, leaders' or not: a freed holder need not lead later.
+declare -A apps_of # election set → its application count
 for f in "${logs[@]}"; do
-  alg=$(grep -m1 -o 'algorithm=[^ ]*' "$f" | cut -d= -f2)
-  [ "${alg:-default}" = default ] && continue
+  alg=${alg_of[$f]}
+  case $alg in default | unknown) continue ;; esac
   ns=${f%%_*}
-  apps=$(printf '%s\n' "${ns}"_app-* | sed 's/.*_app-\([0-9]*\)-.*/\1/' | sort -u | wc -l)
+  [ -n "${apps_of[$ns]:-}" ] ||
+    apps_of[$ns]=$(printf '%s\n' "${ns}"_app-* | sed 's/.*_app-\([0-9]*\)-.*/\1/' | sort -u | wc -l)
   # time=YYYY-MM-DDTHH:MM:SS.mmmZ, as ms of the day (a day's turn adds one).
-  awk -v key="$alg $apps" '
+  awk -v key="$alg ${apps_of[$ns]}" '
     /^time=/ { split(substr($1, 17, 12), h, ":"); t = (h[1] * 3600 + h[2] * 60 + h[3]) * 1000
       if (t < last) t += 86400000; last = t }
     /won=true/ { won = t; next }
     won != "" && /event=started/ { print key, "started", t - won; won = "" }
     won != "" && /refused by validation/ { print key, "freed", t - won; won = "" }' "$f"
 done | sort -k1,1 -k2,2n -k3,3 -k4,4n | awk '
-  function flush() { if (n) printf "%s, %d applications: %d %s after a mean %.0f ms (p90 %.0f, max %.0f)\n", a, p, n, k, s / n, v[int(n * 0.9) + (int(n * 0.9) < n)], v[n] }
+  function flush() { if (n) printf "%s, %d applications: %d %s after a mean %.0f ms (p90 %.0f, max %.0f)\n", a, p, n, k, s / n, v[int(n * 0.9) + 1], v[n] }
   { if ($1 != a || $2 != p || $3 != k) { flush(); a = $1; p = $2; k = $3; n = 0; s = 0 } v[++n] = $4; s += $4 }
   END { flush() }'
