@@ -6,13 +6,19 @@ KUBE_VERSION ?= v1.32.13
 COMPOSE_VERSION ?= v2.40.3
 
 # The Go compiler, like any Go program, collects garbage at GOGC=100 — a
-# sixth of a build's CPU here, for memory it gives back when it exits
-# (CoreDNS for the node image, three builds each way: 134 CPU-s at the
-# default, 112 at 400). Every host build runs it at COMPILE_GOGC, and the
-# tests' compiles get it through -toolexec, so the tests and what they
-# start run at Go's default. The Dockerfile's Go stages set the same 400
-# themselves (ENV GOGC): `docker compose up` builds them without make.
-COMPILE_GOGC ?= 400
+# sixth of a build's CPU here, for memory it gives back when it exits.
+# Every host build runs it with COMPILE_GC — no collection until its heap
+# nears 2 GiB (GOGC=off with a soft GOMEMLIMIT), which few packages
+# reach — and the tests' compiles get it through -toolexec, so the tests
+# and what they start run at Go's default. The Dockerfile's Go stages set
+# the same themselves (ENV): `docker compose up` builds them without make.
+# `env GOCACHE=$(mktemp -d) SETTING CGO_ENABLED=0 go build -trimpath
+# '-gcflags=all=-dwarf=false -c=1' $(grep -v '^#' image-deps.txt)`,
+# alternating, idle paravirtualised host: GOGC=400 194, 215 CPU-s (max RSS 825, 905 MB);
+# GOGC=800 182, 178 (985, 1017); GOGC=off GOMEMLIMIT=2GiB 170, 174 (1485
+# MB both: one compile's heap at the limit). Earlier, CoreDNS three
+# builds each way: 134 CPU-s at GOGC=100, 112 at 400 (docs/timings.md).
+COMPILE_GC ?= GOGC=off GOMEMLIMIT=2GiB
 # Nor does any build here keep the compiler's DWARF: every binary links
 # with -w (the images' with -s -w too), which drops it, and a stack trace
 # or a race report reads the symbol table, not DWARF. And each compile runs
@@ -23,8 +29,8 @@ COMPILE_GOGC ?= 400
 # without DWARF, 120.5 (64.4 s) with -c=1 too. The Dockerfile's Go stages
 # set the same (ENV GOFLAGS).
 COMPILE_FLAGS = '-gcflags=all=-dwarf=false -c=1'
-GOBUILD = GOGC=$(COMPILE_GOGC) CGO_ENABLED=0 $(GO) build -trimpath $(COMPILE_FLAGS)
-TOOLEXEC = -toolexec 'env GOGC=$(COMPILE_GOGC)' $(COMPILE_FLAGS)
+GOBUILD = $(COMPILE_GC) CGO_ENABLED=0 $(GO) build -trimpath $(COMPILE_FLAGS)
+TOOLEXEC = -toolexec 'env $(COMPILE_GC)' $(COMPILE_FLAGS)
 # ringside from this checkout, compiled that way (make build) and run at
 # Go's default, and every command it starts taken from there too
 # (RINGSIDE_BINARIES): one static build of ./cmd/..., as the images build
@@ -342,8 +348,17 @@ KIND_VERSION ?= v0.33.0
 KIND = bin/kind-$(KIND_VERSION)
 kind: $(KIND)
 
+# With TOOLS_FROM=images it is the Dockerfile's kind stage, on golang's
+# image, whose build cache has the standard library compiled as every
+# stage compiles it: on the host kind compiled it for itself, on a fresh
+# machine the larger part of its 46–60 CPU-s (docs/timings.md).
+ifeq ($(TOOLS_FROM),images)
+$(KIND): tools/kind/go.mod | base-images
+	$(call stage-files,kind,ringside/kind:$(KIND_VERSION),/kind,$@,tools/kind)
+else
 $(KIND):
 	cd tools/kind && $(GOBUILD) -ldflags "-s -w" -o ../../$@ sigs.k8s.io/kind
+endif
 
 # The node image for this machine, built with no registry (k8s/node/):
 # Debian, systemd, containerd, the kubelet and every image kubeadm runs.

@@ -82,10 +82,40 @@ func (k *Kind) Create(ctx context.Context, name, config, image string) ([]byte, 
 	return k.Run(ctx, "get", "kubeconfig", "--name", name)
 }
 
-// Load copies local images into every node of cluster name.
+// Load copies local images into the nodes of cluster name that run Pods.
+// A kind cluster of more than one node keeps kubeadm's NoSchedule taint on
+// its control plane, so only its workers get them: each node unpacks every
+// image into its containerd (the kind test loads four images; into four
+// nodes that was a quarter more of that work, for a node no Pod of theirs
+// can run on). A cluster of one node gets them on that node.
 func (k *Kind) Load(ctx context.Context, name string, images ...string) error {
-	_, err := k.Run(ctx, append([]string{"load", "docker-image", "--name", name}, images...)...)
+	out, err := k.Run(ctx, "get", "nodes", "--name", name)
+	if err != nil {
+		return err
+	}
+	args := []string{"load", "docker-image", "--name", name}
+	if workers := Workers(name, strings.Fields(string(out))); len(workers) > 0 {
+		args = append(args, "--nodes", strings.Join(workers, ","))
+	}
+	_, err = k.Run(ctx, append(args, images...)...)
 	return err
+}
+
+// Workers picks the worker nodes of cluster name from its node names as
+// kind names them: NAME-worker, NAME-worker2, …, beside
+// NAME-control-plane[N] and NAME-external-load-balancer.
+func Workers(name string, nodes []string) []string {
+	var workers []string
+	for _, n := range nodes {
+		role, ok := strings.CutPrefix(n, name+"-")
+		if !ok {
+			continue
+		}
+		if num, ok := strings.CutPrefix(role, "worker"); ok && strings.Trim(num, "0123456789") == "" {
+			workers = append(workers, n)
+		}
+	}
+	return workers
 }
 
 // Delete deletes cluster name.

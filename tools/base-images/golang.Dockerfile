@@ -17,4 +17,4 @@ WORKDIR /go
 # build-cache keys), where each stage compiled it for itself. GOFLAGS
 # comes from build.sh, which reads it from the Dockerfile's Go stages.
 ARG STD_GOFLAGS
-RUN test -n "$STD_GOFLAGS" && GOFLAGS="$STD_GOFLAGS" GOGC=400 CGO_ENABLED=0 go build -trimpath std
+RUN test -n "$STD_GOFLAGS" && GOFLAGS="$STD_GOFLAGS" GOGC=off GOMEMLIMIT=2GiB CGO_ENABLED=0 go build -trimpath std
