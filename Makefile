@@ -7,17 +7,17 @@ COMPOSE_VERSION ?= v2.40.3
 
 # The Go compiler, like any Go program, collects garbage at GOGC=100 — a
 # sixth of a build's CPU here, for memory it gives back when it exits.
-# Every host build runs it with COMPILE_GC — no collection until its heap
-# nears 2 GiB (GOGC=off with a soft GOMEMLIMIT), which few packages
-# reach — and the tests' compiles get it through -toolexec, so the tests
-# and what they start run at Go's default. The Dockerfile's Go stages set
-# the same themselves (ENV): `docker compose up` builds them without make.
-# `env GOCACHE=$(mktemp -d) SETTING CGO_ENABLED=0 go build -trimpath
-# '-gcflags=all=-dwarf=false -c=1' $(grep -v '^#' image-deps.txt)`,
-# alternating, idle paravirtualised host: GOGC=400 194, 215 CPU-s (max RSS 825, 905 MB);
-# GOGC=800 182, 178 (985, 1017); GOGC=off GOMEMLIMIT=2GiB 170, 174 (1485
-# MB both: one compile's heap at the limit). Earlier, CoreDNS three
-# builds each way: 134 CPU-s at GOGC=100, 112 at 400 (docs/timings.md).
+# Every host build runs it with COMPILE_GC, no collection until its heap
+# nears 2 GiB (GOGC=off with a soft GOMEMLIMIT: a compile that gets there
+# collects), and the tests' compiles and links get it through -toolexec,
+# so the tests and what they start run at Go's default. The Dockerfile's
+# Go stages set the same themselves (ENV): `docker compose up` builds
+# them without make. `env GOCACHE=$(mktemp -d) SETTING CGO_ENABLED=0 go
+# build -trimpath '-gcflags=all=-dwarf=false -c=1' $(grep -v '^#'
+# image-deps.txt)`, alternating, idle paravirtualised host: GOGC=400 194,
+# 215 CPU-s (max RSS 825, 905 MB); GOGC=800 182, 178 (985, 1017 MB);
+# GOGC=off GOMEMLIMIT=2GiB 170, 174 (1485 MB both). Earlier, CoreDNS,
+# three builds each way: 134 CPU-s at GOGC=100, 112 at 400.
 COMPILE_GC ?= GOGC=off GOMEMLIMIT=2GiB
 # Nor does any build here keep the compiler's DWARF: every binary links
 # with -w (the images' with -s -w too), which drops it, and a stack trace
