@@ -350,8 +350,9 @@ kind: $(KIND)
 
 # With TOOLS_FROM=images it is the Dockerfile's kind stage, on golang's
 # image, whose build cache has the standard library compiled as every
-# stage compiles it: on the host kind compiled it for itself, on a fresh
-# machine the larger part of its 46–60 CPU-s (docs/timings.md).
+# stage compiles it: on the host kind compiled it for itself (a fresh
+# machine's accounting, docs/timings.md row 23: kind on the host 46 CPU-s,
+# the standard library in golang's image 42).
 ifeq ($(TOOLS_FROM),images)
 $(KIND): tools/kind/go.mod | base-images
 	$(call stage-files,kind,ringside/kind:$(KIND_VERSION),/kind,$@,tools/kind)

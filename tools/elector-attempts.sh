@@ -71,6 +71,6 @@ for f in "${logs[@]}"; do
     won != "" && /event=started/ { print key, "started", t - won; won = "" }
     won != "" && /refused by validation/ { print key, "freed", t - won; won = "" }' "$f"
 done | sort -k1,1 -k2,2n -k3,3 -k4,4n | awk '
-  function flush() { if (n) printf "%s, %d applications: %d %s after a mean %.0f ms (p90 %.0f, max %.0f)\n", a, p, n, k, s / n, v[int(n * 0.9) + 1], v[n] }
+  function flush() { if (n) printf "%s, %d applications: %d %s after a mean %.0f ms (p90 %.0f, max %.0f)\n", a, p, n, k, s / n, v[int((9 * n + 9) / 10)], v[n] }
   { if ($1 != a || $2 != p || $3 != k) { flush(); a = $1; p = $2; k = $3; n = 0; s = 0 } v[++n] = $4; s += $4 }
   END { flush() }'
