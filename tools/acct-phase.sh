@@ -16,6 +16,7 @@ file=$1 from=$2 to=$3 top=${4:-40}
 for v in "$from" "$to" "$top"; do
   [[ $v =~ ^[0-9]+$ ]] || { echo "acct-phase: \"$v\" is not a whole number" >&2; exit 2; }
 done
+[ -f "$file" ] && [ -r "$file" ] || { echo "acct-phase: no readable accounting file $file" >&2; exit 2; }
 command -v dump-acct >/dev/null || { echo "acct-phase: dump-acct is not installed (Debian's acct)" >&2; exit 1; }
 # dump-acct: command|version|user|system|elapsed|…|start ("Sun Dec  6
 # 16:01:31 2026", local time); user, system and elapsed in 1/100 s.
