@@ -43,9 +43,9 @@ ENTRYPOINT ["/etcd"]
 # (35 s here for the runner's stage, against 3 min 8 s when every
 # dependency compiled again). Same flags as the builds below, so its
 # compiles are the cache's. `make image-deps` writes the list;
-# TestImageDepsAreCurrent fails when it is stale. Kubernetes' and CoreDNS'
-# stages start from here too: tools/kubernetes and tools/coredns require
-# the versions ringside does (TestToolsShareRingsidesModules), so client-go,
+# TestImageDepsAreCurrent fails when it is stale. Kubernetes', CoreDNS' and
+# compose v2's stages start from here too: tools/kubernetes, tools/coredns
+# and tools/compose require the versions ringside does (TestToolsShareRingsidesModules), so client-go,
 # the API types and the rest they share compile once, not once for each.
 FROM ${GO_IMAGE} AS deps
 ENV GOGC=off GOMEMLIMIT=2GiB GOFLAGS="'-gcflags=all=-dwarf=false -c=1'"
@@ -157,9 +157,11 @@ EXPOSE 6443
 USER 65532
 ENTRYPOINT ["/usr/local/bin/ringside", "kube", "serve"]
 
-# Compose v2 for the compose backend, standalone (no docker CLI in the image).
-FROM ${GO_IMAGE} AS compose-build
-ENV GOGC=off GOMEMLIMIT=2GiB GOFLAGS="'-gcflags=all=-dwarf=false -c=1'"
+# Compose v2 for the compose backend, standalone (no docker CLI in the image),
+# on the deps stage's cache: tools/compose requires ringside's versions of
+# client-go, the API types, protobuf and the rest both import
+# (TestToolsShareRingsidesModules), so those 426 packages compile once.
+FROM deps AS compose-build
 ARG COMPOSE_VERSION=v2.40.3
 COPY tools/compose/ /src/tools/compose/
 WORKDIR /src/tools/compose

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The Dockerfile's Kubernetes and CoreDNS stages start from its deps
-// stage, whose build cache holds every package of another module that
+// The Dockerfile's Kubernetes, CoreDNS and compose v2 stages start from
+// its deps stage, whose build cache holds every package of another module that
 // ringside's commands import — client-go, the API types, protobuf and
 // hundreds more that those tools import too. They find them compiled only
 // where the tool's module builds them from the same module versions: a
@@ -40,7 +40,7 @@ func TestToolsShareRingsidesModules(t *testing.T) {
 	kept := map[string]map[string]string{
 		"kubernetes": {"github.com/containerd/errdefs": "v1.0 drops FromGRPC, which the kubelet's cAdvisor calls"},
 	}
-	for _, tool := range []string{"kubernetes", "coredns"} {
+	for _, tool := range []string{"kubernetes", "coredns", "compose"} {
 		t.Run(tool, func(t *testing.T) {
 			theirs := requirements(t, "tools/"+tool+"/go.mod")
 			var differ []string
