@@ -14,6 +14,9 @@
 #
 # PATH... are the context's files and folders, relative to the checkout:
 # the ones TARGET's stages copy (the Dockerfile is always sent).
+# BUILD_ARGS, a JSON object ({"COMPOSE_VERSION":"v2.40.3-x"}), sets build
+# arguments: one a stage's RUN names makes that step build again, as when
+# measuring a stage's compiles (docs/timings.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 3 ] || { echo "usage: $0 TARGET IMAGE PATH..." >&2; exit 2; }
@@ -35,6 +38,23 @@ case "${DOCKER_HOST:-}" in
   *) echo "buildkit-build: DOCKER_HOST=$DOCKER_HOST is not a unix socket" >&2; exit 1 ;;
 esac
 command -v curl >/dev/null || { echo "buildkit-build: curl is not installed" >&2; exit 1; }
+# urlencode percent-encodes every byte of $1 but the unreserved ones.
+urlencode() {
+  local LC_ALL=C s=$1 out= c i
+  for ((i = 0; i < ${#s}; i++)); do
+    c=${s:i:1}
+    case $c in
+      [A-Za-z0-9._~-]) out+=$c ;;
+      *) out+=$(printf '%%%02X' "'$c") ;;
+    esac
+  done
+  printf '%s' "$out"
+}
+query="version=2&target=$target&t=$image"
+if [ -n "${BUILD_ARGS:-}" ]; then
+  [[ $BUILD_ARGS =~ ^\{.*\}$ ]] || { echo "buildkit-build: BUILD_ARGS=$BUILD_ARGS is not a JSON object" >&2; exit 2; }
+  query+="&buildargs=$(urlencode "$BUILD_ARGS")"
+fi
 
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
@@ -43,7 +63,7 @@ trap 'rm -f "$out"' EXIT
 # a request the engine refuses is an HTTP error with a "message".
 if ! tar -c Dockerfile "$@" |
   curl -sS --fail-with-body --unix-socket "$sock" -X POST -H 'Content-Type: application/x-tar' -T - \
-    "http://docker/build?version=2&target=$target&t=$image" >"$out"; then
+    "http://docker/build?$query" >"$out"; then
   echo "buildkit-build: $target: the build request failed: $(head -c 2000 "$out")" >&2
   exit 1
 fi
