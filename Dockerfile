@@ -45,8 +45,9 @@ ENTRYPOINT ["/etcd"]
 # compiles are the cache's. `make image-deps` writes the list;
 # TestImageDepsAreCurrent fails when it is stale. Kubernetes', CoreDNS' and
 # compose v2's stages start from here too: tools/kubernetes, tools/coredns
-# and tools/compose require the versions ringside does (TestToolsShareRingsidesModules), so client-go,
-# the API types and the rest they share compile once, not once for each.
+# and tools/compose require the versions ringside does
+# (TestToolsShareRingsidesModules), so client-go, the API types and the
+# rest they share compile once, not once for each.
 FROM ${GO_IMAGE} AS deps
 ENV GOGC=off GOMEMLIMIT=2GiB GOFLAGS="'-gcflags=all=-dwarf=false -c=1'"
 WORKDIR /src
