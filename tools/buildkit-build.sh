@@ -38,22 +38,12 @@ case "${DOCKER_HOST:-}" in
   *) echo "buildkit-build: DOCKER_HOST=$DOCKER_HOST is not a unix socket" >&2; exit 1 ;;
 esac
 command -v curl >/dev/null || { echo "buildkit-build: curl is not installed" >&2; exit 1; }
-# urlencode percent-encodes every byte of $1 but the unreserved ones.
-urlencode() {
-  local LC_ALL=C s=$1 out= c i
-  for ((i = 0; i < ${#s}; i++)); do
-    c=${s:i:1}
-    case $c in
-      [A-Za-z0-9._~-]) out+=$c ;;
-      *) out+=$(printf '%%%02X' "'$c") ;;
-    esac
-  done
-  printf '%s' "$out"
-}
-query="version=2&target=$target&t=$image"
+# curl percent-encodes BUILD_ARGS into the query itself (--url-query,
+# curl 7.87 or later; -G cannot go with an upload).
+query=()
 if [ -n "${BUILD_ARGS:-}" ]; then
   [[ $BUILD_ARGS =~ ^\{.*\}$ ]] || { echo "buildkit-build: BUILD_ARGS=$BUILD_ARGS is not a JSON object" >&2; exit 2; }
-  query+="&buildargs=$(urlencode "$BUILD_ARGS")"
+  query=(--url-query "buildargs=$BUILD_ARGS")
 fi
 
 out=$(mktemp)
@@ -63,7 +53,7 @@ trap 'rm -f "$out"' EXIT
 # a request the engine refuses is an HTTP error with a "message".
 if ! tar -c Dockerfile "$@" |
   curl -sS --fail-with-body --unix-socket "$sock" -X POST -H 'Content-Type: application/x-tar' -T - \
-    "http://docker/build?$query" >"$out"; then
+    "${query[@]}" "http://docker/build?version=2&target=$target&t=$image" >"$out"; then
   echo "buildkit-build: $target: the build request failed: $(head -c 2000 "$out")" >&2
   exit 1
 fi
