@@ -8,8 +8,9 @@
 #
 # FROM and TO are Unix seconds (a run's start from `date +%s`, plus the
 # phase ends .ci/run prints). The first line is the window's total, then
-# its TOP commands (default 40), largest first. Processes still running at TO are not in FILE: the engine,
-# the host's containerd.
+# its TOP commands (default 40), largest first. A process is in FILE only
+# once it has ended: the engine and the host's containerd, still running,
+# are not.
 set -euo pipefail
 [ $# -ge 3 ] || { echo "usage: $0 FILE FROM TO [TOP]" >&2; exit 2; }
 file=$1 from=$2 to=$3 top=${4:-40}
