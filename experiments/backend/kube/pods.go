@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -57,10 +57,13 @@ func (r *podRunner) keepLogs(dir string) {
 }
 
 func newPodRunner(c *Cluster, rc *rest.Config) (*podRunner, error) {
-	// client-go logs through klog when a log stream it reads is cancelled
-	// (every namespace's end); the backend reports its own errors.
-	klog.SetOutput(io.Discard)
-	klog.LogToStderr(false)
+	// client-go logs through klog when a log stream or a request it reads
+	// is cancelled (every namespace's end); the backend reports its own
+	// errors. klog's output sent nowhere still copied its errors to
+	// stderr (its stderrthreshold): "Unexpected error when reading
+	// response body: context canceled" on a kind run's terminal. A logger
+	// that drops everything takes all of it.
+	klog.SetLogger(logr.Discard())
 	dc, err := discovery.NewDiscoveryClientForConfig(rc)
 	if err != nil {
 		return nil, err

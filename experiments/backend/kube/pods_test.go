@@ -1,10 +1,16 @@
 package kube
 
 import (
+	"context"
+	"io"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 )
 
 // A container the runtime failed to create is told from an elector that
@@ -48,4 +54,24 @@ func TestPodCrashesTellsAFailedStartFromACrash(t *testing.T) {
 	assert.Empty(t, errs)
 	errs, _ = podCrashes("ns", pod(v1.ContainerStatus{Name: "elector", State: running, RestartCount: 1, LastTerminationState: terminated("StartError", 128)}))
 	assert.EqualError(t, errs[0], "container elector of ns/ ended (restarted 1 times): StartError, exit 128: m")
+}
+
+// client-go's klog errors stay off the terminal once the kubernetes
+// backend has a cluster: klog's output sent nowhere still copied errors
+// to stderr, and a kind run printed "Unexpected error when reading
+// response body: context canceled" between its progress lines.
+func TestPodRunnerSilencesClientGosErrors(t *testing.T) {
+	_, err := newPodRunner(&Cluster{}, &rest.Config{Host: "https://127.0.0.1:1"})
+	require.NoError(t, err)
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	stderr := os.Stderr
+	os.Stderr = w
+	klog.Errorf("Unexpected error when reading response body: %v", context.Canceled)
+	klog.Flush()
+	os.Stderr = stderr
+	require.NoError(t, w.Close())
+	got, err := io.ReadAll(r)
+	require.NoError(t, err)
+	assert.Empty(t, string(got), "klog wrote to stderr")
 }
