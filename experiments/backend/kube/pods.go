@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,7 +23,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
-	"k8s.io/klog/v2"
 
 	"github.com/ringside/ringside/bld"
 	"github.com/ringside/ringside/bld/balance"
@@ -57,13 +55,6 @@ func (r *podRunner) keepLogs(dir string) {
 }
 
 func newPodRunner(c *Cluster, rc *rest.Config) (*podRunner, error) {
-	// client-go logs through klog when a log stream or a request it reads
-	// is cancelled (every namespace's end); the backend reports its own
-	// errors. klog's output sent nowhere still copied its errors to
-	// stderr (its stderrthreshold): "Unexpected error when reading
-	// response body: context canceled" on a kind run's terminal. A logger
-	// that drops everything takes all of it.
-	klog.SetLogger(logr.Discard())
 	dc, err := discovery.NewDiscoveryClientForConfig(rc)
 	if err != nil {
 		return nil, err

@@ -4,12 +4,14 @@ import (
 	"context"
 	"io"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/klog/v2"
 )
 
@@ -56,13 +58,19 @@ func TestPodCrashesTellsAFailedStartFromACrash(t *testing.T) {
 	assert.EqualError(t, errs[0], "container elector of ns/ ended (restarted 1 times): StartError, exit 128: m")
 }
 
-// client-go's klog errors stay off the terminal once the kubernetes
-// backend has a cluster: klog's output sent nowhere still copied errors
-// to stderr, and a kind run printed "Unexpected error when reading
-// response body: context canceled" between its progress lines.
-func TestPodRunnerSilencesClientGosErrors(t *testing.T) {
-	_, err := newPodRunner(&Cluster{}, &rest.Config{Host: "https://127.0.0.1:1"})
-	require.NoError(t, err)
+// client-go's klog errors stay off the terminal once a backend has a
+// cluster: klog's output sent nowhere still copied errors to stderr, and
+// a kind run printed "Unexpected error when reading response body:
+// context canceled" between its progress lines.
+func TestStartSilencesClientGosErrors(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, clientcmd.WriteToFile(clientcmdapi.Config{
+		Clusters:       map[string]*clientcmdapi.Cluster{"none": {Server: "https://127.0.0.1:1"}},
+		Contexts:       map[string]*clientcmdapi.Context{"none": {Cluster: "none"}},
+		CurrentContext: "none",
+	}, kubeconfig))
+	_, err := Start(context.Background(), kubeconfig, BackendPods)
+	require.Error(t, err, "nothing listens on 127.0.0.1:1")
 	r, w, err := os.Pipe()
 	require.NoError(t, err)
 	stderr := os.Stderr
