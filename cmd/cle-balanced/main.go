@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
 
 	"github.com/ringside/ringside/bld/cle"
 	"github.com/ringside/ringside/bld/strategy"
@@ -67,6 +68,10 @@ func run(ctx context.Context, args []string) error {
 	}
 	log = log.With("id", id)
 	cfg.Log = log
+	// client-go's election and requests log through klog, which would
+	// write to stderr at every level in its own format; through this
+	// logger they name the replica and keep to --log-level.
+	klog.SetSlogLogger(log)
 	rc, err := kubeconfig.Load(kubeconfigPath)
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,6 +25,7 @@ import (
 	"github.com/ringside/ringside/experiments/backend/kube/controlplane"
 	"github.com/ringside/ringside/internal/fdtest"
 	"github.com/ringside/ringside/internal/imagebuild"
+	"github.com/ringside/ringside/internal/klogtest"
 )
 
 func TestMain(m *testing.M) {
@@ -376,4 +378,15 @@ current-context: x
 	for _, err := range []error{envErr, flagErr} {
 		require.NotContains(t, err.Error(), "not-a-secret", "the kubeconfig's token stays out of errors")
 	}
+}
+
+// What client-go logs through klog reaches this replica's logger: with
+// its id, at its level (the info line stays below --log-level warn).
+func TestClientGoLogsThroughTheReplicasLogger(t *testing.T) {
+	out := klogtest.Stderr(t, func() {
+		err := run(t.Context(), []string{"--id", "cle-log", "--kubeconfig", filepath.Join(t.TempDir(), "none"), "--log-level", "warn"})
+		require.Error(t, err, "no kubeconfig there")
+	})
+	assert.Contains(t, out, "level=ERROR msg=\""+klogtest.Error+"\" id=cle-log")
+	assert.NotContains(t, out, klogtest.Info)
 }

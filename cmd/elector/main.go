@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 
 	"github.com/ringside/ringside/bld"
 	"github.com/ringside/ringside/bld/balance"
@@ -70,6 +71,10 @@ func run(ctx context.Context, args []string) error {
 	}
 	log = log.With("id", cfg.Identity, "election", cfg.Election)
 	cfg.Log = log
+	// client-go's election and requests log through klog, which would
+	// write to stderr at every level in its own format; through this
+	// logger they name the candidate and keep to --log-level.
+	klog.SetSlogLogger(log)
 	if rate != 1 {
 		if cfg.Algorithm == balance.Default {
 			return fmt.Errorf("--clock-rate %v: the default algorithm is client-go's elector, which reads the real clock (its clock is not injectable)", rate)

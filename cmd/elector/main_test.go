@@ -23,6 +23,7 @@ import (
 	"github.com/ringside/ringside/bld"
 	"github.com/ringside/ringside/experiments/backend/kube/controlplane"
 	"github.com/ringside/ringside/internal/imagebuild"
+	"github.com/ringside/ringside/internal/klogtest"
 )
 
 func freeAddr(t *testing.T) string {
@@ -183,4 +184,16 @@ func TestRefusesACampaignInstantThatIsNone(t *testing.T) {
 	err := run(context.Background(), []string{"--election", "e", "--id", "p", "--kubeconfig", "/nonexistent"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "--campaign-at")
+}
+
+// What client-go logs through klog reaches this candidate's logger: with
+// its id and election, at its level (the info line stays below
+// --log-level warn).
+func TestClientGoLogsThroughTheCandidatesLogger(t *testing.T) {
+	out := klogtest.Stderr(t, func() {
+		err := run(t.Context(), []string{"--election", "e", "--id", "p", "--kubeconfig", "/nonexistent", "--clock-rate", "2", "--log-level", "warn"})
+		require.ErrorContains(t, err, "--clock-rate", "refused after the logger is set up")
+	})
+	assert.Contains(t, out, "level=ERROR msg=\""+klogtest.Error+"\" id=p election=e")
+	assert.NotContains(t, out, klogtest.Info)
 }

@@ -117,6 +117,11 @@ func TestKubeExperimentsWriteCSVAndReport(t *testing.T) {
 		b, err := os.ReadFile(f)
 		require.NoError(t, err)
 		decisions += bytes.Count(b, []byte("msg=decision"))
+		// client-go's election logs there too; the standby started
+		// once the first replica held the Lease, so neither lost a
+		// race to create it.
+		assert.Contains(t, string(b), "leader lease", "client-go's election in the replica's log")
+		assert.NotContains(t, string(b), "error initially creating leader election record")
 	}
 	assert.GreaterOrEqual(t, decisions, 3, "a holder named for each application at least")
 	won := 0

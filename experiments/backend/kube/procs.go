@@ -275,8 +275,8 @@ func (ps *Processes) stop(ns string) {
 }
 
 // startControllers starts the strategy controller's two replicas, as
-// k8s/overlays/cle-balanced deploys them, unless they run: one
-// controls every namespace's elections, the other stands by.
+// k8s/overlays/cle-balanced deploys them, unless they run: the first
+// controls every namespace's elections, the second stands by.
 func (ps *Processes) startControllers(ctx context.Context) error {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
@@ -310,8 +310,16 @@ func (ps *Processes) startControllers(ctx context.Context) error {
 			return fmt.Errorf("start the strategy controller: %w", err)
 		}
 		ps.controllers = append(ps.controllers, cmd)
+		if i == 0 {
+			// The standby starts once the first controls: two
+			// replicas creating the controller's Lease at once leave
+			// client-go's error for the loser on the run's terminal.
+			if err := awaitController(ctx, ps.c.CS, ns, before); err != nil {
+				return err
+			}
+		}
 	}
-	return awaitController(ctx, ps.c.CS, ns, before)
+	return nil
 }
 
 func (ps *Processes) close() {
