@@ -23,17 +23,20 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
-	"k8s.io/klog/v2"
 
 	"github.com/ringside/ringside/bld/cle"
 	"github.com/ringside/ringside/bld/strategy"
 	"github.com/ringside/ringside/internal/accept"
 	"github.com/ringside/ringside/internal/envflag"
+	"github.com/ringside/ringside/internal/klogslog"
 	"github.com/ringside/ringside/internal/kubeconfig"
 	"github.com/ringside/ringside/internal/serve"
 )
 
-func main() { serve.Main("cle-balanced", run) }
+func main() {
+	klogslog.Install() // before client-go runs: run names the logger
+	serve.Main("cle-balanced", run)
+}
 
 func run(ctx context.Context, args []string) error {
 	fs := envflag.New(flag.NewFlagSet("cle-balanced", flag.ContinueOnError))
@@ -71,7 +74,7 @@ func run(ctx context.Context, args []string) error {
 	// client-go's election and requests log through klog, which would
 	// write to stderr at every level in its own format; through this
 	// logger they name the replica and keep to --log-level.
-	klog.SetSlogLogger(log)
+	klogslog.Use(log)
 	rc, err := kubeconfig.Load(kubeconfigPath)
 	if err != nil {
 		return err

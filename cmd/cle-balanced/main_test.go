@@ -25,11 +25,13 @@ import (
 	"github.com/ringside/ringside/experiments/backend/kube/controlplane"
 	"github.com/ringside/ringside/internal/fdtest"
 	"github.com/ringside/ringside/internal/imagebuild"
+	"github.com/ringside/ringside/internal/klogslog"
 	"github.com/ringside/ringside/internal/klogtest"
 )
 
 func TestMain(m *testing.M) {
 	fdtest.RunChild(main)
+	klogslog.Install() // as main does, before any test runs client-go
 	os.Exit(m.Run())
 }
 

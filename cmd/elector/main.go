@@ -21,18 +21,21 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/klog/v2"
 
 	"github.com/ringside/ringside/bld"
 	"github.com/ringside/ringside/bld/balance"
 	"github.com/ringside/ringside/internal/accept"
 	"github.com/ringside/ringside/internal/envflag"
+	"github.com/ringside/ringside/internal/klogslog"
 	"github.com/ringside/ringside/internal/kubeconfig"
 	"github.com/ringside/ringside/internal/rateclock"
 	"github.com/ringside/ringside/internal/serve"
 )
 
-func main() { serve.Main("elector", run) }
+func main() {
+	klogslog.Install() // before client-go runs: run names the logger
+	serve.Main("elector", run)
+}
 
 func run(ctx context.Context, args []string) error {
 	fs := envflag.New(flag.NewFlagSet("elector", flag.ContinueOnError))
@@ -74,7 +77,7 @@ func run(ctx context.Context, args []string) error {
 	// client-go's election and requests log through klog, which would
 	// write to stderr at every level in its own format; through this
 	// logger they name the candidate and keep to --log-level.
-	klog.SetSlogLogger(log)
+	klogslog.Use(log)
 	if rate != 1 {
 		if cfg.Algorithm == balance.Default {
 			return fmt.Errorf("--clock-rate %v: the default algorithm is client-go's elector, which reads the real clock (its clock is not injectable)", rate)

@@ -19,8 +19,7 @@ const (
 
 // Stderr runs setup (a command's run, which is expected to set up its
 // logging and may then fail) with stderr sent to a pipe, logs Info and
-// Error through klog, and returns all that reached stderr. klog's own
-// logger is restored at the end of the test.
+// Error through klog, and returns all that reached stderr.
 func Stderr(t *testing.T, setup func()) string {
 	t.Helper()
 	r, w, err := os.Pipe()
@@ -28,7 +27,6 @@ func Stderr(t *testing.T, setup func()) string {
 	defer r.Close()
 	stderr := os.Stderr
 	os.Stderr = w
-	t.Cleanup(klog.ClearLogger)
 	got := make(chan []byte, 1)
 	go func() {
 		b, _ := io.ReadAll(r)
@@ -41,7 +39,6 @@ func Stderr(t *testing.T, setup func()) string {
 		klog.Error(Error)
 		klog.Flush()
 	}()
-	klog.ClearLogger() // before the pipe closes: a logger bound to it writes nowhere after
 	w.Close()
 	return string(<-got)
 }

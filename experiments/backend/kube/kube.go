@@ -103,6 +103,8 @@ const (
 	BackendPods = "kubernetes"
 )
 
+var silenceKlog sync.Once
+
 // Start connects to kubeconfig, or starts a local control plane when it
 // is empty and creates the worker nodes there. The kubernetes backend needs the
 // kubeconfig of a cluster with kubelets and ringside/elector:dev loaded
@@ -113,8 +115,10 @@ func Start(ctx context.Context, kubeconfig, backend string) (*Cluster, error) {
 	// reports its own errors. klog's output sent nowhere still copied its
 	// errors to stderr (its stderrthreshold): "Unexpected error when
 	// reading response body: context canceled" on a kind run's terminal.
-	// A logger that drops everything takes all of it.
-	klog.SetLogger(logr.Discard())
+	// A logger that drops everything takes all of it — set once: klog's
+	// setter is not safe beside the goroutines an earlier cluster of the
+	// same process left logging.
+	silenceKlog.Do(func() { klog.SetLogger(logr.Discard()) })
 	c := &Cluster{kubeconfig: kubeconfig}
 	switch backend {
 	case BackendKube:
