@@ -69,14 +69,11 @@ build:
 # in package order kubeexp started ten minutes in and ran 2.5 minutes
 # after everything else had ended. One go test process for
 # every package: two, on an empty build cache, each compiled the 1,073
-# packages their tests share. go vet runs beside the tests, on the CPU
-# they leave idle (tools/idle.sh; run last, it added 20–36 s to a fresh
-# machine's run), with -race: it reads the packages race-deps compiled,
-# where a plain go vet compiled every package once more without the race
-# detector (its flags must match the tests' for that); its findings are
-# printed after the tests' and fail make test as theirs do. go test's own
-# vet is off: go vet runs every check of it on the same packages, test
-# files included. The test binaries link
+# packages their tests share. go vet runs last, with -race: it then reads
+# what the tests compiled, where a plain go vet beside them compiled every
+# package once more without the race detector (its flags must match the
+# tests' for that), and go test's own vet is off: go vet runs every check
+# of it on the same packages, test files included. The test binaries link
 # without DWARF (-w; a race report or a panic still names every frame):
 # `go test -race -c` of every package on a warm build cache, which then
 # only links, took 159 CPU-s here, 117 with -w. Before go test, make
@@ -103,10 +100,8 @@ RACE_BUILD = -race -tags=kustomize_disable_go_plugin_support $(TOOLEXEC)
 test:
 	$(MAKE) -j3 --output-sync=target $(TEST_PREREQS)
 	$(MAKE) --no-print-directory race-deps
-	vet=$$(mktemp); tools/idle.sh $(GO) vet $(RACE_BUILD) ./... >"$$vet" 2>&1 & vet_pid=$$!; \
-	RINGSIDE_BINARIES=$(CURDIR)/$(BINARIES) $(GO) test $(RACE_BUILD) -ldflags=-w -vet=off -p 3 -timeout 30m $(LONG_TEST_PKGS) $$($(GO) list ./... | grep -vxF "$$($(GO) list $(LONG_TEST_PKGS))"); tests=$$?; \
-	wait $$vet_pid; vetted=$$?; grep -v '^idle:' "$$vet"; rm -f "$$vet"; \
-	[ $$vetted -eq 0 ] || echo "go vet failed"; [ $$tests -eq 0 ] && [ $$vetted -eq 0 ]
+	RINGSIDE_BINARIES=$(CURDIR)/$(BINARIES) $(GO) test $(RACE_BUILD) -ldflags=-w -vet=off -p 3 -timeout 30m $(LONG_TEST_PKGS) $$($(GO) list ./... | grep -vxF "$$($(GO) list $(LONG_TEST_PKGS))")
+	$(GO) vet $(RACE_BUILD) ./...
 
 # Every package the tests import, compiled as make test compiles it (race
 # detector, RACE_BUILD) into Go's build cache, nothing linked; the test
