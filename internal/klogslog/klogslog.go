@@ -57,7 +57,12 @@ func (h handler) Enabled(ctx context.Context, l slog.Level) bool {
 }
 
 func (h handler) Handle(ctx context.Context, r slog.Record) error {
-	return h.current().Handle(ctx, r)
+	// The logger may have been swapped since Enabled was asked.
+	out := h.current()
+	if !out.Enabled(ctx, r.Level) {
+		return nil
+	}
+	return out.Handle(ctx, r)
 }
 
 func (h handler) WithAttrs(attrs []slog.Attr) slog.Handler {

@@ -14,30 +14,12 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// syncBuffer is a buffer that several goroutines may write.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestMain(m *testing.M) {
 	Install()
 	os.Exit(m.Run())
 }
 
-func newLogger(w *syncBuffer, level slog.Level) *slog.Logger {
+func newLogger(w *bytes.Buffer, level slog.Level) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})).With("cmd", "x")
 }
 
@@ -45,7 +27,8 @@ func newLogger(w *syncBuffer, level slog.Level) *slog.Logger {
 // attributes, the values a contextual logger added, at its level — and
 // swapping the logger while goroutines log through klog is no race.
 func TestKlogWritesThroughTheLastLogger(t *testing.T) {
-	var first, second syncBuffer
+	// Each buffer is read only once the goroutines writing it are done.
+	var first, second bytes.Buffer
 	Use(newLogger(&first, slog.LevelInfo))
 	klog.Error("to the first")
 	klog.FromContext(t.Context()).WithValues("k", "v").WithName("n").Info("with values")
