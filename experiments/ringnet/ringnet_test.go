@@ -49,7 +49,11 @@ func checkFailover(t *testing.T, dir string, tab *experiments.Table, rows int) {
 		assert.GreaterOrEqual(t, tab.Float(i, "all_know_ms"), tab.Float(i, "detect_ms"))
 		if alg != "bully" { // the largest survivor may elect itself with no message at all
 			assert.Greater(t, tab.Float(i, "propagation_ms"), 0.0, "row %d %s", i, alg)
-			assert.GreaterOrEqual(t, tab.Float(i, "election_msgs"), 2.0, "row %d %s", i, alg)
+			// One, not two: on a loaded machine a survivor that leaves
+			// an ELECTION unacknowledged through its three sends is
+			// skipped (ring.Node's unreachable), and of two survivors
+			// the largest then wins with its one ELECTION.
+			assert.GreaterOrEqual(t, tab.Float(i, "election_msgs"), 1.0, "row %d %s", i, alg)
 		}
 	}
 	// A wrong coordinator's servers' logs are kept (local backend), and
