@@ -123,6 +123,17 @@ func TestKindClusterBalancesLeaders(t *testing.T) {
 		holders, on = leaders(ctx)
 		return len(on) == len(apps) && distinct(on) == len(workers), nil
 	})
+	if err != nil {
+		// What kept a holder off the map: its Pod's state at the deadline.
+		for app, h := range holders {
+			p, perr := cs.CoreV1().Pods("ringside").Get(context.Background(), h, metav1.GetOptions{})
+			if perr != nil {
+				t.Logf("%s's holder %s: %v", app, h, perr)
+				continue
+			}
+			t.Logf("%s's holder %s: phase %s on %q, deleting %v, containers %+v", app, h, p.Status.Phase, p.Spec.NodeName, p.DeletionTimestamp != nil, p.Status.ContainerStatuses)
+		}
+	}
 	require.NoError(t, err, "leaders not 1:1:1 over the workers: holders %v on %v", holders, on)
 	t.Logf("leaders 1:1:1 %v, %v after kind create began", on, time.Since(start).Round(time.Millisecond))
 	for _, w := range workers {
