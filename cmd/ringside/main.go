@@ -22,6 +22,7 @@ import (
 	"github.com/ringside/ringside/experiments"
 	"github.com/ringside/ringside/experiments/catalog"
 	"github.com/ringside/ringside/internal/envflag"
+	"github.com/ringside/ringside/internal/klogslog"
 )
 
 func main() {
@@ -31,12 +32,24 @@ func main() {
 	// (LeaseCandidate's v1alpha2: 327 klog lines in one catalogue run);
 	// each is said once, as kubectl does.
 	rest.SetDefaultWarningHandler(rest.NewWarningWriter(os.Stderr, rest.WarningWriterOptions{Deduplicate: true}))
+	quietClientGo()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "ringside:", err)
 		}
 		os.Exit(2)
 	}
+}
+
+// quietClientGo drops what client-go logs through klog: it logs when a
+// log stream or a request it reads is cancelled (every namespace's end of
+// a kube experiment, on either backend), and the backends report their
+// own errors. klog's output sent nowhere still copied its errors to
+// stderr (its stderrthreshold): "Unexpected error when reading response
+// body: context canceled" on a kind run's terminal.
+func quietClientGo() {
+	klogslog.Install()
+	klogslog.Use(slog.New(slog.DiscardHandler))
 }
 
 const usage = `usage:

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/ringside/ringside/internal/klogtest"
 	"github.com/ringside/ringside/ring"
 )
 
@@ -128,4 +129,17 @@ func TestKubeUpDown(t *testing.T) {
 	assert.Error(t, err, "stopped")
 	_, _, err = cli("kube", "down", "--dir", dir)
 	assert.ErrorContains(t, err, "no detached control plane")
+}
+
+func TestMain(m *testing.M) {
+	quietClientGo() // as main does, before any test runs client-go
+	os.Exit(m.Run())
+}
+
+// What client-go logs through klog stays off ringside's terminal, errors
+// too: klog's output sent nowhere still copied them to stderr, and a kind
+// run printed "Unexpected error when reading response body: context
+// canceled" between its progress lines.
+func TestClientGoKeepsQuiet(t *testing.T) {
+	assert.Empty(t, klogtest.Stderr(t, quietClientGo))
 }

@@ -7,6 +7,7 @@ package klogslog
 import (
 	"context"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 
@@ -19,7 +20,7 @@ var (
 )
 
 // Install makes klog write through the logger Use last named (until
-// then, slog's default). Call it first in main — and in a TestMain —
+// then, a text logger on stderr). Call it first in main — and in a TestMain —
 // before anything logs through klog: klog's own setter is not safe
 // beside goroutines that log, which a command's tests leave running when
 // they call its run again.
@@ -35,7 +36,8 @@ func logger() *slog.Logger {
 	if l := target.Load(); l != nil {
 		return l
 	}
-	return slog.Default()
+	// Until Use names one: stderr as it is now, where klog itself wrote.
+	return slog.New(slog.NewTextHandler(os.Stderr, nil))
 }
 
 // handler hands every record to the logger Use last stored, with the

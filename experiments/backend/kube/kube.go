@@ -20,13 +20,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/klog/v2"
 
 	"github.com/ringside/ringside/bld"
 	"github.com/ringside/ringside/experiments/backend/kube/controlplane"
@@ -103,22 +101,11 @@ const (
 	BackendPods = "kubernetes"
 )
 
-var silenceKlog sync.Once
-
 // Start connects to kubeconfig, or starts a local control plane when it
 // is empty and creates the worker nodes there. The kubernetes backend needs the
 // kubeconfig of a cluster with kubelets and ringside/elector:dev loaded
 // (make kind-up kind-deploy).
 func Start(ctx context.Context, kubeconfig, backend string) (*Cluster, error) {
-	// client-go logs through klog when a log stream or a request it reads
-	// is cancelled (every namespace's end), on either backend; the backend
-	// reports its own errors. klog's output sent nowhere still copied its
-	// errors to stderr (its stderrthreshold): "Unexpected error when
-	// reading response body: context canceled" on a kind run's terminal.
-	// A logger that drops everything takes all of it — set once: klog's
-	// setter is not safe beside the goroutines an earlier cluster of the
-	// same process left logging.
-	silenceKlog.Do(func() { klog.SetLogger(logr.Discard()) })
 	c := &Cluster{kubeconfig: kubeconfig}
 	switch backend {
 	case BackendKube:

@@ -1,18 +1,10 @@
 package kube
 
 import (
-	"context"
-	"io"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/klog/v2"
 )
 
 // A container the runtime failed to create is told from an elector that
@@ -56,30 +48,4 @@ func TestPodCrashesTellsAFailedStartFromACrash(t *testing.T) {
 	assert.Empty(t, errs)
 	errs, _ = podCrashes("ns", pod(v1.ContainerStatus{Name: "elector", State: running, RestartCount: 1, LastTerminationState: terminated("StartError", 128)}))
 	assert.EqualError(t, errs[0], "container elector of ns/ ended (restarted 1 times): StartError, exit 128: m")
-}
-
-// client-go's klog errors stay off the terminal once a backend has a
-// cluster: klog's output sent nowhere still copied errors to stderr, and
-// a kind run printed "Unexpected error when reading response body:
-// context canceled" between its progress lines.
-func TestStartSilencesClientGosErrors(t *testing.T) {
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	require.NoError(t, clientcmd.WriteToFile(clientcmdapi.Config{
-		Clusters:       map[string]*clientcmdapi.Cluster{"none": {Server: "https://127.0.0.1:1"}},
-		Contexts:       map[string]*clientcmdapi.Context{"none": {Cluster: "none"}},
-		CurrentContext: "none",
-	}, kubeconfig))
-	_, err := Start(context.Background(), kubeconfig, BackendPods)
-	require.Error(t, err, "nothing listens on 127.0.0.1:1")
-	r, w, err := os.Pipe()
-	require.NoError(t, err)
-	stderr := os.Stderr
-	os.Stderr = w
-	klog.Errorf("Unexpected error when reading response body: %v", context.Canceled)
-	klog.Flush()
-	os.Stderr = stderr
-	require.NoError(t, w.Close())
-	got, err := io.ReadAll(r)
-	require.NoError(t, err)
-	assert.Empty(t, string(got), "klog wrote to stderr")
 }

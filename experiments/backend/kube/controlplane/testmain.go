@@ -4,14 +4,15 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/klog/v2"
+
+	"github.com/ringside/ringside/internal/klogslog"
 )
 
 // TestMain runs a package's tests against one control plane started for
@@ -20,7 +21,8 @@ import (
 // an error there fails the run before any test. client-go's klog output
 // is silenced: the tests report what they check.
 func TestMain(m *testing.M, setup func(ctx context.Context, cp *ControlPlane) error) {
-	klog.SetLogger(logr.Discard()) // errors too: with its output sent nowhere, klog still copied them to stderr
+	klogslog.Install() // errors too: with its output sent nowhere, klog still copied them to stderr
+	klogslog.Use(slog.New(slog.DiscardHandler))
 	os.Exit(runTests(m, setup))
 }
 
