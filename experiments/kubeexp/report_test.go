@@ -103,3 +103,25 @@ func TestLatencyVerdictsRestOnAnInterval(t *testing.T) {
 	out = report(t, &Latency{}, head+table(1, 1.1))
 	assert.Contains(t, out, "every application elected: inconclusive (no interval: too few repetitions)", "one repetition is no interval")
 }
+
+// A hold shorter than the candidates' start-up leaves the latencies from
+// campaign start with start-up in them; the report says so, and only then.
+func TestLatencySaysWhenTheHoldWasOutrun(t *testing.T) {
+	const head = "backend,algorithm,apps,rep,app,latency_ms,campaign_latency_ms,overlaps,elected,campaign_spread_ms,campaign_together_ms,leader_after_instant_ms\n"
+	rows := func(spreads ...float64) string {
+		var b strings.Builder
+		for i, s := range spreads {
+			fmt.Fprintf(&b, "kube,default,3,0,app-%d,30020,20,0,true,%g,30000,20\n", i, s)
+		}
+		return b.String()
+	}
+	out := report(t, &Latency{}, head+rows(12, 634, 1000))
+	assert.Contains(t, out, "held to campaign at one instant")
+	assert.NotContains(t, out, "held elections a candidate began", "0.634 s and 1 s apart are candidates woken together")
+
+	out = report(t, &Latency{}, head+rows(12, 1001, 18403.8))
+	assert.Contains(t, out, "**In 2 of 3 held elections a candidate began its campaign over 1 s after its application's first**")
+
+	out = report(t, &Latency{}, strings.ReplaceAll(head+rows(5000), ",30000,", ",0,"))
+	assert.NotContains(t, out, "held elections", "no hold, nothing to outrun")
+}
