@@ -37,7 +37,7 @@ func (l *Latency) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&l.together, "campaign-together", 0, "start every candidate first and hold its campaign until this long after the election set's deployment began, "+
 		"so that the elections are timed without the platform's start-up spread (bld-optimistic's candidates build their view of the Leases while held; "+
 		"0: each candidate campaigns once it runs; make it longer than the candidates take to start: "+
-		"20s covered 35 Pods on kind here, 3s 35 processes); a candidate that starts later campaigns at once, which campaign_spread_ms shows")
+		"20s covered 35 Pods on kind on one host, 30s did not on a slower one where 60s did, 3s 35 processes); a candidate that starts later campaigns at once, which campaign_spread_ms and the report show")
 }
 
 // latencyRow is one application's election.
