@@ -318,9 +318,10 @@ func campaignTogether(t *experiments.Table) string {
 
 // lateCampaign is how far behind its application's first a held
 // candidate's campaign may begin and still have started before the
-// instant: held candidates wake together, and on a loaded 2-core machine
-// the last of 35 ran within 0.7 s of the first (kind, docs/bld-optimistic.md,
-// 2026-12-07); one that began a second later was still starting.
+// instant: held candidates wake together, and with 35 Pods held to one
+// instant on a slow 2-core host an application's candidates began at most
+// 0.634 s apart (kind, docs/bld-optimistic.md, 2026-12-07); one that began
+// a second later was still starting.
 const lateCampaign = time.Second
 
 // outranHold counts the held elections whose candidates began their
