@@ -249,7 +249,7 @@ func (c *Candidate) Run(ctx context.Context) error {
 			c.rankLoop(lctx)
 		}
 		<-lctx.Done()
-		c.endLeadership(c.movedTo())
+		c.endLeadership(successor(lctx))
 	}
 	stopped := func() {
 		if c.sharesRecord() {

@@ -2,6 +2,7 @@ package bld
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -128,7 +129,8 @@ func (c *Candidate) runCoordinated(ctx context.Context, started func(context.Con
 // renewal fails, or ctx ends; a leader that stops lets the Lease run out
 // behind it, after its "stopped".
 func (c *Candidate) lead(ctx context.Context, leases <-chan *coordinationv1.Lease, started func(context.Context)) {
-	ectx, cancel := context.WithCancel(ctx)
+	ectx, stop := context.WithCancelCause(ctx)
+	cancel := func() { stop(nil) }
 	defer cancel()
 	renewedCh := make(chan struct{})
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
@@ -193,7 +195,10 @@ func (c *Candidate) lead(ctx context.Context, leases <-chan *coordinationv1.Leas
 				if led != nil {
 					c.cfg.Log.Info("stepping down", "why", why)
 				}
-				cancel()
+				// The successor is the one named now: a Lease seen after
+				// this step-down (another write before the leader's
+				// goroutine wakes) must not change whom it stepped down for.
+				stop(movedAway{c.movedTo()})
 			}
 		}
 	}
@@ -256,13 +261,29 @@ func (c *Candidate) notNamed() string {
 }
 
 // movedTo is the candidate the controller moves this one's leadership to,
-// as the Lease was last seen ("" for none): the successor its "stopped"
-// names.
+// as the Lease was last seen ("" for none).
 func (c *Candidate) movedTo() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if l := c.lease; l != nil && l.Spec.PreferredHolder != nil && *l.Spec.PreferredHolder != c.cfg.Identity {
 		return *l.Spec.PreferredHolder
+	}
+	return ""
+}
+
+// movedAway is why a coordinated leader's context ended when the Lease
+// stopped naming it: to is the candidate a move named then ("" for none).
+type movedAway struct{ to string }
+
+func (m movedAway) Error() string { return "not named any more; moved to " + strconv.Quote(m.to) }
+
+// successor is the candidate a leadership that ended with ctx was handed
+// to: the one the move that ended it named, or nobody (a release, a
+// renewal lost, the campaign's end).
+func successor(ctx context.Context) string {
+	var m movedAway
+	if errors.As(context.Cause(ctx), &m) {
+		return m.to
 	}
 	return ""
 }

@@ -271,3 +271,37 @@ func TestAMovedLeaderNamesItsSuccessor(t *testing.T) {
 		})
 	}
 }
+
+// The successor a leader's "stopped" names is the one the move that ended
+// it named, whatever Lease is seen between the step-down and the leader's
+// goroutine waking: in the fake API server, which keeps no resource
+// versions, the elector's renewal can overwrite the move and be seen in
+// that gap (a CI run read "" so); a real one can carry any later write.
+func TestASteppedDownLeaderKeepsTheMoveThatEndedIt(t *testing.T) {
+	me, next, secs := "me", "next", int32(10)
+	named := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "ns", ResourceVersion: "1"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &me, LeaseDurationSeconds: &secs, RenewTime: &metav1.MicroTime{Time: time.Now()}}}
+	c, err := NewCandidate(CandidateConfig{Algorithm: balance.CLEBalanced, Election: "app", Namespace: "ns", Identity: "me", Node: "w1",
+		Client: fake.NewSimpleClientset(named.DeepCopy()), LeaseDuration: 10 * time.Second, RenewDeadline: 5 * time.Second, RetryPeriod: time.Second})
+	require.NoError(t, err)
+	c.noteLease(named)
+	moved := named.DeepCopy()
+	moved.ResourceVersion, moved.Spec.PreferredHolder = "2", &next
+	unmoved := named.DeepCopy() // a later write without the move
+	unmoved.ResourceVersion = "3"
+
+	leases := make(chan *coordinationv1.Lease, 1)
+	got := make(chan string, 1)
+	go c.lead(context.Background(), leases, func(lctx context.Context) {
+		leases <- moved
+		<-lctx.Done()
+		c.noteLease(unmoved)
+		got <- successor(lctx)
+	})
+	select {
+	case to := <-got:
+		assert.Equal(t, next, to)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the leader did not step down on the move")
+	}
+}
