@@ -158,7 +158,7 @@ func TestANamedCandidateLeadsBeforeItRegisters(t *testing.T) {
 			events := make(chan string, 8)
 			c, err := NewCandidate(CandidateConfig{Algorithm: balance.CLEBalanced, Election: "app", Namespace: "ns", Identity: "me", Node: "w1",
 				Client: cs, LeaseDuration: 10 * time.Second, RenewDeadline: 5 * time.Second, RetryPeriod: time.Second,
-				OnEvent: func(ev, _ string) { events <- ev }})
+				OnEvent: func(ev, _ string) { keep(events, ev) }})
 			require.NoError(t, err)
 			done := make(chan error, 1)
 			go func() { done <- c.Run(context.Background()) }()

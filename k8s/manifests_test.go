@@ -289,7 +289,10 @@ func TestElectorsRunWithTheManifestsRights(t *testing.T) {
 				LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond,
 				OnEvent: func(event, _ string) {
 					if event == "started" {
-						won <- id
+						select { // the first is read; a re-election's must not block
+						case won <- id:
+						default:
+						}
 					}
 				},
 				Log: slog.New(slog.DiscardHandler),
