@@ -86,6 +86,14 @@ func (f *Failover) Run(ctx context.Context, env *experiments.Env) error {
 			}
 		}
 		if err != nil {
+			if c, ok := r.(*cleanup); ok {
+				// A ring that did not settle: its servers' logs are the
+				// only account of why (a loaded machine's run, once).
+				kept := filepath.Join(env.Dir, fmt.Sprintf("%s-n%d-%s-rep%d", failoverLogs, n, alg, t.Rep))
+				if kerr := c.keepLogs(kept); kerr == nil {
+					err = fmt.Errorf("%w (its servers' logs: %s)", err, kept)
+				}
+			}
 			return nil, fmt.Errorf("n=%d: %w", n, err)
 		}
 		if res.Election != alg {

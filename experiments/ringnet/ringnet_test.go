@@ -26,6 +26,9 @@ func runExp(t *testing.T, e experiments.Experiment, backend string, reps int, ar
 func runExpIn(t *testing.T, dir string, e experiments.Experiment, backend string, reps int, args ...string) (*experiments.Table, string) {
 	t.Helper()
 	tab, _, err := experiments.RunArgs(context.Background(), e, args, experiments.RunOptions{Seed: 1, Reps: reps, Backend: backend, Out: dir})
+	if err != nil {
+		showKeptLogs(t, dir) // the run's folder goes with the test
+	}
 	require.NoError(t, err)
 	reg := &experiments.Registry{}
 	reg.Register(e)
@@ -65,9 +68,19 @@ func checkFailover(t *testing.T, dir string, tab *experiments.Table, rows int) {
 		return
 	}
 	assert.NotEmpty(t, kept, "a wrong coordinator's logs")
+	showKeptLogs(t, dir)
+}
+
+// showKeptLogs logs the end of every server log ring-failover kept in dir.
+func showKeptLogs(t *testing.T, dir string) {
+	t.Helper()
+	kept, _ := filepath.Glob(filepath.Join(dir, failoverLogs+"-*", "*.log"))
 	for _, l := range kept {
 		b, err := os.ReadFile(l)
-		require.NoError(t, err)
+		if err != nil {
+			t.Logf("%s: %v", l, err)
+			continue
+		}
 		lines := strings.Split(string(b), "\n")
 		t.Logf("%s, the last of %d lines:\n%s", l, len(lines), strings.Join(lines[max(0, len(lines)-80):], "\n"))
 	}
