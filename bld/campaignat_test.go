@@ -78,7 +78,7 @@ func TestCandidateCampaignsAtItsInstant(t *testing.T) {
 // fake API server, which writes no resourceVersion, a bld-optimistic
 // candidate's validation fails at every try, and each try names a leader;
 // a blocked OnEvent then held Run, and the test, past its timeout).
-func keep[T any](events chan T, ev T) {
+func keep(events chan string, ev string) {
 	select {
 	case events <- ev:
 	default:

@@ -85,12 +85,16 @@ func (f *Failover) Run(ctx context.Context, env *experiments.Env) error {
 				err = perr
 			}
 		}
+		// The ring's scratch folder goes when it closes: what its servers
+		// logged is the only account of how it settled, kept for a ring
+		// that did not settle (a loaded machine's run, once) or settled
+		// on a wrong coordinator.
+		kept := filepath.Join(env.Dir, fmt.Sprintf("%s-n%d-%s-rep%d", failoverLogs, n, alg, t.Rep))
 		if err != nil {
 			if c, ok := r.(*cleanup); ok {
-				// A ring that did not settle: its servers' logs are the
-				// only account of why (a loaded machine's run, once).
-				kept := filepath.Join(env.Dir, fmt.Sprintf("%s-n%d-%s-rep%d", failoverLogs, n, alg, t.Rep))
-				if kerr := c.keepLogs(kept); kerr == nil {
+				if kerr := c.keepLogs(kept); kerr != nil {
+					err = fmt.Errorf("%w (keeping its servers' logs: %v)", err, kerr)
+				} else {
 					err = fmt.Errorf("%w (its servers' logs: %s)", err, kept)
 				}
 			}
@@ -104,9 +108,6 @@ func (f *Failover) Run(ctx context.Context, env *experiments.Env) error {
 			AllKnow: res.AllKnow, Metadata: res.Metadata, ElectionMsgs: int(res.Sent["election"]), ElectedMsgs: int(res.Sent["elected"]),
 			EndMsgs: int(res.Sent["end"]), Suspect: f.srv.suspect, Seed: t.Seed, ElectedRound: res.ElectedRound, ElectedForward: res.ElectedForward, ElectedAt: res.ElectedAt}
 		if c, ok := r.(*cleanup); ok && (!res.NewIsMaxLive || res.Coordinators != 1) {
-			// The ring's scratch folder goes when it closes: keep what
-			// its servers logged, the only account of how it settled.
-			kept := filepath.Join(env.Dir, fmt.Sprintf("%s-n%d-%s-rep%d", failoverLogs, n, alg, t.Rep))
 			if err := c.keepLogs(kept); err != nil {
 				return nil, fmt.Errorf("n=%d: keeping the logs of a wrong coordinator: %w", n, err)
 			}

@@ -27,7 +27,7 @@ func runExpIn(t *testing.T, dir string, e experiments.Experiment, backend string
 	t.Helper()
 	tab, _, err := experiments.RunArgs(context.Background(), e, args, experiments.RunOptions{Seed: 1, Reps: reps, Backend: backend, Out: dir})
 	if err != nil {
-		showKeptLogs(t, dir) // the run's folder goes with the test
+		showLogs(t, keptLogs(t, dir)) // the run's folder goes with the test
 	}
 	require.NoError(t, err)
 	reg := &experiments.Registry{}
@@ -61,20 +61,26 @@ func checkFailover(t *testing.T, dir string, tab *experiments.Table, rows int) {
 	}
 	// A wrong coordinator's servers' logs are kept (local backend), and
 	// shown here: the run's folder goes with the test.
-	kept, err := filepath.Glob(filepath.Join(dir, failoverLogs+"-*", "*.log"))
-	require.NoError(t, err)
+	kept := keptLogs(t, dir)
 	if !wrong || tab.Str(0, "backend") != "local" {
 		assert.Empty(t, kept, "logs kept with no wrong coordinator")
 		return
 	}
 	assert.NotEmpty(t, kept, "a wrong coordinator's logs")
-	showKeptLogs(t, dir)
+	showLogs(t, kept)
 }
 
-// showKeptLogs logs the end of every server log ring-failover kept in dir.
-func showKeptLogs(t *testing.T, dir string) {
+// keptLogs lists the server logs ring-failover kept in dir.
+func keptLogs(t *testing.T, dir string) []string {
 	t.Helper()
-	kept, _ := filepath.Glob(filepath.Join(dir, failoverLogs+"-*", "*.log"))
+	kept, err := filepath.Glob(filepath.Join(dir, failoverLogs+"-*", "*.log"))
+	require.NoError(t, err)
+	return kept
+}
+
+// showLogs logs the end of each log.
+func showLogs(t *testing.T, kept []string) {
+	t.Helper()
 	for _, l := range kept {
 		b, err := os.ReadFile(l)
 		if err != nil {
